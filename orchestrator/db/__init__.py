@@ -1,0 +1,1 @@
+"""Persistence: tables, engine, the unit of work, repositories and Alembic migrations."""

@@ -1,0 +1,1 @@
+"""Repositories: named queries over one connection, returning plain dataclasses."""

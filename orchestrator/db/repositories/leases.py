@@ -1,0 +1,321 @@
+"""Leases in SQL: every write of the worker protocol is a compare-and-set on the lease token.
+
+The lease token is a fencing token: it only grows, every claim or takeover bumps it, and
+every later write says ``WHERE lease_token = :mine``.  A holder that was taken over (a
+paused VM, a GC stall, a partitioned worker) finds zero rows and must stop; it can never
+overwrite the new holder's work, whatever its clock says.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+import sqlalchemy as sa
+
+from orchestrator.db.repositories.rows import to_payment
+from orchestrator.db.tables import payments
+from orchestrator.domain.model import Failure, PaymentRecord
+from orchestrator.domain.states import (
+    Event,
+    Outcome,
+    PaymentStatus,
+    RecoveryPoint,
+    allowed_sources,
+)
+
+c = payments.c
+
+
+class LeaseState(StrEnum):
+    EXPIRED = "expired"
+    ACTIVE = "active"
+    NEEDS_ATTENTION = "needs_attention"
+
+
+def _guard(event: Event) -> sa.ColumnElement[bool]:
+    """The state machine's source states for ``event``, as SQL."""
+    status, points = allowed_sources(event)
+    return sa.and_(c.status == status.value, c.recovery_point.in_([p.value for p in points]))
+
+
+class LeaseRepository:
+    def __init__(self, connection: sa.Connection) -> None:
+        self._conn = connection
+
+    def _update_one(self, where: sa.ColumnElement[bool], **values: Any) -> PaymentRecord | None:
+        row = self._conn.execute(
+            payments.update().where(where).values(**values).returning(*payments.c)
+        ).first()
+        return None if row is None else to_payment(row)
+
+    # -- the worker -----------------------------------------------------------------------
+
+    def claim(
+        self,
+        payment_id: str,
+        *,
+        carried_token: int,
+        owner: str,
+        now: datetime,
+        lease_until: datetime,
+    ) -> PaymentRecord | None:
+        """Take the lease if it is ours to take: the token the task carries, or an expired
+        lease.  Bumps the fencing token and counts the attempt.  None: someone else holds
+        it, it is deferred to later, or it is finished."""
+        return self._update_one(
+            sa.and_(
+                c.id == payment_id,
+                c.status == PaymentStatus.PROCESSING.value,
+                sa.or_(c.lease_token == carried_token, c.locked_until <= now),
+                sa.or_(c.next_attempt_at.is_(None), c.next_attempt_at <= now),
+            ),
+            lease_token=c.lease_token + 1,
+            lease_owner=owner,
+            locked_until=lease_until,
+            next_attempt_at=None,
+            attempts=c.attempts + 1,
+            updated_at=now,
+        )
+
+    def renew(
+        self,
+        payment_id: str,
+        *,
+        token: int,
+        now: datetime,
+        lease_until: datetime,
+        next_confirm: bool = False,
+    ) -> PaymentRecord | None:
+        """Extend our lease before a provider call.  With ``next_confirm`` it also takes the
+        next confirm number, so the key ``…-confirm-{n}`` is durable before it is sent."""
+        values: dict[str, Any] = {"locked_until": lease_until, "updated_at": now}
+        if next_confirm:
+            values["confirm_attempts"] = c.confirm_attempts + 1
+        return self._update_one(
+            sa.and_(
+                c.id == payment_id,
+                c.lease_token == token,
+                c.status == PaymentStatus.PROCESSING.value,
+            ),
+            **values,
+        )
+
+    def mark_intent_created(
+        self, payment_id: str, *, token: int, provider_payment_id: str, now: datetime
+    ) -> PaymentRecord | None:
+        return self._update_one(
+            sa.and_(c.id == payment_id, c.lease_token == token, _guard(Event.INTENT_CREATED)),
+            provider_payment_id=provider_payment_id,
+            recovery_point=RecoveryPoint.INTENT_CREATED.value,
+            updated_at=now,
+        )
+
+    def record_unknown_outcome(
+        self, payment_id: str, *, token: int, error: str, now: datetime
+    ) -> PaymentRecord | None:
+        return self._update_one(
+            sa.and_(
+                c.id == payment_id,
+                c.lease_token == token,
+                c.status == PaymentStatus.PROCESSING.value,
+            ),
+            unknown_outcomes=c.unknown_outcomes + 1,
+            last_error=error[:2000],
+            updated_at=now,
+        )
+
+    def record_settlement(
+        self,
+        payment_id: str,
+        *,
+        token: int,
+        outcome: Outcome,
+        provider_payment_id: str | None,
+        provider_charge_id: str | None,
+        failure: Failure | None,
+        now: datetime,
+    ) -> PaymentRecord | None:
+        """Store what the provider settled (recovery point ``provider_settled``), so a worker
+        that dies before finishing leaves a record that needs no further provider call."""
+        return self._update_one(
+            sa.and_(c.id == payment_id, c.lease_token == token, _guard(Event.PROVIDER_SETTLED)),
+            recovery_point=RecoveryPoint.PROVIDER_SETTLED.value,
+            provider_outcome=outcome.value,
+            provider_payment_id=sa.func.coalesce(provider_payment_id, c.provider_payment_id),
+            provider_charge_id=provider_charge_id,
+            failure_code=failure.code if failure else None,
+            decline_code=failure.decline_code if failure else None,
+            failure_message=failure.message[:1000] if failure else None,
+            updated_at=now,
+        )
+
+    def finish(
+        self,
+        payment_id: str,
+        *,
+        token: int,
+        status: PaymentStatus,
+        response_body: dict[str, Any],
+        now: datetime,
+    ) -> PaymentRecord | None:
+        """COMPLETED, fenced.  None: we were fenced out and the caller must roll back."""
+        return self._update_one(
+            sa.and_(c.id == payment_id, c.lease_token == token, _guard(Event.FINISHED)),
+            status=status.value,
+            recovery_point=RecoveryPoint.COMPLETED.value,
+            response_body=response_body,
+            lease_owner=None,
+            locked_until=None,
+            next_attempt_at=None,
+            completed_at=now,
+            updated_at=now,
+        )
+
+    def defer(
+        self, payment_id: str, *, token: int, until: datetime, error: str | None, now: datetime
+    ) -> PaymentRecord | None:
+        """Release the lease until ``until``: a long backoff lives in the row, not in the
+        broker, and the sweeper re-queues the record when it is due."""
+        values: dict[str, Any] = {
+            "lease_owner": None,
+            "locked_until": until,
+            "next_attempt_at": until,
+            "updated_at": now,
+        }
+        if error is not None:
+            values["last_error"] = error[:2000]
+        return self._update_one(
+            sa.and_(
+                c.id == payment_id,
+                c.lease_token == token,
+                c.status == PaymentStatus.PROCESSING.value,
+            ),
+            **values,
+        )
+
+    def park(
+        self, payment_id: str, *, token: int, error: str, now: datetime
+    ) -> PaymentRecord | None:
+        """needs_attention: an operator decides.  Keeps the recovery point for the retry."""
+        return self._update_one(
+            sa.and_(c.id == payment_id, c.lease_token == token, _guard(Event.PARKED)),
+            status=PaymentStatus.NEEDS_ATTENTION.value,
+            lease_owner=None,
+            locked_until=None,
+            next_attempt_at=None,
+            last_error=error[:2000],
+            updated_at=now,
+        )
+
+    # -- takeover (sweeper and operator) ----------------------------------------------------
+
+    def lock_due(self, *, now: datetime, limit: int) -> list[PaymentRecord]:
+        """Unfinished records whose lease expired or whose deferral is due, oldest first,
+        row-locked with ``FOR UPDATE SKIP LOCKED`` so two sweepers never take the same row.
+        (SQLite has no row locks and SQLAlchemy drops the clause there; the fenced
+        conditional UPDATE in ``take_over`` is what keeps it safe.)"""
+        query = (
+            sa.select(payments)
+            .where(c.status == PaymentStatus.PROCESSING.value, c.locked_until <= now)
+            .order_by(c.locked_until)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        return [to_payment(r) for r in self._conn.execute(query)]
+
+    def lock_for_takeover(self, payment_id: str) -> PaymentRecord | None:
+        """The record, row-locked (waits for a concurrent takeover to commit)."""
+        row = self._conn.execute(
+            sa.select(payments).where(c.id == payment_id).with_for_update()
+        ).first()
+        return None if row is None else to_payment(row)
+
+    def take_over(
+        self,
+        payment_id: str,
+        *,
+        expected_token: int,
+        owner: str,
+        now: datetime,
+        lease_until: datetime,
+        require_expired: bool,
+    ) -> PaymentRecord | None:
+        """Fence out the current holder: bump the token, hold a short dispatch lease for the
+        message we are about to publish.  Conditional on the token we saw, so two takers
+        racing on the same row cannot both win."""
+        where = sa.and_(
+            c.id == payment_id,
+            c.lease_token == expected_token,
+            c.status == PaymentStatus.PROCESSING.value,
+        )
+        if require_expired:
+            where = sa.and_(where, c.locked_until <= now)
+        return self._update_one(
+            where,
+            lease_token=c.lease_token + 1,
+            lease_owner=owner,
+            locked_until=lease_until,
+            next_attempt_at=None,
+            updated_at=now,
+        )
+
+    def park_expired(
+        self, payment_id: str, *, expected_token: int, error: str, now: datetime
+    ) -> PaymentRecord | None:
+        """Out of attempts: needs_attention instead of another takeover (token bumped so a
+        late writer is fenced out of the parked record too)."""
+        return self._update_one(
+            sa.and_(
+                c.id == payment_id,
+                c.lease_token == expected_token,
+                _guard(Event.PARKED),
+            ),
+            status=PaymentStatus.NEEDS_ATTENTION.value,
+            lease_token=c.lease_token + 1,
+            lease_owner=None,
+            locked_until=None,
+            next_attempt_at=None,
+            last_error=error[:2000],
+            updated_at=now,
+        )
+
+    def retry_parked(
+        self,
+        payment_id: str,
+        *,
+        expected_token: int,
+        owner: str,
+        now: datetime,
+        lease_until: datetime,
+    ) -> PaymentRecord | None:
+        """needs_attention -> processing with fresh attempt counters and a dispatch lease."""
+        return self._update_one(
+            sa.and_(
+                c.id == payment_id,
+                c.lease_token == expected_token,
+                _guard(Event.RETRIED),
+            ),
+            status=PaymentStatus.PROCESSING.value,
+            lease_token=c.lease_token + 1,
+            lease_owner=owner,
+            locked_until=lease_until,
+            next_attempt_at=None,
+            attempts=0,
+            unknown_outcomes=0,
+            updated_at=now,
+        )
+
+    def list_by_state(self, state: LeaseState, *, now: datetime, limit: int) -> list[PaymentRecord]:
+        query = sa.select(payments)
+        if state is LeaseState.NEEDS_ATTENTION:
+            query = query.where(c.status == PaymentStatus.NEEDS_ATTENTION.value)
+            query = query.order_by(c.updated_at)
+        else:
+            expired = c.locked_until <= now
+            query = query.where(
+                c.status == PaymentStatus.PROCESSING.value,
+                expired if state is LeaseState.EXPIRED else sa.not_(expired),
+            ).order_by(c.locked_until)
+        return [to_payment(r) for r in self._conn.execute(query.limit(limit))]

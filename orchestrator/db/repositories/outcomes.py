@@ -1,0 +1,61 @@
+"""Business rows written by the finishing transaction: outcome, ledger lines, outbox."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from orchestrator.db.tables import ledger_lines, outbox_events, payment_outcomes
+from orchestrator.domain.ledger import LedgerLine
+from orchestrator.domain.model import PaymentRecord
+
+
+class OutcomeRepository:
+    def __init__(self, connection: sa.Connection) -> None:
+        self._conn = connection
+
+    def add_outcome(self, record: PaymentRecord, *, now: datetime) -> None:
+        assert record.provider_outcome is not None, "finish needs a settled outcome"
+        self._conn.execute(
+            payment_outcomes.insert().values(
+                payment_id=record.id,
+                client_id=record.client_id,
+                provider=record.provider,
+                provider_payment_id=record.provider_payment_id,
+                provider_charge_id=record.provider_charge_id,
+                outcome=record.provider_outcome.value,
+                amount=record.request.amount,
+                currency=record.request.currency,
+                failure_code=record.failure.code if record.failure else None,
+                decline_code=record.failure.decline_code if record.failure else None,
+                created_at=now,
+            )
+        )
+
+    def add_ledger_lines(self, payment_id: str, lines: list[LedgerLine], *, now: datetime) -> None:
+        if not lines:
+            return
+        self._conn.execute(
+            ledger_lines.insert(),
+            [
+                {
+                    "payment_id": payment_id,
+                    "account": line.account,
+                    "amount": line.amount,
+                    "currency": line.currency,
+                    "created_at": now,
+                }
+                for line in lines
+            ],
+        )
+
+    def add_outbox_event(
+        self, payment_id: str, event_type: str, payload: dict[str, Any], *, now: datetime
+    ) -> None:
+        self._conn.execute(
+            outbox_events.insert().values(
+                payment_id=payment_id, event_type=event_type, payload=payload, created_at=now
+            )
+        )

@@ -1,0 +1,104 @@
+"""Payment records: the idempotent claim and the reads behind the API."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from orchestrator.db.repositories.rows import to_payment
+from orchestrator.db.tables import payments
+from orchestrator.domain.model import PaymentRecord
+from orchestrator.domain.states import FINAL_STATUSES, PaymentStatus
+
+
+class PaymentRepository:
+    def __init__(self, connection: sa.Connection) -> None:
+        self._conn = connection
+
+    def insert_if_absent(self, values: dict[str, Any]) -> PaymentRecord | None:
+        """``INSERT … ON CONFLICT (client_id, idempotency_key) DO NOTHING RETURNING *``.
+
+        None means the (client, key) pair already exists.  Concurrent duplicates wait only
+        for the first inserter's short transaction; they never create a second record, and
+        there is no window between a check and an insert because there is no check.
+        """
+        insert = postgresql.insert if self._conn.dialect.name == "postgresql" else sqlite.insert
+        statement = (
+            insert(payments)
+            .values(**values)
+            .on_conflict_do_nothing(index_elements=["client_id", "idempotency_key"])
+            .returning(*payments.c)
+        )
+        row = self._conn.execute(statement).first()
+        return None if row is None else to_payment(row)
+
+    def find_by_key(self, client_id: str, idempotency_key: str) -> PaymentRecord | None:
+        row = self._conn.execute(
+            sa.select(payments).where(
+                payments.c.client_id == client_id,
+                payments.c.idempotency_key == idempotency_key,
+            )
+        ).first()
+        return None if row is None else to_payment(row)
+
+    def get(self, payment_id: str) -> PaymentRecord | None:
+        row = self._conn.execute(sa.select(payments).where(payments.c.id == payment_id)).first()
+        return None if row is None else to_payment(row)
+
+    def get_for_client(self, client_id: str, payment_id: str) -> PaymentRecord | None:
+        """Scoped read: another client's payment is indistinguishable from a missing one."""
+        row = self._conn.execute(
+            sa.select(payments).where(
+                payments.c.id == payment_id, payments.c.client_id == client_id
+            )
+        ).first()
+        return None if row is None else to_payment(row)
+
+    def count_by_status(self) -> dict[str, int]:
+        rows = self._conn.execute(
+            sa.select(payments.c.status, sa.func.count()).group_by(payments.c.status)
+        )
+        counts = {status.value: 0 for status in PaymentStatus}
+        counts.update({status: count for status, count in rows})
+        return counts
+
+    def oldest_processing_created_at(self) -> datetime | None:
+        value = self._conn.execute(
+            sa.select(sa.func.min(payments.c.created_at)).where(
+                payments.c.status == PaymentStatus.PROCESSING.value
+            )
+        ).scalar_one_or_none()
+        return value if isinstance(value, datetime) else None
+
+    def purge_idempotency_data(self, *, created_before: datetime, limit: int, now: datetime) -> int:
+        """Forget keys, fingerprints and stored responses of finished payments older than the
+        retention window, one batch at a time.  The payment, its outcome, ledger lines and
+        audit rows stay; the key becomes free for a new payment.  Unfinished payments keep
+        their key however old: it still protects money that may move."""
+        batch = (
+            sa.select(payments.c.id)
+            .where(
+                payments.c.idempotency_key.is_not(None),
+                payments.c.created_at < created_before,
+                payments.c.status.in_([s.value for s in FINAL_STATUSES]),
+            )
+            .order_by(payments.c.created_at)
+            .limit(limit)
+        )
+        if self._conn.dialect.name == "postgresql":
+            batch = batch.with_for_update(skip_locked=True)
+        result = self._conn.execute(
+            payments.update()
+            .where(payments.c.id.in_(batch.scalar_subquery()))
+            .values(
+                idempotency_key=None,
+                request_fingerprint=None,
+                response_body=None,
+                key_purged_at=now,
+                updated_at=now,
+            )
+        )
+        return result.rowcount

@@ -1,0 +1,88 @@
+"""Row -> dataclass mapping shared by the repositories."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from orchestrator.domain.model import (
+    ApiClient,
+    AuditEntry,
+    Failure,
+    PaymentRecord,
+    PaymentRequest,
+    Role,
+)
+from orchestrator.domain.states import Outcome, PaymentStatus, RecoveryPoint
+
+
+def to_payment(row: sa.RowMapping | Any) -> PaymentRecord:
+    m = row._mapping if hasattr(row, "_mapping") else row
+    failure = None
+    if m["failure_code"] is not None:
+        failure = Failure(
+            code=m["failure_code"],
+            message=m["failure_message"] or "",
+            decline_code=m["decline_code"],
+        )
+    return PaymentRecord(
+        id=m["id"],
+        client_id=m["client_id"],
+        idempotency_key=m["idempotency_key"],
+        request_fingerprint=m["request_fingerprint"],
+        request=PaymentRequest(
+            amount=m["amount"],
+            currency=m["currency"],
+            payment_method=m["payment_method"],
+            customer_reference=m["customer_reference"],
+            description=m["description"],
+            metadata=dict(m["metadata"] or {}),
+        ),
+        status=PaymentStatus(m["status"]),
+        recovery_point=RecoveryPoint(m["recovery_point"]),
+        lease_token=m["lease_token"],
+        lease_owner=m["lease_owner"],
+        locked_until=m["locked_until"],
+        next_attempt_at=m["next_attempt_at"],
+        attempts=m["attempts"],
+        unknown_outcomes=m["unknown_outcomes"],
+        confirm_attempts=m["confirm_attempts"],
+        provider=m["provider"],
+        provider_payment_id=m["provider_payment_id"],
+        provider_charge_id=m["provider_charge_id"],
+        provider_outcome=Outcome(m["provider_outcome"]) if m["provider_outcome"] else None,
+        failure=failure,
+        last_error=m["last_error"],
+        response_body=m["response_body"],
+        created_at=m["created_at"],
+        updated_at=m["updated_at"],
+        completed_at=m["completed_at"],
+    )
+
+
+def to_client(row: sa.RowMapping | Any) -> ApiClient:
+    m = row._mapping if hasattr(row, "_mapping") else row
+    return ApiClient(
+        id=m["id"],
+        name=m["name"],
+        role=Role(m["role"]),
+        key_prefix=m["key_prefix"],
+        created_at=m["created_at"],
+        revoked_at=m["revoked_at"],
+    )
+
+
+def to_audit(row: sa.RowMapping | Any) -> AuditEntry:
+    m = row._mapping if hasattr(row, "_mapping") else row
+    return AuditEntry(
+        id=m["id"],
+        actor_client_id=m["actor_client_id"],
+        actor_name=m["actor_name"],
+        action=m["action"],
+        payment_id=m["payment_id"],
+        reason=m["reason"],
+        old_token=m["old_token"],
+        new_token=m["new_token"],
+        created_at=m["created_at"],
+    )

@@ -1,0 +1,165 @@
+"""The schema, as SQLAlchemy Core tables.  Alembic migrations create it; a test proves the
+migrations and these definitions agree."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from orchestrator.db.types import JsonDocument, UtcDateTime
+
+metadata = sa.MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+api_clients = sa.Table(
+    "api_clients",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("role", sa.String(20), nullable=False),
+    # SHA-256 of the whole key: the key has 256 random bits, so a slow hash adds nothing.
+    sa.Column("key_hash", sa.String(64), nullable=False, unique=True),
+    sa.Column("key_prefix", sa.String(24), nullable=False),
+    sa.Column("created_at", UtcDateTime(), nullable=False),
+    sa.Column("revoked_at", UtcDateTime(), nullable=True),
+)
+
+payments = sa.Table(
+    "payments",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("client_id", sa.String(40), sa.ForeignKey("api_clients.id"), nullable=False),
+    # Idempotency data: NULL once the retention window purged it (the payment stays).
+    sa.Column("idempotency_key", sa.String(255), nullable=True),
+    sa.Column("request_fingerprint", sa.String(64), nullable=True),
+    sa.Column("response_body", JsonDocument, nullable=True),
+    sa.Column("key_purged_at", UtcDateTime(), nullable=True),
+    # The request.
+    sa.Column("amount", sa.BigInteger, nullable=False),
+    sa.Column("currency", sa.String(3), nullable=False),
+    sa.Column("payment_method", sa.String(255), nullable=False),
+    sa.Column("customer_reference", sa.String(255), nullable=True),
+    sa.Column("description", sa.String(1000), nullable=True),
+    sa.Column("metadata", JsonDocument, nullable=False),
+    # State machine and lease.
+    sa.Column("status", sa.String(20), nullable=False),
+    sa.Column("recovery_point", sa.String(20), nullable=False),
+    sa.Column("lease_token", sa.BigInteger, nullable=False),
+    sa.Column("lease_owner", sa.String(200), nullable=True),
+    sa.Column("locked_until", UtcDateTime(), nullable=True),
+    sa.Column("next_attempt_at", UtcDateTime(), nullable=True),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("unknown_outcomes", sa.Integer, nullable=False),
+    sa.Column("confirm_attempts", sa.Integer, nullable=False),
+    # Provider.
+    sa.Column("provider", sa.String(20), nullable=False),
+    sa.Column("provider_payment_id", sa.String(255), nullable=True),
+    sa.Column("provider_charge_id", sa.String(255), nullable=True),
+    sa.Column("provider_outcome", sa.String(20), nullable=True),
+    sa.Column("failure_code", sa.String(100), nullable=True),
+    sa.Column("decline_code", sa.String(100), nullable=True),
+    sa.Column("failure_message", sa.String(1000), nullable=True),
+    sa.Column("last_error", sa.String(2000), nullable=True),
+    sa.Column("created_at", UtcDateTime(), nullable=False),
+    sa.Column("updated_at", UtcDateTime(), nullable=False),
+    sa.Column("completed_at", UtcDateTime(), nullable=True),
+    # The claim: one INSERT ... ON CONFLICT DO NOTHING on this pair, never check-then-insert.
+    sa.UniqueConstraint("client_id", "idempotency_key"),
+    sa.CheckConstraint("amount > 0", name="amount_positive"),
+    sa.CheckConstraint(
+        "status IN ('processing', 'succeeded', 'failed', 'needs_attention')", name="status_known"
+    ),
+    sa.CheckConstraint(
+        "recovery_point IN ('accepted', 'intent_created', 'provider_settled', 'completed')",
+        name="recovery_point_known",
+    ),
+)
+
+# The sweeper's scan: leases of unfinished work ordered by expiry.  Partial, so finished
+# payments (the overwhelming majority) cost the index nothing.
+sa.Index(
+    "ix_payments_expired_leases",
+    payments.c.locked_until,
+    postgresql_where=payments.c.status == "processing",
+    sqlite_where=payments.c.status == "processing",
+)
+# Retention purge: finished payments that still hold idempotency data, oldest first.
+sa.Index(
+    "ix_payments_retention",
+    payments.c.created_at,
+    postgresql_where=payments.c.idempotency_key.is_not(None),
+    sqlite_where=payments.c.idempotency_key.is_not(None),
+)
+sa.Index("ix_payments_status", payments.c.status)
+
+payment_outcomes = sa.Table(
+    "payment_outcomes",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column("payment_id", sa.String(40), sa.ForeignKey("payments.id"), nullable=False),
+    sa.Column("client_id", sa.String(40), nullable=False),
+    sa.Column("provider", sa.String(20), nullable=False),
+    sa.Column("provider_payment_id", sa.String(255), nullable=True),
+    sa.Column("provider_charge_id", sa.String(255), nullable=True),
+    sa.Column("outcome", sa.String(20), nullable=False),
+    sa.Column("amount", sa.BigInteger, nullable=False),
+    sa.Column("currency", sa.String(3), nullable=False),
+    sa.Column("failure_code", sa.String(100), nullable=True),
+    sa.Column("decline_code", sa.String(100), nullable=True),
+    sa.Column("created_at", UtcDateTime(), nullable=False),
+    # Second line of defence behind the lease fence: one outcome per payment and per
+    # provider payment, whatever a confused writer attempts.
+    sa.UniqueConstraint("payment_id"),
+    sa.UniqueConstraint("provider_payment_id"),
+)
+
+ledger_lines = sa.Table(
+    "ledger_lines",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column("payment_id", sa.String(40), sa.ForeignKey("payments.id"), nullable=False),
+    sa.Column("account", sa.String(100), nullable=False),
+    # Signed minor units: debits positive, credits negative; a payment's lines sum to zero.
+    sa.Column("amount", sa.BigInteger, nullable=False),
+    sa.Column("currency", sa.String(3), nullable=False),
+    sa.Column("created_at", UtcDateTime(), nullable=False),
+    sa.Index("ix_ledger_lines_payment_id", "payment_id"),
+)
+
+outbox_events = sa.Table(
+    "outbox_events",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column("payment_id", sa.String(40), nullable=False),
+    sa.Column("event_type", sa.String(50), nullable=False),
+    sa.Column("payload", JsonDocument, nullable=False),
+    sa.Column("created_at", UtcDateTime(), nullable=False),
+    sa.Column("published_at", UtcDateTime(), nullable=True),
+    sa.Index(
+        "ix_outbox_events_unpublished",
+        "id",
+        postgresql_where=sa.text("published_at IS NULL"),
+        sqlite_where=sa.text("published_at IS NULL"),
+    ),
+)
+
+audit_log = sa.Table(
+    "audit_log",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column("actor_client_id", sa.String(40), nullable=False),
+    sa.Column("actor_name", sa.String(200), nullable=False),
+    sa.Column("action", sa.String(50), nullable=False),
+    sa.Column("payment_id", sa.String(40), nullable=False),
+    sa.Column("reason", sa.String(1000), nullable=False),
+    sa.Column("old_token", sa.BigInteger, nullable=True),
+    sa.Column("new_token", sa.BigInteger, nullable=True),
+    sa.Column("created_at", UtcDateTime(), nullable=False),
+    sa.Index("ix_audit_log_payment_id", "payment_id"),
+)

@@ -1,0 +1,88 @@
+"""The unit of work: the one place that owns transactions.
+
+A ``UnitOfWork`` is one short transaction.  It rolls back unless told to commit, and
+services are the only callers of ``commit()``: repositories, routes, tasks and the CLI
+never commit.  A provider call must never happen inside one (the worker protocol opens a
+new unit of work for every step, after the network call returned).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from types import TracebackType
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from orchestrator.db.clock import Clock, read_database_now
+from orchestrator.db.repositories.audit import AuditRepository
+from orchestrator.db.repositories.clients import ClientRepository
+from orchestrator.db.repositories.leases import LeaseRepository
+from orchestrator.db.repositories.outcomes import OutcomeRepository
+from orchestrator.db.repositories.payments import PaymentRepository
+
+
+class UnitOfWork:
+    clients: ClientRepository
+    payments: PaymentRepository
+    leases: LeaseRepository
+    outcomes: OutcomeRepository
+    audit: AuditRepository
+
+    def __init__(self, engine: Engine, clock: Clock) -> None:
+        self._engine = engine
+        self._clock = clock
+        self._connection: sa.Connection | None = None
+        self._transaction: sa.RootTransaction | None = None
+        self._now: datetime | None = None
+
+    def __enter__(self) -> UnitOfWork:
+        self._connection = self._engine.connect()
+        self._transaction = self._connection.begin()
+        conn = self._connection
+        self.clients = ClientRepository(conn)
+        self.payments = PaymentRepository(conn)
+        self.leases = LeaseRepository(conn)
+        self.outcomes = OutcomeRepository(conn)
+        self.audit = AuditRepository(conn)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            if self._transaction is not None and self._transaction.is_active:
+                self._transaction.rollback()
+        finally:
+            if self._connection is not None:
+                self._connection.close()
+            self._connection = None
+            self._transaction = None
+            self._now = None
+
+    @property
+    def dialect(self) -> str:
+        assert self._connection is not None, "unit of work used outside 'with'"
+        return self._connection.dialect.name
+
+    def now(self) -> datetime:
+        """The database clock, read once per unit of work (see orchestrator.db.clock)."""
+        assert self._connection is not None, "unit of work used outside 'with'"
+        if self._now is None:
+            self._now = read_database_now(self._connection, self._clock)
+        return self._now
+
+    def commit(self) -> None:
+        assert self._transaction is not None, "unit of work used outside 'with'"
+        self._transaction.commit()
+
+    def rollback(self) -> None:
+        assert self._transaction is not None, "unit of work used outside 'with'"
+        self._transaction.rollback()
+
+
+UnitOfWorkFactory = Callable[[], UnitOfWork]

@@ -1,0 +1,1 @@
+"""The domain: pure data and pure functions, no I/O."""

@@ -1,0 +1,89 @@
+"""Plain records the repositories return; no ORM object leaves the db package."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from orchestrator.domain.states import Outcome, PaymentStatus, RecoveryPoint, State
+
+
+class Role(StrEnum):
+    MERCHANT = "merchant"
+    OPS = "ops"
+
+
+@dataclass(frozen=True)
+class ApiClient:
+    id: str
+    name: str
+    role: Role
+    key_prefix: str
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class PaymentRequest:
+    """A validated ``POST /v1/payments`` body (currency already lower-case)."""
+
+    amount: int
+    currency: str
+    payment_method: str
+    customer_reference: str | None = None
+    description: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Failure:
+    code: str
+    message: str
+    decline_code: str | None = None
+
+
+@dataclass(frozen=True)
+class PaymentRecord:
+    id: str
+    client_id: str
+    idempotency_key: str | None
+    request_fingerprint: str | None
+    request: PaymentRequest
+    status: PaymentStatus
+    recovery_point: RecoveryPoint
+    lease_token: int
+    lease_owner: str | None
+    locked_until: datetime | None
+    next_attempt_at: datetime | None
+    attempts: int
+    unknown_outcomes: int
+    confirm_attempts: int
+    provider: str
+    provider_payment_id: str | None
+    provider_charge_id: str | None
+    provider_outcome: Outcome | None
+    failure: Failure | None
+    last_error: str | None
+    response_body: dict[str, Any] | None
+    created_at: datetime
+    updated_at: datetime
+    completed_at: datetime | None
+
+    @property
+    def state(self) -> State:
+        return State(self.status, self.recovery_point)
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    id: int
+    actor_client_id: str
+    actor_name: str
+    action: str
+    payment_id: str
+    reason: str
+    old_token: int | None
+    new_token: int | None
+    created_at: datetime

@@ -1,0 +1,2 @@
+"""Payment providers behind a small protocol (``base``).  Only ``stripe_adapter`` imports
+the ``stripe`` SDK; the simulator lives in ``simulator``."""

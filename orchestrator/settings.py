@@ -1,0 +1,112 @@
+"""Configuration: environment variables with the prefix ``PAYORCH_`` (pydantic-settings).
+
+Every timeout below says what goes wrong when it is too short or too long, because
+the lease arithmetic only holds when they keep their order::
+
+    PROVIDER_TIMEOUT < task soft limit < task hard limit < LEASE_SECONDS
+
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Literal
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PLACEHOLDER_SECRETS = frozenset({"", "changeme", "change-me", "secret", "dev-secret-key"})
+DEV_SECRET_KEY = "dev-secret-key"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="PAYORCH_", extra="ignore")
+
+    env: Literal["dev", "test", "production"] = "dev"
+
+    # Storage and broker.  SQLite is the embedded default (one file, no server).
+    database_url: str = "sqlite:///payorch.sqlite3"
+    broker_url: str = "amqp://guest:guest@127.0.0.1:5672//"
+    # Connections per process.  Too small: concurrent requests queue for a connection and
+    # hit db_pool_timeout_seconds; too large: API + workers exceed PostgreSQL's max_connections.
+    db_pool_size: int = Field(default=20, ge=1)
+    db_max_overflow: int = Field(default=10, ge=0)
+    db_pool_timeout_seconds: float = Field(default=10.0, gt=0)
+    # Statement timeout on PostgreSQL.  Too short: a healthy but busy database fails requests;
+    # too long: a stuck lock holds an API thread (and its client) hostage.
+    db_statement_timeout_ms: int = Field(default=5000, ge=100)
+
+    # Provider.
+    stripe_api_key: str = "sk_test_payorch_simulator"
+    stripe_api_base: str = "https://api.stripe.com"
+    # Read timeout of one provider call.  Too short: slow-but-successful calls turn into
+    # "outcome unknown" and cost a status query; too long: a hung provider eats the lease.
+    provider_timeout_seconds: float = Field(default=10.0, gt=0)
+    # TCP connect timeout.  A refused or unroutable connect proves the request never left,
+    # so it can be short.
+    provider_connect_timeout_seconds: float = Field(default=3.0, gt=0)
+
+    # Leases.  Too short: a healthy worker is taken over mid-call and its work is fenced off
+    # (wasted, never doubled); too long: a crashed worker's payment waits that long.
+    lease_seconds: float = Field(default=60.0, gt=0)
+    # How long a freshly accepted record waits for a worker before the sweeper may take it.
+    # Too short: a queue backlog turns into needless takeovers; too long: a lost publish
+    # delays the payment by this much.
+    dispatch_lease_seconds: float = Field(default=60.0, gt=0)
+    sweep_interval_seconds: float = Field(default=5.0, gt=0)
+    sweep_batch_size: int = Field(default=100, ge=1)
+    max_attempts: int = Field(default=8, ge=1)
+
+    # Retries owned by the worker: exponential backoff with full jitter and a cap.
+    retry_base_seconds: float = Field(default=0.5, gt=0)
+    retry_cap_seconds: float = Field(default=60.0, gt=0)
+    # Waits up to this long happen inside the task; longer ones are stored as
+    # next_attempt_at for the sweeper (no broker countdown outlives a visibility timeout).
+    max_in_task_wait_seconds: float = Field(default=5.0, ge=0)
+
+    # Retention of idempotency data (keys, fingerprints, stored responses).
+    idempotency_retention_hours: float = Field(default=24.0, gt=0)
+    retention_batch_size: int = Field(default=500, ge=1)
+
+    # HMAC key for idempotency keys in logs.  Refused outside dev when missing or a placeholder.
+    secret_key: str = DEV_SECRET_KEY
+
+    # Threads serving synchronous API handlers; keep <= pool size + overflow so a burst waits
+    # in the threadpool queue, not on the connection pool.
+    api_threads: int = Field(default=30, ge=1)
+    # Seconds the API waits for RabbitMQ when publishing.  Too long: a broker outage slows
+    # every accept; too short: a busy broker loses wake-ups (the sweeper still finds them).
+    publish_timeout_seconds: float = Field(default=2.0, gt=0)
+
+    log_level: str = "INFO"
+    log_json: bool = True
+
+    @model_validator(mode="after")
+    def _check(self) -> Settings:
+        if self.env != "dev" and self.secret_key in PLACEHOLDER_SECRETS:
+            raise ValueError(
+                "PAYORCH_SECRET_KEY is missing or a placeholder; set it to a long random value "
+                "(for example: python -c 'import secrets; print(secrets.token_urlsafe(48))') "
+                "or run with PAYORCH_ENV=dev"
+            )
+        if self.provider_timeout_seconds >= self.task_soft_time_limit:
+            raise ValueError(
+                "PAYORCH_PROVIDER_TIMEOUT_SECONDS must be well below PAYORCH_LEASE_SECONDS "
+                f"(a provider call must fit in the task's soft limit of "
+                f"{self.task_soft_time_limit:.1f}s, which is 0.6 x the lease)"
+            )
+        return self
+
+    @cached_property
+    def task_time_limit(self) -> float:
+        """Hard limit: the pool kills the task before its lease can expire under it."""
+        return self.lease_seconds * 0.8
+
+    @cached_property
+    def task_soft_time_limit(self) -> float:
+        """Soft limit: the task stops starting provider calls and defers its work."""
+        return self.lease_seconds * 0.6
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
