@@ -78,6 +78,9 @@ class Settings(BaseSettings):
     # every accept; too short: a busy broker loses wake-ups (the sweeper still finds them).
     publish_timeout_seconds: float = Field(default=2.0, gt=0)
 
+    # Retry-After on a processing payment: how long a polling client should wait.
+    poll_interval_seconds: int = Field(default=1, ge=1)
+
     log_level: str = "INFO"
     log_json: bool = True
 

@@ -1,0 +1,35 @@
+"""The FastAPI application factory."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio.to_thread
+from fastapi import FastAPI
+
+from orchestrator.api.errors import install_error_handlers
+from orchestrator.api.middleware import RequestContextMiddleware
+from orchestrator.api.openapi import install_openapi
+from orchestrator.api.routes import health, payments
+from orchestrator.bootstrap import Container
+
+
+def create_app(container: Container) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        # Synchronous handlers run in this many threads; each needs at most one pooled DB
+        # connection, so keeping it at or under the pool size means a burst of requests
+        # waits in the threadpool queue instead of timing out on the connection pool.
+        limiter = anyio.to_thread.current_default_thread_limiter()
+        limiter.total_tokens = container.settings.api_threads
+        yield
+
+    app = FastAPI(title="payorch", lifespan=lifespan, docs_url="/docs", redoc_url=None)
+    app.state.container = container
+    app.add_middleware(RequestContextMiddleware)
+    install_error_handlers(app)
+    app.include_router(payments.router)
+    app.include_router(health.router)
+    install_openapi(app)
+    return app

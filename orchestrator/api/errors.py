@@ -1,0 +1,107 @@
+"""Exception handlers: everything that escapes a route becomes a problem document.
+
+Database outages answer 503 with ``Retry-After`` (the request may be retried safely: the
+idempotency key makes the retry harmless); anything unexpected answers a 500 problem
+with no trace, and the trace goes to the log.
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from orchestrator.api.body import validation_problem
+from orchestrator.api.problems import Problem, problem_response
+from orchestrator.logging import get_logger
+
+log = get_logger(__name__)
+
+DATABASE_RETRY_AFTER = "5"
+
+
+async def _on_problem(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, Problem)
+    return problem_response(exc, instance=request.url.path)
+
+
+async def _on_validation(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = exc.errors()
+    if any(e["loc"][:2] == ("header", "Idempotency-Key") for e in errors):
+        problem = Problem(
+            400,
+            "invalid-idempotency-key",
+            "Send an 'Idempotency-Key' header of 1-255 printable ASCII characters, "
+            "unique per logical payment.",
+        )
+    else:
+        fields = [
+            {"field": ".".join(str(p) for p in e["loc"]), "message": str(e["msg"])}
+            for e in errors
+        ]
+        listed = "; ".join(f"{f['field']}: {f['message']}" for f in fields)
+        problem = Problem(400, "invalid-request", f"Fix these fields: {listed}", errors=fields)
+    return problem_response(problem, instance=request.url.path)
+
+
+async def _on_http(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    slug = {404: "not-found", 405: "method-not-allowed"}.get(exc.status_code, "invalid-request")
+    detail = {
+        404: f"There is no resource at {request.url.path}.",
+        405: f"{request.method} is not allowed on {request.url.path}.",
+    }.get(exc.status_code, str(exc.detail))
+    status = exc.status_code if exc.status_code in (404, 405) else 400
+    headers = dict(exc.headers or {})
+    return problem_response(Problem(status, slug, detail, headers=headers), request.url.path)
+
+
+async def _on_database_down(request: Request, exc: Exception) -> JSONResponse:
+    log.warning("database_unavailable", error=type(exc).__name__, path=request.url.path)
+    return problem_response(
+        Problem(
+            503,
+            "service-unavailable",
+            "The database is unavailable. Retry after the Retry-After delay; with the same "
+            "Idempotency-Key a retry cannot create a second payment.",
+            headers={"Retry-After": DATABASE_RETRY_AFTER},
+        ),
+        instance=request.url.path,
+    )
+
+
+async def _on_database_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, DBAPIError)
+    if exc.connection_invalidated or _is_unavailable(exc):
+        return await _on_database_down(request, exc)
+    return await _on_unexpected(request, exc)
+
+
+def _is_unavailable(exc: DBAPIError) -> bool:
+    # psycopg's OperationalError covers refused connections, server shutdowns, admin
+    # terminations and statement timeouts: all transient from the client's view.
+    name = type(exc.orig).__name__ if exc.orig is not None else ""
+    return name in {"OperationalError", "AdminShutdown", "QueryCanceled", "CannotConnectNow"} or (
+        "OperationalError" in type(exc).__name__
+    )
+
+
+async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:
+    log.error("unhandled_error", path=request.url.path, exc_info=exc)
+    return problem_response(
+        Problem(500, "internal-error", "An unexpected error occurred; it has been logged."),
+        instance=request.url.path,
+    )
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(Problem, _on_problem)
+    app.add_exception_handler(RequestValidationError, _on_validation)
+    app.add_exception_handler(StarletteHTTPException, _on_http)
+    app.add_exception_handler(PoolTimeoutError, _on_database_down)
+    app.add_exception_handler(DBAPIError, _on_database_error)
+    app.add_exception_handler(Exception, _on_unexpected)

@@ -1,0 +1,123 @@
+"""``/v1/payments``: accept, read, look up by idempotency key."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse
+
+from orchestrator.api.body import parse_model
+from orchestrator.api.deps import ContainerDep, IdempotencyKey, JsonBody, MerchantClient
+from orchestrator.api.problems import Problem
+from orchestrator.api.responses import (
+    AUTH_ERRORS,
+    LOCATION,
+    REPLAYED,
+    RETRY_AFTER,
+    accepted_response,
+    payment,
+    payment_body,
+    payment_headers,
+    problem,
+)
+from orchestrator.api.schemas import PaymentCreate, PaymentList, PaymentOut
+from orchestrator.domain.fingerprint import request_fingerprint
+from orchestrator.services.accept import IdempotencyKeyReused, accept_payment
+from orchestrator.services.queries import find_payment_by_key, get_payment
+
+router = APIRouter(tags=["payments"])
+
+PAYMENTS_PATH = "/v1/payments"
+
+_REQUEST_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/PaymentCreate"}}
+        },
+    }
+}
+
+
+@router.post(
+    PAYMENTS_PATH,
+    status_code=202,
+    summary="Accept a payment (idempotent)",
+    openapi_extra=_REQUEST_BODY,
+    response_model=PaymentOut,
+    responses={
+        200: payment(
+            "Replay of a finished payment (`Idempotent-Replayed: true`)",
+            {"Location": LOCATION, "Idempotent-Replayed": REPLAYED},
+        ),
+        202: payment(
+            "Accepted (new key) or replay of a payment still processing",
+            {"Location": LOCATION, "Retry-After": RETRY_AFTER, "Idempotent-Replayed": REPLAYED},
+        ),
+        400: problem("Idempotency-Key missing or malformed, or the body is invalid"),
+        413: problem("Body larger than 64 KiB"),
+        415: problem("Body is not application/json"),
+        422: problem("The Idempotency-Key was already used with a different request"),
+        **AUTH_ERRORS,
+    },
+)
+def create_payment(
+    container: ContainerDep,
+    client: MerchantClient,
+    body: JsonBody,
+    idempotency_key: IdempotencyKey,
+) -> JSONResponse:
+    payload = parse_model(PaymentCreate, body)
+    fingerprint = request_fingerprint("POST", PAYMENTS_PATH, payload.model_dump(mode="json"))
+    try:
+        accepted = accept_payment(
+            container, client, idempotency_key, payload.to_domain(), fingerprint
+        )
+    except IdempotencyKeyReused as reused:
+        raise Problem(
+            422,
+            "idempotency-key-reused",
+            "This Idempotency-Key was already used with a different request body. Use a "
+            "new key for a new payment, or resend the original body to get its result.",
+            payment_id=reused.record.id,
+        ) from None
+    return accepted_response(
+        accepted.record,
+        replayed=accepted.replayed,
+        poll_interval=container.settings.poll_interval_seconds,
+    )
+
+
+@router.get(
+    PAYMENTS_PATH + "/{payment_id}",
+    summary="Read a payment",
+    response_model=PaymentOut,
+    responses={
+        200: payment("The payment", {"Retry-After": RETRY_AFTER}),
+        404: problem("No such payment for this client"),
+        **AUTH_ERRORS,
+    },
+)
+def read_payment(container: ContainerDep, client: MerchantClient, payment_id: str) -> JSONResponse:
+    record = get_payment(container, client, payment_id)
+    if record is None:
+        raise Problem(404, "not-found", f"No payment {payment_id!r} exists for this API client.")
+    headers = payment_headers(record, poll_interval=container.settings.poll_interval_seconds)
+    headers.pop("Location")
+    return JSONResponse(payment_body(record), headers=headers)
+
+
+@router.get(
+    PAYMENTS_PATH,
+    summary="Find a payment by its Idempotency-Key",
+    response_model=PaymentList,
+    responses={400: problem("The idempotency_key parameter is missing"), **AUTH_ERRORS},
+)
+def find_payment(
+    container: ContainerDep,
+    client: MerchantClient,
+    idempotency_key: Annotated[str, Query(min_length=1, max_length=255)],
+) -> JSONResponse:
+    record = find_payment_by_key(container, client, idempotency_key)
+    return JSONResponse({"data": [] if record is None else [payment_body(record)]})

@@ -1,0 +1,83 @@
+"""The composition root: the one function that builds the API's, the workers', the
+sweeper's and the CLI's dependencies.  Nothing connects at import time; building a
+container connects nothing either (engines and brokers connect on first use)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from sqlalchemy.engine import Engine
+
+from orchestrator.db.clock import Clock, DatabaseClock
+from orchestrator.db.engine import create_engine
+from orchestrator.db.uow import UnitOfWork
+from orchestrator.logging import configure_logging
+from orchestrator.services.dispatch import TaskPublisher
+from orchestrator.settings import Settings
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+    from orchestrator.providers.base import PaymentProvider
+
+
+@dataclass
+class Container:
+    settings: Settings
+    engine: Engine
+    clock: Clock
+    publisher: TaskPublisher
+    provider_factory: Callable[[], PaymentProvider]
+    celery_app: Celery | None = None
+    _provider: PaymentProvider | None = field(default=None, repr=False)
+
+    def uow(self) -> UnitOfWork:
+        return UnitOfWork(self.engine, self.clock)
+
+    @property
+    def provider(self) -> PaymentProvider:
+        if self._provider is None:
+            self._provider = self.provider_factory()
+        return self._provider
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def _stripe_provider_factory(settings: Settings) -> Callable[[], PaymentProvider]:
+    def build() -> PaymentProvider:
+        from orchestrator.providers.stripe_adapter import StripeProvider
+
+        return StripeProvider.from_settings(settings)
+
+    return build
+
+
+def bootstrap(
+    settings: Settings | None = None,
+    *,
+    clock: Clock | None = None,
+    publisher: TaskPublisher | None = None,
+    provider_factory: Callable[[], PaymentProvider] | None = None,
+    engine: Engine | None = None,
+) -> Container:
+    """Build everything from settings; tests and the demo inject fakes as arguments."""
+    settings = settings or Settings()
+    configure_logging(settings)
+    celery_app = None
+    if publisher is None:
+        from workers.celery_app import create_celery_app
+        from workers.publisher import CeleryPublisher
+
+        celery_app = create_celery_app(settings)
+        publisher = CeleryPublisher(celery_app)
+    return Container(
+        settings=settings,
+        engine=engine or create_engine(settings),
+        clock=clock or DatabaseClock(),
+        publisher=publisher,
+        provider_factory=provider_factory or _stripe_provider_factory(settings),
+        celery_app=celery_app,
+    )

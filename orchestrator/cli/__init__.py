@@ -1,0 +1,1 @@
+"""The ``payorch`` command line (typer + rich)."""

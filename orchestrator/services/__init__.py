@@ -1,0 +1,1 @@
+"""Service functions: the only code that opens units of work and commits."""

@@ -1,0 +1,127 @@
+"""Accepting a payment: the first transaction of the protocol.
+
+One short transaction claims the (client, Idempotency-Key) pair with
+``INSERT … ON CONFLICT DO NOTHING`` and commits an IN_PROGRESS record holding a short
+dispatch lease.  Only after the commit is the task published.  A failed publish still
+answers 202: the record is durable, and when the dispatch lease expires the sweeper
+re-queues it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from orchestrator import metrics
+from orchestrator.bootstrap import Container
+from orchestrator.domain.ids import new_payment_id
+from orchestrator.domain.model import ApiClient, PaymentRecord, PaymentRequest
+from orchestrator.domain.states import INITIAL
+from orchestrator.logging import get_logger, key_digest
+from orchestrator.services.dispatch import PublishFailed
+
+log = get_logger(__name__)
+
+DISPATCH_OWNER = "dispatch"
+INITIAL_LEASE_TOKEN = 1
+
+
+class IdempotencyKeyReused(Exception):
+    def __init__(self, record: PaymentRecord) -> None:
+        super().__init__("idempotency key reused with a different request")
+        self.record = record
+
+
+@dataclass(frozen=True)
+class Accepted:
+    record: PaymentRecord
+    replayed: bool
+
+
+def accept_payment(
+    container: Container,
+    client: ApiClient,
+    idempotency_key: str,
+    request: PaymentRequest,
+    fingerprint: str,
+) -> Accepted:
+    """Raises IdempotencyKeyReused when the key names a different request."""
+    key_tag = key_digest(container.settings.secret_key, idempotency_key)
+    record, created = _claim(container, client, idempotency_key, request, fingerprint)
+    if not created:
+        if record.request_fingerprint != fingerprint:
+            metrics.KEY_REUSE_CONFLICTS.inc()
+            log.info("idempotency_key_reused", client_id=client.id, key_hmac=key_tag)
+            raise IdempotencyKeyReused(record)
+        metrics.REPLAYS_ANSWERED.labels(state=record.status.value).inc()
+        return Accepted(record, replayed=True)
+
+    metrics.PAYMENTS_ACCEPTED.inc()
+    log.info("payment_accepted", payment_id=record.id, client_id=client.id, key_hmac=key_tag)
+    try:
+        container.publisher.publish_process_payment(record.id, record.lease_token)
+    except PublishFailed as error:
+        # The answer is still 202: the commit above is the promise, the message only a
+        # wake-up.  The dispatch lease expires into the sweeper's hands.
+        metrics.PUBLISH_FAILURES.inc()
+        log.warning("task_publish_failed", payment_id=record.id, error=str(error))
+    return Accepted(record, replayed=False)
+
+
+def _claim(
+    container: Container,
+    client: ApiClient,
+    idempotency_key: str,
+    request: PaymentRequest,
+    fingerprint: str,
+) -> tuple[PaymentRecord, bool]:
+    # Two rounds at most: a conflicting row can vanish between our INSERT and SELECT only
+    # if retention purged its key in between, and then the second INSERT wins.
+    for _ in range(2):
+        with container.uow() as uow:
+            now = uow.now()
+            values = _new_record_values(container, client, idempotency_key, request, fingerprint)
+            values.update(
+                created_at=now,
+                updated_at=now,
+                locked_until=now + timedelta(seconds=container.settings.dispatch_lease_seconds),
+            )
+            record = uow.payments.insert_if_absent(values)
+            if record is not None:
+                uow.commit()
+                return record, True
+            existing = uow.payments.find_by_key(client.id, idempotency_key)
+            if existing is not None:
+                return existing, False
+    raise RuntimeError("idempotency claim found neither a new nor an existing record")
+
+
+def _new_record_values(
+    container: Container,
+    client: ApiClient,
+    idempotency_key: str,
+    request: PaymentRequest,
+    fingerprint: str,
+) -> dict[str, Any]:
+    return {
+        "id": new_payment_id(),
+        "client_id": client.id,
+        "idempotency_key": idempotency_key,
+        "request_fingerprint": fingerprint,
+        "amount": request.amount,
+        "currency": request.currency,
+        "payment_method": request.payment_method,
+        "customer_reference": request.customer_reference,
+        "description": request.description,
+        "metadata": dict(request.metadata),
+        "status": INITIAL.status.value,
+        "recovery_point": INITIAL.point.value,
+        "lease_token": INITIAL_LEASE_TOKEN,
+        "lease_owner": DISPATCH_OWNER,
+        "next_attempt_at": None,
+        "attempts": 0,
+        "unknown_outcomes": 0,
+        "confirm_attempts": 0,
+        "provider": "stripe",
+    }

@@ -1,0 +1,73 @@
+"""API clients and their keys.
+
+Keys are ``pok_`` + 43 url-safe characters (256 random bits).  Only a SHA-256 of the key
+is stored: with that much entropy a slow password hash adds nothing, and the lookup stays
+one indexed read.  The stored hash is compared again in constant time, so nothing about
+a near-miss leaks through timing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+
+from orchestrator.bootstrap import Container
+from orchestrator.domain.ids import new_client_id
+from orchestrator.domain.model import ApiClient, Role
+
+KEY_PREFIX = "pok_"
+
+
+@dataclass(frozen=True)
+class IssuedKey:
+    client: ApiClient
+    api_key: str
+
+
+def hash_key(api_key: str) -> str:
+    return hashlib.sha256(api_key.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def create_client(container: Container, name: str, role: Role) -> IssuedKey:
+    api_key = KEY_PREFIX + secrets.token_urlsafe(32)
+    with container.uow() as uow:
+        client = uow.clients.add(
+            id=new_client_id(),
+            name=name,
+            role=role,
+            key_hash=hash_key(api_key),
+            key_prefix=api_key[:12],
+            now=uow.now(),
+        )
+        uow.commit()
+    return IssuedKey(client=client, api_key=api_key)
+
+
+def authenticate(container: Container, api_key: str) -> ApiClient | None:
+    """The active client owning ``api_key``, or None.  Revocation takes effect at once:
+    there is no cache between this read and the database."""
+    if not api_key.startswith(KEY_PREFIX) or len(api_key) > 200:
+        return None
+    candidate = hash_key(api_key)
+    with container.uow() as uow:
+        found = uow.clients.find_by_key_hash(candidate)
+    if found is None:
+        return None
+    client, stored = found
+    if not hmac.compare_digest(stored, candidate) or client.revoked_at is not None:
+        return None
+    return client
+
+
+def list_clients(container: Container) -> list[ApiClient]:
+    with container.uow() as uow:
+        return uow.clients.list()
+
+
+def revoke_client(container: Container, client_id: str) -> ApiClient | None:
+    with container.uow() as uow:
+        client = uow.clients.revoke(client_id, uow.now())
+        uow.commit()
+    return client

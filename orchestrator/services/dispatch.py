@@ -1,0 +1,27 @@
+"""The seam between committed work and the broker.
+
+Celery is a wake-up signal; the row is the truth.  A publish happens only after the
+record's transaction committed, and a failed or lost publish costs latency, never money:
+the record's dispatch lease expires and the sweeper re-queues it.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class PublishFailed(Exception):
+    """The broker did not confirm the message; the record is durable regardless."""
+
+
+class TaskPublisher(Protocol):
+    def publish_process_payment(self, payment_id: str, lease_token: int) -> None:
+        """Ask a worker to process ``payment_id`` with the dispatch lease ``lease_token``.
+        Raises PublishFailed."""
+
+
+class NullPublisher:
+    """Publishes nothing: for tools that only write records (the sweeper re-queues)."""
+
+    def publish_process_payment(self, payment_id: str, lease_token: int) -> None:
+        raise PublishFailed("no broker configured")

@@ -1,0 +1,1 @@
+"""The Celery side: the app, its settings, and thin tasks that call orchestrator services."""
