@@ -23,3 +23,11 @@ class CeleryPublisher:
             )
         except Exception as error:  # kombu raises a zoo of transport errors
             raise PublishFailed(f"{type(error).__name__}: {error}") from error
+
+    def broker_reachable(self) -> bool:
+        try:
+            with self._app.connection_for_write() as connection:
+                connection.ensure_connection(max_retries=1, timeout=2)
+            return True
+        except Exception:
+            return False

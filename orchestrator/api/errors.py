@@ -14,7 +14,6 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from orchestrator.api.body import validation_problem
 from orchestrator.api.problems import Problem, problem_response
 from orchestrator.logging import get_logger
 
@@ -40,8 +39,7 @@ async def _on_validation(request: Request, exc: Exception) -> JSONResponse:
         )
     else:
         fields = [
-            {"field": ".".join(str(p) for p in e["loc"]), "message": str(e["msg"])}
-            for e in errors
+            {"field": ".".join(str(p) for p in e["loc"]), "message": str(e["msg"])} for e in errors
         ]
         listed = "; ".join(f"{f['field']}: {f['message']}" for f in fields)
         problem = Problem(400, "invalid-request", f"Fix these fields: {listed}", errors=fields)

@@ -65,9 +65,7 @@ def problem_body(
 
 def problem_response(problem: Problem, instance: str | None = None) -> JSONResponse:
     return JSONResponse(
-        problem_body(
-            problem.status, problem.slug, problem.detail, instance, **problem.extensions
-        ),
+        problem_body(problem.status, problem.slug, problem.detail, instance, **problem.extensions),
         status_code=problem.status,
         headers=problem.headers,
         media_type=PROBLEM_JSON,

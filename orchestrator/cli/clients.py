@@ -31,7 +31,9 @@ def _describe(client: ApiClient) -> dict[str, object]:
 @app.command()
 def create(
     name: str,
-    role: Annotated[Role, typer.Option(help="merchant: payments; ops: operations.")] = Role.MERCHANT,
+    role: Annotated[
+        Role, typer.Option(help="merchant: payments; ops: operations.")
+    ] = Role.MERCHANT,
     as_json: JsonFlag = False,
 ) -> None:
     """Create a client and print its API key (shown once; only a hash is stored)."""

@@ -41,7 +41,9 @@ def read_database_now(connection: sa.Connection, clock: Clock) -> datetime:
     else:
         now_expr = sa.text("now()")
     query = sa.select(
-        sa.func.coalesce(sa.bindparam("now", override, type_=UtcDateTime()), now_expr, type_=UtcDateTime())
+        sa.func.coalesce(
+            sa.bindparam("now", override, type_=UtcDateTime()), now_expr, type_=UtcDateTime()
+        )
     )
     value = connection.execute(query).scalar_one()
     assert isinstance(value, datetime)

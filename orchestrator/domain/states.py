@@ -71,7 +71,9 @@ class State:
 
 class IllegalTransition(Exception):
     def __init__(self, state: State, event: Event) -> None:
-        super().__init__(f"{event.value} is not allowed from {state.status.value}@{state.point.value}")
+        super().__init__(
+            f"{event.value} is not allowed from {state.status.value}@{state.point.value}"
+        )
         self.state = state
         self.event = event
 

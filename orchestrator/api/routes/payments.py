@@ -33,9 +33,7 @@ PAYMENTS_PATH = "/v1/payments"
 _REQUEST_BODY: dict[str, Any] = {
     "requestBody": {
         "required": True,
-        "content": {
-            "application/json": {"schema": {"$ref": "#/components/schemas/PaymentCreate"}}
-        },
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/PaymentCreate"}}},
     }
 }
 

@@ -73,16 +73,20 @@ class PaymentRepository:
         ).scalar_one_or_none()
         return value if isinstance(value, datetime) else None
 
-    def purge_idempotency_data(self, *, created_before: datetime, limit: int, now: datetime) -> int:
-        """Forget keys, fingerprints and stored responses of finished payments older than the
-        retention window, one batch at a time.  The payment, its outcome, ledger lines and
-        audit rows stay; the key becomes free for a new payment.  Unfinished payments keep
-        their key however old: it still protects money that may move."""
+    def purge_idempotency_data(self, *, cutoff: datetime, limit: int, now: datetime) -> int:
+        """Forget keys, fingerprints and stored responses of payments created AND finished
+        before ``cutoff`` (now minus the retention window), one batch at a time.  The
+        payment, its outcome, ledger lines and audit rows stay; the key becomes free for a
+        new payment.  Unfinished payments keep their key however old: it still protects
+        money that may move.  Counting from the finish too means a payment that took hours
+        (an outage, an operator retry) keeps its key for a full window after its answer,
+        while the merchant may still be retrying it."""
         batch = (
             sa.select(payments.c.id)
             .where(
                 payments.c.idempotency_key.is_not(None),
-                payments.c.created_at < created_before,
+                payments.c.created_at < cutoff,
+                payments.c.completed_at < cutoff,
                 payments.c.status.in_([s.value for s in FINAL_STATUSES]),
             )
             .order_by(payments.c.created_at)

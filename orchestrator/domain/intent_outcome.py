@@ -1,0 +1,72 @@
+"""What a provider intent's status means for our payment (pure).
+
+Called after every successful create/confirm/retrieve: it is the "query first" decision
+table.  Only ``CONFIRM`` allows a new confirm; everything else is either a settled
+outcome or a reason to wait.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from orchestrator.domain.model import Failure
+from orchestrator.domain.states import Outcome
+from orchestrator.providers.base import ProviderIntent
+
+
+class Next(StrEnum):
+    SETTLE = "settle"  # the provider decided: record ``outcome``
+    CONFIRM = "confirm"  # proven not confirmed yet: a (new) confirm is safe
+    WAIT = "wait"  # the provider is still working (``processing``): ask again later
+
+
+@dataclass(frozen=True)
+class Reading:
+    next: Next
+    outcome: Outcome | None = None
+    failure: Failure | None = None
+    charge_id: str | None = None
+
+
+def read_intent(intent: ProviderIntent) -> Reading:
+    status = intent.status
+    if status == "succeeded":
+        return Reading(Next.SETTLE, Outcome.SUCCEEDED, charge_id=intent.latest_charge)
+    if status == "requires_confirmation":
+        return Reading(Next.CONFIRM)
+    if status == "processing":
+        return Reading(Next.WAIT)
+    if status == "requires_payment_method":
+        error = intent.last_payment_error
+        if error is None:
+            # Created without a usable payment method and never confirmed: confirming
+            # will surface the provider's reason as a decline or a permanent error.
+            return Reading(Next.CONFIRM)
+        failure = Failure(
+            code=error.code or "card_declined",
+            decline_code=error.decline_code,
+            message=error.message or "The payment method was declined.",
+        )
+        return Reading(Next.SETTLE, Outcome.FAILED, failure=failure)
+    if status == "requires_action":
+        # The customer must authenticate (3-D Secure).  A server-side orchestrator has no
+        # customer present, so this payment cannot complete here.
+        failure = Failure(
+            code="authentication_required",
+            decline_code="authentication_required",
+            message="The payment method requires customer authentication.",
+        )
+        return Reading(Next.SETTLE, Outcome.FAILED, failure=failure)
+    if status == "canceled":
+        failure = Failure(code="canceled", message="The provider canceled the payment.")
+        return Reading(Next.SETTLE, Outcome.FAILED, failure=failure)
+    # requires_capture (we never create manual-capture intents) or a status Stripe adds
+    # later: never guess with money, stop and let an operator look.
+    raise UnexpectedIntentStatus(status)
+
+
+class UnexpectedIntentStatus(Exception):
+    def __init__(self, status: str) -> None:
+        super().__init__(f"unexpected provider intent status {status!r}")
+        self.status = status

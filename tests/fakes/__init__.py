@@ -1,0 +1,1 @@
+"""Fakes we wrote for the edges of unit and service tests (preferred to unittest.mock)."""

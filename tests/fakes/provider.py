@@ -1,0 +1,197 @@
+"""An in-memory provider with Stripe's semantics that matter to the protocol, and a
+script of faults.
+
+It keeps what Stripe keeps: intents, one charge per intent at most, and saved responses
+per idempotency key (errors included, as Stripe saves 500s).  Faults are scripted per
+operation and per call number, e.g. ``fail("confirm", 1, "unknown_after_effect")``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from orchestrator.providers.base import (
+    Declined,
+    OutcomeUnknown,
+    PaymentError,
+    Permanent,
+    ProviderIntent,
+    Retryable,
+)
+from orchestrator.providers.keys import RECORD_ID_METADATA_KEY, confirm_key, create_key
+
+Operation = Literal["create", "confirm", "retrieve", "lookup"]
+Fault = Literal[
+    "unknown_before_effect",  # timeout before the provider did anything
+    "unknown_after_effect",  # the provider acted, then the connection died
+    "saved_500_after_effect",  # the provider acted and saved a 500 under the key
+    "rate_limited",  # 429 with retry_after
+    "key_in_use",  # 409 idempotency_key_in_use
+]
+
+DECLINES = {
+    "pm_card_chargeDeclined": "generic_decline",
+    "pm_card_chargeDeclinedInsufficientFunds": "insufficient_funds",
+}
+
+
+@dataclass
+class Call:
+    operation: Operation
+    intent_id: str | None
+    key: str | None
+
+
+@dataclass
+class _Intent:
+    id: str
+    amount: int
+    currency: str
+    payment_method: str
+    metadata: dict[str, str]
+    status: str = "requires_confirmation"
+    charge: str | None = None
+    error: PaymentError | None = None
+
+
+@dataclass
+class FakeProvider:
+    name: str = "stripe"
+    retry_after: float = 2.0
+    intents: dict[str, _Intent] = field(default_factory=dict)
+    saved: dict[str, ProviderIntent | Exception] = field(default_factory=dict)
+    calls: list[Call] = field(default_factory=list)
+    charges: dict[str, int] = field(default_factory=dict)
+    _faults: dict[tuple[Operation, int], Fault] = field(default_factory=dict)
+    _counts: dict[Operation, int] = field(default_factory=dict)
+    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    def fail(self, operation: Operation, call_number: int, fault: Fault) -> None:
+        """Make the ``call_number``-th (1-based) call of ``operation`` fail with ``fault``."""
+        self._faults[(operation, call_number)] = fault
+
+    def movements(self, record_id: str) -> int:
+        return sum(
+            n
+            for intent_id, n in self.charges.items()
+            if self.intents[intent_id].metadata.get(RECORD_ID_METADATA_KEY) == record_id
+        )
+
+    def _fault(self, operation: Operation) -> Fault | None:
+        self._counts[operation] = self._counts.get(operation, 0) + 1
+        return self._faults.get((operation, self._counts[operation]))
+
+    def _view(self, intent: _Intent) -> ProviderIntent:
+        return ProviderIntent(
+            id=intent.id,
+            status=intent.status,
+            amount=intent.amount,
+            currency=intent.currency,
+            metadata=dict(intent.metadata),
+            latest_charge=intent.charge,
+            last_payment_error=intent.error,
+        )
+
+    def _with_key(self, key: str, fault: Fault | None, act: callable) -> ProviderIntent:  # type: ignore[valid-type]
+        if key in self.saved:
+            saved = self.saved[key]
+            if isinstance(saved, Exception):
+                raise saved
+            return saved
+        if fault == "unknown_before_effect":
+            raise OutcomeUnknown("read timeout (fake)")
+        if fault == "rate_limited":
+            raise Retryable("rate limited (fake)", retry_after=self.retry_after, http_status=429)
+        if fault == "key_in_use":
+            raise Retryable(
+                "idempotency key in use", code="idempotency_key_in_use", http_status=409
+            )
+        try:
+            result: ProviderIntent | Exception = act()
+        except (Declined, Permanent) as error:
+            result = error
+        if fault == "saved_500_after_effect":
+            result = OutcomeUnknown("500 api_error (fake, saved)", http_status=500)
+        self.saved[key] = result
+        if fault == "unknown_after_effect":
+            raise OutcomeUnknown("read timeout after the effect (fake)")
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def create_intent(
+        self,
+        *,
+        record_id: str,
+        amount: int,
+        currency: str,
+        payment_method: str,
+        description: str | None,
+        metadata: dict[str, str],
+    ) -> ProviderIntent:
+        key = create_key(record_id)
+        self.calls.append(Call("create", None, key))
+        fault = self._fault("create")
+
+        def act() -> ProviderIntent:
+            intent = _Intent(
+                id=f"pi_fake{next(self._ids)}",
+                amount=amount,
+                currency=currency,
+                payment_method=payment_method,
+                metadata={**metadata, RECORD_ID_METADATA_KEY: record_id},
+            )
+            self.intents[intent.id] = intent
+            return self._view(intent)
+
+        return self._with_key(key, fault, act)
+
+    def confirm_intent(self, intent_id: str, *, record_id: str, attempt: int) -> ProviderIntent:
+        key = confirm_key(record_id, attempt)
+        self.calls.append(Call("confirm", intent_id, key))
+        fault = self._fault("confirm")
+
+        def act() -> ProviderIntent:
+            intent = self.intents[intent_id]
+            if intent.status == "succeeded":
+                raise Permanent(
+                    "already succeeded", code="payment_intent_unexpected_state", http_status=400
+                )
+            decline = DECLINES.get(intent.payment_method)
+            if decline is not None:
+                intent.status = "requires_payment_method"
+                intent.error = PaymentError("card_declined", decline, "Your card was declined.")
+                raise Declined(
+                    "Your card was declined.",
+                    code="card_declined",
+                    decline_code=decline,
+                    intent_id=intent_id,
+                )
+            intent.status = "succeeded"
+            intent.charge = f"ch_fake{next(self._ids)}"
+            self.charges[intent_id] = self.charges.get(intent_id, 0) + 1
+            return self._view(intent)
+
+        return self._with_key(key, fault, act)
+
+    def retrieve_intent(self, intent_id: str) -> ProviderIntent:
+        self.calls.append(Call("retrieve", intent_id, None))
+        fault = self._fault("retrieve")
+        if fault in ("unknown_before_effect", "unknown_after_effect", "saved_500_after_effect"):
+            raise OutcomeUnknown("retrieve failed (fake)")
+        if fault == "rate_limited":
+            raise Retryable("rate limited (fake)", retry_after=self.retry_after, http_status=429)
+        return self._view(self.intents[intent_id])
+
+    def find_intent_for_record(
+        self, record_id: str, *, created_after: datetime
+    ) -> ProviderIntent | None:
+        self.calls.append(Call("lookup", None, None))
+        self._fault("lookup")
+        for intent in self.intents.values():
+            if intent.metadata.get(RECORD_ID_METADATA_KEY) == record_id:
+                return self._view(intent)
+        return None

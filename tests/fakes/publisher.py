@@ -1,0 +1,19 @@
+from __future__ import annotations
+
+from orchestrator.services.dispatch import PublishFailed
+
+
+class RecordingPublisher:
+    """Remembers what would have been published; can be told to fail like a dead broker."""
+
+    def __init__(self, *, fail: bool = False) -> None:
+        self.fail = fail
+        self.published: list[tuple[str, int]] = []
+
+    def publish_process_payment(self, payment_id: str, lease_token: int) -> None:
+        if self.fail:
+            raise PublishFailed("broker unreachable (fake)")
+        self.published.append((payment_id, lease_token))
+
+    def broker_reachable(self) -> bool:
+        return not self.fail

@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.bootstrap import Container, bootstrap
+from orchestrator.db.clock import Clock
+from orchestrator.db.migrate import upgrade
+from orchestrator.providers.base import PaymentProvider
+from orchestrator.services.dispatch import TaskPublisher
+from orchestrator.settings import Settings
+from tests.fakes.publisher import RecordingPublisher
+
+TEST_SECRET_KEY = "test-secret-key-0123456789abcdef0123456789abcdef"
+
+
+def test_settings(database_url: str, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "env": "test",
+        "database_url": database_url,
+        "secret_key": TEST_SECRET_KEY,
+        "log_level": "WARNING",
+        "db_pool_size": 5,
+        "db_max_overflow": 10,
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+def build_container(
+    database_url: str,
+    *,
+    provider: PaymentProvider | None = None,
+    publisher: TaskPublisher | None = None,
+    clock: Clock | None = None,
+    migrate: bool = True,
+    **overrides: Any,
+) -> Container:
+    if migrate:
+        upgrade(database_url)
+    return bootstrap(
+        test_settings(database_url, **overrides),
+        publisher=publisher if publisher is not None else RecordingPublisher(),
+        provider_factory=(lambda: provider) if provider is not None else None,
+        clock=clock,
+    )

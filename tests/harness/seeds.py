@@ -1,0 +1,93 @@
+"""Seeding records directly in the database, at any recovery point, for resume tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from orchestrator.bootstrap import Container
+from orchestrator.db.tables import ledger_lines, outbox_events, payment_outcomes, payments
+from orchestrator.domain.fingerprint import request_fingerprint
+from orchestrator.domain.model import ApiClient, PaymentRecord, PaymentRequest, Role
+from orchestrator.services.accept import accept_payment
+from orchestrator.services.api_keys import create_client
+
+VISA = "pm_card_visa"
+
+
+def new_merchant(container: Container, name: str = "merchant") -> ApiClient:
+    return create_client(container, name, Role.MERCHANT).client
+
+
+def accept(
+    container: Container,
+    client: ApiClient,
+    key: str,
+    *,
+    amount: int = 1000,
+    payment_method: str = VISA,
+) -> PaymentRecord:
+    request = PaymentRequest(amount=amount, currency="usd", payment_method=payment_method)
+    body = {
+        "amount": amount,
+        "currency": "usd",
+        "payment_method": payment_method,
+        "customer_reference": None,
+        "description": None,
+        "metadata": {},
+    }
+    fingerprint = request_fingerprint("POST", "/v1/payments", body)
+    return accept_payment(container, client, key, request, fingerprint).record
+
+
+def force(container: Container, payment_id: str, **values: Any) -> PaymentRecord:
+    """Write columns directly (a test's way to put a record at a recovery point)."""
+    with container.uow() as uow:
+        uow._connection.execute(  # type: ignore[union-attr]
+            payments.update().where(payments.c.id == payment_id).values(**values)
+        )
+        uow.commit()
+    return reload(container, payment_id)
+
+
+def reload(container: Container, payment_id: str) -> PaymentRecord:
+    with container.uow() as uow:
+        record = uow.payments.get(payment_id)
+    assert record is not None
+    return record
+
+
+def count_rows(container: Container, table: sa.Table, payment_id: str) -> int:
+    with container.engine.connect() as conn:
+        return int(
+            conn.execute(
+                sa.select(sa.func.count())
+                .select_from(table)
+                .where(table.c.payment_id == payment_id)
+            ).scalar_one()
+        )
+
+
+def ledger_sum(container: Container, payment_id: str | None = None) -> int:
+    query = sa.select(sa.func.coalesce(sa.func.sum(ledger_lines.c.amount), 0))
+    if payment_id is not None:
+        query = query.where(ledger_lines.c.payment_id == payment_id)
+    with container.engine.connect() as conn:
+        return int(conn.execute(query).scalar_one())
+
+
+def outcome_rows(container: Container, payment_id: str) -> int:
+    return count_rows(container, payment_outcomes, payment_id)
+
+
+def outbox_types(container: Container, payment_id: str) -> list[str]:
+    with container.engine.connect() as conn:
+        return [
+            r.event_type
+            for r in conn.execute(
+                sa.select(outbox_events.c.event_type).where(
+                    outbox_events.c.payment_id == payment_id
+                )
+            )
+        ]
