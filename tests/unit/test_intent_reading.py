@@ -1,0 +1,53 @@
+"""The query-first decision table: what an intent's status allows us to do next."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.domain.intent_outcome import Next, UnexpectedIntentStatus, read_intent
+from orchestrator.domain.states import Outcome
+from orchestrator.providers.base import PaymentError, ProviderIntent
+
+
+def intent(status: str, **kw) -> ProviderIntent:
+    return ProviderIntent(id="pi_1", status=status, amount=100, currency="usd", metadata={}, **kw)
+
+
+def test_succeeded_settles_a_success_with_the_charge():
+    reading = read_intent(intent("succeeded", latest_charge="ch_1"))
+    assert (reading.next, reading.outcome, reading.charge_id) == (
+        Next.SETTLE,
+        Outcome.SUCCEEDED,
+        "ch_1",
+    )
+
+
+def test_only_requires_confirmation_allows_a_new_confirm():
+    assert read_intent(intent("requires_confirmation")).next is Next.CONFIRM
+
+
+def test_processing_means_wait_and_ask_again():
+    assert read_intent(intent("processing")).next is Next.WAIT
+
+
+def test_a_declined_intent_settles_a_failure_with_the_decline_codes():
+    error = PaymentError("card_declined", "insufficient_funds", "Your card has insufficient funds.")
+    reading = read_intent(intent("requires_payment_method", last_payment_error=error))
+    assert reading.next is Next.SETTLE and reading.outcome is Outcome.FAILED
+    assert reading.failure is not None
+    assert (reading.failure.code, reading.failure.decline_code) == (
+        "card_declined",
+        "insufficient_funds",
+    )
+
+
+@pytest.mark.parametrize("status", ["requires_action", "canceled"])
+def test_statuses_that_cannot_complete_server_side_fail(status):
+    reading = read_intent(intent(status))
+    assert reading.next is Next.SETTLE and reading.outcome is Outcome.FAILED
+
+
+@pytest.mark.parametrize("status", ["requires_capture", "something_new"])
+def test_unexpected_statuses_are_never_guessed(status):
+    with pytest.raises(UnexpectedIntentStatus):
+        read_intent(intent(status))
