@@ -39,3 +39,18 @@ bench: $(STAMP)
 
 clean-venv:
 	rm -rf $(VENV)
+
+# Provider adapter cassettes (tests/replay, cassettes/README.md).  CI only replays them.
+.PHONY: cassettes cassettes-stripe
+
+# Re-record every cassette against the in-process provider simulator (offline, seconds).
+cassettes: $(STAMP)
+	PAYORCH_CASSETTES=simulator $(BIN)/python -m pytest tests/replay -q
+
+# Re-record against Stripe's test mode: make cassettes-stripe STRIPE_TEST_KEY=sk_test_...
+# Scenarios that need an injected fault (409 key in use, 429, 500) keep their simulator
+# recording.  Replay afterwards (make test-fast) to check the tests tolerate real Stripe.
+cassettes-stripe: $(STAMP)
+	@case "$(STRIPE_TEST_KEY)" in sk_test_*) ;; \
+	  *) echo "usage: make cassettes-stripe STRIPE_TEST_KEY=sk_test_..." >&2; exit 2;; esac
+	PAYORCH_CASSETTES=stripe STRIPE_TEST_KEY="$(STRIPE_TEST_KEY)" $(BIN)/python -m pytest tests/replay -q

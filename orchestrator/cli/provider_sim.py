@@ -1,0 +1,90 @@
+"""``payorch provider-sim``: the Stripe-compatible provider simulator in the foreground.
+
+Registered by ``orchestrator.cli.main`` as ``app.command("provider-sim")(provider_sim)``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from orchestrator.providers.simulator.config import SimulatorConfig
+from orchestrator.providers.simulator.faults import parse_fault_spec
+
+FAULT_HELP = (
+    "Arm a fault rule; repeatable.  Syntax OP:MODE[:PROBABILITY][:key=value...] with "
+    "OP = create|confirm|retrieve|list|search|any and MODE = latency | timeout_after_effect | "
+    "error_500_before | error_500_after | rate_limit | hang; keys: amounts=1313,2000 (only "
+    "these amounts), times=N (at most N times), seconds=S (latency/stall/hang length), "
+    "retry_after=N (rate_limit).  Examples: confirm:timeout_after_effect:0.1, "
+    "confirm:error_500_after:amounts=1313, any:latency:seconds=0.05, "
+    "create:rate_limit:0.2:retry_after=2.  Rules can also be changed at run time: "
+    "GET/POST/DELETE /_sim/faults."
+)
+
+
+def build_config(
+    *,
+    seed: int,
+    fault: list[str] | None,
+    stall_seconds: float,
+    hang_seconds: float,
+    search_lag_seconds: float,
+) -> SimulatorConfig:
+    """The simulator configuration for the CLI's flags; a bad ``--fault`` is a usage error."""
+    rules = []
+    for spec in fault or []:
+        try:
+            rules.append(parse_fault_spec(spec))
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--fault") from exc
+    return SimulatorConfig(
+        seed=seed,
+        faults=tuple(rules),
+        stall_seconds=stall_seconds,
+        hang_seconds=hang_seconds,
+        search_lag_seconds=search_lag_seconds,
+    )
+
+
+def provider_sim(
+    port: Annotated[int, typer.Option(help="TCP port to listen on.")] = 12111,
+    host: Annotated[str, typer.Option(help="Interface to bind (keep it local).")] = "127.0.0.1",
+    seed: Annotated[
+        int, typer.Option(help="Seed of the fault RNG: same seed + same requests, same faults.")
+    ] = 0,
+    fault: Annotated[
+        list[str] | None, typer.Option("--fault", help=FAULT_HELP, metavar="OP:MODE[:P][:k=v]")
+    ] = None,
+    stall_seconds: Annotated[
+        float,
+        typer.Option(
+            help="How long timeout_after_effect holds the answer back; must exceed the "
+            "client's read timeout (PAYORCH_PROVIDER_TIMEOUT_SECONDS)."
+        ),
+    ] = 30.0,
+    hang_seconds: Annotated[
+        float, typer.Option(help="How long a 'hang' fault holds a request.")
+    ] = 3600.0,
+    search_lag_seconds: Annotated[
+        float,
+        typer.Option(help="How far /v1/payment_intents/search lags behind (eventual consistency)."),
+    ] = 2.0,
+) -> None:
+    """Serve a Stripe-compatible PaymentIntents API with fault injection.
+
+    Point the SDK at it with PAYORCH_STRIPE_API_BASE=http://HOST:PORT and any sk_test_ key.
+    Admin API (not Stripe's): /_sim/movements, /_sim/requests, /_sim/faults, /_sim/reset.
+    """
+    from orchestrator.providers.simulator.server import serve
+
+    config = build_config(
+        seed=seed,
+        fault=fault,
+        stall_seconds=stall_seconds,
+        hang_seconds=hang_seconds,
+        search_lag_seconds=search_lag_seconds,
+    )
+    typer.echo(f"provider simulator on http://{host}:{port} ({len(config.faults)} fault rules)")
+    serve(config, host=host, port=port)

@@ -1,0 +1,39 @@
+"""A Stripe-compatible PaymentIntents simulator with fault injection (``payorch provider-sim``).
+
+    config.py        SimulatorConfig: seed, start-up faults, stall/hang/search-lag durations
+    faults.py        fault rules, their ``OP:MODE[:P][:k=v]`` syntax, the seeded FaultBook
+    forms.py         Stripe's form encoding (``metadata[k]=v``) decoded
+    cards.py         Stripe's test payment methods (pm_card_visa, pm_card_chargeDeclined, …)
+    models.py        intents, payment methods, money movements (and the status diagram)
+    objects.py       object shapes from Stripe's payment_intent fixture (payment_intent.json)
+    errors.py        Stripe's error bodies, and which of them are saved under a key
+    search.py        the subset of Stripe's search query language
+    state.py         the account: validate and execute create / confirm / retrieve / list / search
+    idempotency.py   Stripe's idempotency layer per API key (replay, 409, idempotency_error)
+    requestlog.py    the ordered request log
+    core.py          the request pipeline (auth, faults, idempotency, effect, answer)
+    app.py           the ASGI app (``create_app``); admin.py the ``/_sim`` routes
+    server.py        ``start_in_thread`` / ``serve`` with uvicorn
+    client.py        ``SimulatorAdmin``, a client for ``/_sim``
+
+Nothing here imports ``stripe``: the simulator is tested through the real SDK from outside.
+"""
+
+from __future__ import annotations
+
+from orchestrator.providers.simulator.app import create_app
+from orchestrator.providers.simulator.client import SimulatorAdmin
+from orchestrator.providers.simulator.config import SimulatorConfig
+from orchestrator.providers.simulator.faults import FaultRule, parse_fault_spec
+from orchestrator.providers.simulator.server import RunningSimulator, serve, start_in_thread
+
+__all__ = [
+    "FaultRule",
+    "RunningSimulator",
+    "SimulatorAdmin",
+    "SimulatorConfig",
+    "create_app",
+    "parse_fault_spec",
+    "serve",
+    "start_in_thread",
+]

@@ -1,0 +1,84 @@
+"""The admin API under ``/_sim`` (not Stripe's; no authentication, local use only).
+
+GET    /_sim/health          {"ok": true}
+GET    /_sim/movements       money that moved (see ``Simulator.movements``):
+                             {"total", "amount": {currency: minor units},
+                              "by_intent": {pi: n}, "by_record": {record id: n},
+                              "charges": [...], "declines": {"total", "by_intent",
+                              "by_record", "items": [...]}}
+GET    /_sim/requests        {"data": [request, ...]} in arrival order; filters
+                             ?intent_id=pi_…  ?record_id=…
+GET    /_sim/faults          {"seed": n, "rules": [rule, ...]}
+POST   /_sim/faults          body: a rule ({"spec": "confirm:hang:times=1"} or the
+                             fields of FaultRule.to_json) or a list of them;
+                             answers 201 {"rules": [armed rule, ...]}
+DELETE /_sim/faults          remove every rule
+DELETE /_sim/faults/{id}     remove one rule (404 if unknown)
+POST   /_sim/reset           forget everything; start-up faults are armed again
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from orchestrator.providers.simulator.core import Simulator
+from orchestrator.providers.simulator.faults import FaultRule
+
+
+def routes(simulator: Simulator) -> list[Route]:
+    async def health(request: Request) -> Response:
+        return JSONResponse({"ok": True})
+
+    async def movements(request: Request) -> Response:
+        return JSONResponse(simulator.movements())
+
+    async def requests(request: Request) -> Response:
+        data = simulator.requests(
+            intent_id=request.query_params.get("intent_id"),
+            record_id=request.query_params.get("record_id"),
+        )
+        return JSONResponse({"data": data})
+
+    async def list_faults(request: Request) -> Response:
+        return JSONResponse({"seed": simulator.faults.seed, "rules": simulator.faults.rules()})
+
+    async def add_faults(request: Request) -> Response:
+        try:
+            payload: Any = json.loads(await request.body())
+            items = payload if isinstance(payload, list) else [payload]
+            if not all(isinstance(item, dict) for item in items):
+                raise ValueError("a fault rule is a JSON object")
+            rules = [FaultRule.from_json(item) for item in items]
+        except ValueError as exc:
+            return JSONResponse({"error": {"message": str(exc)}}, status_code=400)
+        armed = [simulator.faults.add(rule).to_json() for rule in rules]
+        return JSONResponse({"rules": armed}, status_code=201)
+
+    async def clear_faults(request: Request) -> Response:
+        simulator.faults.clear()
+        return JSONResponse({"rules": []})
+
+    async def remove_fault(request: Request) -> Response:
+        if not simulator.faults.remove(request.path_params["rule_id"]):
+            return JSONResponse({"error": {"message": "no such fault rule"}}, status_code=404)
+        return JSONResponse({"rules": simulator.faults.rules()})
+
+    async def reset(request: Request) -> Response:
+        simulator.reset()
+        return JSONResponse({"ok": True})
+
+    return [
+        Route("/_sim/health", health, methods=["GET"]),
+        Route("/_sim/movements", movements, methods=["GET"]),
+        Route("/_sim/requests", requests, methods=["GET"]),
+        Route("/_sim/faults", list_faults, methods=["GET"]),
+        Route("/_sim/faults", add_faults, methods=["POST"]),
+        Route("/_sim/faults", clear_faults, methods=["DELETE"]),
+        Route("/_sim/faults/{rule_id:int}", remove_fault, methods=["DELETE"]),
+        Route("/_sim/reset", reset, methods=["POST"]),
+    ]

@@ -1,0 +1,62 @@
+"""The ASGI app: Stripe's PaymentIntents subset under ``/v1``, the admin API under ``/_sim``.
+
+    POST /v1/payment_intents                 create
+    POST /v1/payment_intents/{id}/confirm    confirm
+    GET  /v1/payment_intents/{id}            retrieve (strongly consistent)
+    GET  /v1/payment_intents                 list: created[gt|gte|lt|lte], limit,
+                                             starting_after, ending_before (strongly consistent)
+    GET  /v1/payment_intents/search          search (eventually consistent: lags by
+                                             search_lag_seconds; never decide anything on it)
+
+Anything else under ``/v1`` answers Stripe's 404 "Unrecognized request URL".
+"""
+
+from __future__ import annotations
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from orchestrator.providers.simulator import admin, errors
+from orchestrator.providers.simulator.config import SimulatorConfig
+from orchestrator.providers.simulator.core import Simulator, answer_from_error
+
+_ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+
+
+def create_app(config: SimulatorConfig | None = None) -> Starlette:
+    """A fresh simulator as an ASGI app; ``app.state.simulator`` is its ``Simulator``."""
+    simulator = Simulator(config or SimulatorConfig())
+
+    async def create(request: Request) -> Response:
+        return await simulator.handle(request, "create")
+
+    async def confirm(request: Request) -> Response:
+        return await simulator.handle(request, "confirm", request.path_params["intent"])
+
+    async def retrieve(request: Request) -> Response:
+        return await simulator.handle(request, "retrieve", request.path_params["intent"])
+
+    async def list_intents(request: Request) -> Response:
+        return await simulator.handle(request, "list")
+
+    async def search(request: Request) -> Response:
+        return await simulator.handle(request, "search")
+
+    async def unrecognized(request: Request) -> Response:
+        answer = answer_from_error(errors.unrecognized_url(request.method, request.url.path))
+        return Response(answer.body, status_code=answer.status, media_type="application/json")
+
+    routes = [
+        Route("/v1/payment_intents", create, methods=["POST"]),
+        Route("/v1/payment_intents", list_intents, methods=["GET"]),
+        Route("/v1/payment_intents/search", search, methods=["GET"]),
+        Route("/v1/payment_intents/{intent}", retrieve, methods=["GET"]),
+        Route("/v1/payment_intents/{intent}/confirm", confirm, methods=["POST"]),
+        *admin.routes(simulator),
+        Route("/{path:path}", unrecognized, methods=_ALL_METHODS),
+    ]
+    app = Starlette(routes=routes)
+    app.state.simulator = simulator
+    return app

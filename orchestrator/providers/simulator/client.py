@@ -1,0 +1,75 @@
+"""A small client for the simulator's admin API (``/_sim``), for tests, the demo and the
+benchmark.  It never talks to ``/v1``: that is the Stripe SDK's job."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any, cast
+
+import httpx
+
+from orchestrator.providers.simulator.faults import FaultRule, parse_fault_spec
+
+# Admin calls are local and quick; a generous bound still fails a test fast if the
+# simulator wedged instead of hanging it.
+_ADMIN_TIMEOUT_SECONDS = 10.0
+
+
+class SimulatorAdmin:
+    def __init__(self, base_url: str, *, transport: httpx.BaseTransport | None = None) -> None:
+        self._http = httpx.Client(
+            base_url=base_url.rstrip("/"), timeout=_ADMIN_TIMEOUT_SECONDS, transport=transport
+        )
+
+    def _json(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        response = self._http.request(method, path, **kwargs)
+        response.raise_for_status()
+        return cast(dict[str, Any], response.json())
+
+    def health(self) -> bool:
+        return bool(self._json("GET", "/_sim/health").get("ok"))
+
+    def movements(self) -> dict[str, Any]:
+        return self._json("GET", "/_sim/movements")
+
+    def requests(
+        self, *, intent_id: str | None = None, record_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        params = {
+            k: v for k, v in (("intent_id", intent_id), ("record_id", record_id)) if v is not None
+        }
+        return cast(
+            list[dict[str, Any]], self._json("GET", "/_sim/requests", params=params)["data"]
+        )
+
+    def faults(self) -> list[dict[str, Any]]:
+        return cast(list[dict[str, Any]], self._json("GET", "/_sim/faults")["rules"])
+
+    def add_fault(self, rule: FaultRule | str) -> dict[str, Any]:
+        """Arm one rule (a ``FaultRule`` or its text spec); returns it with its id."""
+        parsed = parse_fault_spec(rule) if isinstance(rule, str) else rule
+        armed = self._json("POST", "/_sim/faults", json=parsed.to_json())["rules"]
+        return cast(dict[str, Any], armed[0])
+
+    def remove_fault(self, rule_id: int) -> None:
+        self._json("DELETE", f"/_sim/faults/{rule_id}")
+
+    def clear_faults(self) -> None:
+        self._json("DELETE", "/_sim/faults")
+
+    def reset(self) -> None:
+        self._json("POST", "/_sim/reset")
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> SimulatorAdmin:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,31 @@
+"""What a simulator instance is told at start-up (CLI flags or test fixtures)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from orchestrator.providers.simulator.faults import FaultRule
+
+
+@dataclass(frozen=True)
+class SimulatorConfig:
+    # Seed of the fault RNG: the same seed and request sequence inject the same faults.
+    seed: int = 0
+    # Rules armed at start-up (and again after ``POST /_sim/reset``).
+    faults: tuple[FaultRule, ...] = ()
+    # How long ``timeout_after_effect`` holds the answer back.  It must exceed the client's
+    # read timeout, or the "timeout" is just a slow success and the test proves nothing.
+    stall_seconds: float = 30.0
+    # How long ``hang`` holds a request ("never" in practice; released on stop).
+    hang_seconds: float = 3600.0
+    # Search is eventually consistent, as Stripe documents: a change becomes visible to
+    # ``/v1/payment_intents/search`` only this long after it happened.  Retrieve and list are
+    # always current.
+    search_lag_seconds: float = 2.0
+    # Stripe's minimum charge (in minor units; 50 for USD).  Smaller amounts answer 400
+    # ``amount_too_small`` like Stripe, which is a permanent failure for the worker.
+    min_amount: int = 50
+    # Stripe prunes idempotency keys once they are at least 24 hours old.
+    idempotency_ttl_seconds: float = 24 * 3600.0
+    # The request log is a ring: a long-running simulator must not grow without bound.
+    max_logged_requests: int = 200_000

@@ -1,0 +1,185 @@
+"""Object shapes, as Stripe writes them.
+
+The top-level fields of a PaymentIntent come from Stripe's own fixture (``payment_intent.json``,
+copied from stripe's fixtures3.json ``resources.payment_intent``), so a simulated intent has
+every field a real one has, in the same order.  The fixture's values are placeholders (its
+``canceled_at`` is set and its ``last_payment_error`` is an idempotency error), so every value
+is written here from the simulator's records; a fixture field the simulator does not model is
+``null``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import string
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from orchestrator.providers.simulator.models import Intent, PaymentMethod
+
+_ID_ALPHABET = string.ascii_letters + string.digits
+# Ids only need to be unique, not secret; one generator seeded from the OS at import is
+# several times faster than ``secrets`` per character, which matters under the benchmark.
+_ID_RANDOM = random.Random()
+
+
+def random_token(length: int) -> str:
+    return "".join(_ID_RANDOM.choices(_ID_ALPHABET, k=length))
+
+
+def new_id(prefix: str, length: int = 24) -> str:
+    """Stripe-looking ids: ``pi_3PgafyB7WZ01zgkW0…``."""
+    return f"{prefix}_{random_token(length)}"
+
+
+def new_request_id() -> str:
+    return new_id("req", 14)
+
+
+@cache
+def fixture_payment_intent() -> dict[str, Any]:
+    """Stripe's official payment_intent fixture, as shipped inside the package."""
+    text = (
+        resources.files("orchestrator.providers.simulator")
+        .joinpath("payment_intent.json")
+        .read_text(encoding="utf-8")
+    )
+    data = json.loads(text)
+    assert isinstance(data, dict)
+    return data
+
+
+@cache
+def _intent_field_order() -> tuple[str, ...]:
+    return tuple(fixture_payment_intent())
+
+
+def _card_options() -> dict[str, Any]:
+    return {
+        "card": {
+            "installments": None,
+            "mandate_options": None,
+            "network": None,
+            "request_three_d_secure": "automatic",
+        }
+    }
+
+
+def render_intent(intent: Intent) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "id": intent.id,
+        "object": "payment_intent",
+        "amount": intent.amount,
+        "amount_capturable": 0,
+        "amount_details": {"tip": {}},
+        "amount_received": intent.amount_received,
+        "application": None,
+        "application_fee_amount": None,
+        "automatic_payment_methods": (
+            dict(intent.automatic_payment_methods) if intent.automatic_payment_methods else None
+        ),
+        "canceled_at": None,
+        "cancellation_reason": None,
+        "capture_method": intent.capture_method,
+        "client_secret": intent.client_secret,
+        "confirmation_method": intent.confirmation_method,
+        "created": intent.created,
+        "currency": intent.currency,
+        "customer": None,
+        "customer_account": None,
+        "description": intent.description,
+        "excluded_payment_method_types": None,
+        "last_payment_error": (
+            json.loads(json.dumps(intent.last_payment_error))
+            if intent.last_payment_error is not None
+            else None
+        ),
+        "latest_charge": intent.latest_charge,
+        "livemode": False,
+        "managed_payments": None,
+        "metadata": dict(intent.metadata),
+        "next_action": None,
+        "on_behalf_of": None,
+        "payment_method": intent.payment_method,
+        "payment_method_configuration_details": None,
+        "payment_method_options": _card_options(),
+        "payment_method_types": list(intent.payment_method_types),
+        "processing": None,
+        "receipt_email": intent.receipt_email,
+        "review": None,
+        "setup_future_usage": None,
+        "shipping": None,
+        "source": None,
+        "statement_descriptor": intent.statement_descriptor,
+        "statement_descriptor_suffix": intent.statement_descriptor_suffix,
+        "status": intent.status,
+        "transfer_data": None,
+        "transfer_group": None,
+    }
+    # Fixture order first (a fixture field not modelled here is null), then anything extra.
+    ordered = {key: values.pop(key, None) for key in _intent_field_order()}
+    ordered.update(values)
+    return ordered
+
+
+def render_payment_method(method: PaymentMethod) -> dict[str, Any]:
+    card = method.card
+    return {
+        "id": method.id,
+        "object": "payment_method",
+        "allow_redisplay": "unspecified",
+        "billing_details": {
+            "address": {
+                "city": None,
+                "country": None,
+                "line1": None,
+                "line2": None,
+                "postal_code": None,
+                "state": None,
+            },
+            "email": None,
+            "name": None,
+            "phone": None,
+        },
+        "card": {
+            "brand": card.brand,
+            "checks": {
+                "address_line1_check": None,
+                "address_postal_code_check": None,
+                "cvc_check": "unchecked",
+            },
+            "country": card.country,
+            "display_brand": card.brand,
+            "exp_month": 12,
+            "exp_year": 2034,
+            "funding": card.funding,
+            "generated_from": None,
+            "last4": card.last4,
+            "networks": {"available": [card.brand], "preferred": None},
+            "three_d_secure_usage": {"supported": True},
+            "wallet": None,
+        },
+        "created": method.created,
+        "customer": None,
+        "livemode": False,
+        "metadata": {},
+        "type": "card",
+    }
+
+
+def render_list(url: str, data: list[dict[str, Any]], has_more: bool) -> dict[str, Any]:
+    return {"object": "list", "data": data, "has_more": has_more, "url": url}
+
+
+def render_search_result(
+    url: str, data: list[dict[str, Any]], has_more: bool, next_page: str | None
+) -> dict[str, Any]:
+    return {
+        "object": "search_result",
+        "data": data,
+        "has_more": has_more,
+        "next_page": next_page,
+        "url": url,
+    }

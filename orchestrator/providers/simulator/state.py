@@ -1,0 +1,577 @@
+"""The simulated Stripe account: intents, payment methods, charges and money movements.
+
+Every write endpoint is split in two: ``validate_*`` (parameter checks; a failure is a 400
+that is never saved under the idempotency key) and ``execute_*`` (the effect; its answer,
+success or error, is saved).  Both are synchronous and run under the simulator's lock, so the
+effect of one request is atomic with respect to every other request.
+
+Consistency: retrieve and list read the current state (strongly consistent, like Stripe).
+Search reads, for each intent, the newest version written at least ``search_lag_seconds``
+ago (eventually consistent, like Stripe's search, which documents lags of up to a minute,
+and an hour during outages).
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.providers import keys
+from orchestrator.providers.simulator import errors, objects
+from orchestrator.providers.simulator.cards import TEST_CARDS
+from orchestrator.providers.simulator.config import SimulatorConfig
+from orchestrator.providers.simulator.errors import ApiError
+from orchestrator.providers.simulator.models import Decline, Intent, Movement, PaymentMethod
+from orchestrator.providers.simulator.search import SearchQueryError, parse_query
+
+MAX_AMOUNT = 99_999_999
+
+_CREATE_PARAMS = frozenset(
+    {
+        "amount",
+        "automatic_payment_methods",
+        "capture_method",
+        "confirm",
+        "confirmation_method",
+        "currency",
+        "description",
+        "metadata",
+        "payment_method",
+        "payment_method_types",
+        "receipt_email",
+        "return_url",
+        "statement_descriptor",
+        "statement_descriptor_suffix",
+    }
+)
+_CONFIRM_PARAMS = frozenset({"payment_method", "receipt_email", "return_url"})
+_LIST_PARAMS = frozenset({"created", "ending_before", "limit", "starting_after"})
+_SEARCH_PARAMS = frozenset({"limit", "page", "query"})
+_FINAL_STATUSES = ("succeeded", "canceled", "processing", "requires_capture")
+_CURRENCY = re.compile(r"^[a-z]{3}$")
+
+
+@dataclass(frozen=True)
+class CreateRequest:
+    amount: int
+    currency: str
+    metadata: dict[str, str]
+    payment_method: str | None
+    payment_method_types: list[str]
+    automatic_payment_methods: dict[str, Any] | None
+    confirm: bool
+    confirmation_method: str
+    description: str | None
+    receipt_email: str | None
+    return_url: str | None
+    statement_descriptor: str | None
+    statement_descriptor_suffix: str | None
+
+
+@dataclass(frozen=True)
+class ConfirmRequest:
+    payment_method: str | None
+    receipt_email: str | None
+    return_url: str | None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The answer of an executed request, before it is encoded."""
+
+    status: int
+    body: dict[str, Any]
+    intent_id: str | None
+    record_id: str | None
+
+
+def _reject_unknown(params: dict[str, Any], allowed: frozenset[str]) -> None:
+    for name in params:
+        if name not in allowed:
+            if name == "expand":
+                raise errors.invalid_request(
+                    "The payorch simulator does not support expand.",
+                    code="parameter_unknown",
+                    param="expand",
+                )
+            raise errors.parameter_unknown(name)
+
+
+def _string(params: dict[str, Any], name: str) -> str | None:
+    value = params.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise errors.invalid_request(
+            f"Invalid string: {value!r}", code="parameter_invalid_string", param=name
+        )
+    return value
+
+
+def _integer(params: dict[str, Any], name: str) -> int | None:
+    value = params.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not re.fullmatch(r"-?\d+", value):
+        raise errors.invalid_integer(name, str(value))
+    return int(value)
+
+
+def _boolean(params: dict[str, Any], name: str, default: bool) -> bool:
+    value = params.get(name)
+    if value is None:
+        return default
+    if value not in ("true", "false"):
+        raise errors.invalid_request(
+            f"Invalid boolean: {value}", code="parameter_invalid_boolean", param=name
+        )
+    return bool(value == "true")
+
+
+def amount_hint(params: dict[str, Any]) -> int | None:
+    """The amount a create asks for, for fault matching (before validation)."""
+    value = params.get("amount")
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return None
+
+
+class PaymentState:
+    """Not thread-safe on its own: the caller holds the simulator's lock."""
+
+    def __init__(self, config: SimulatorConfig) -> None:
+        self._config = config
+        self.intents: dict[str, Intent] = {}
+        self._ordered: list[Intent] = []
+        self.methods: dict[str, PaymentMethod] = {}
+        self.movements: list[Movement] = []
+        self.declines: list[Decline] = []
+        self._versions: dict[str, list[tuple[float, Intent]]] = {}
+        self._seq = itertools.count(1)
+
+    # -- create ------------------------------------------------------------------------
+
+    def validate_create(self, params: dict[str, Any]) -> CreateRequest:
+        _reject_unknown(params, _CREATE_PARAMS)
+        amount = _integer(params, "amount")
+        if amount is None:
+            raise errors.parameter_missing("amount")
+        if amount < self._config.min_amount:
+            raise errors.invalid_request(
+                f"Amount must be at least {self._config.min_amount} minor units",
+                code="amount_too_small",
+                param="amount",
+            )
+        if amount > MAX_AMOUNT:
+            raise errors.invalid_request(
+                "Amount must be no more than 99999999 minor units",
+                code="amount_too_large",
+                param="amount",
+            )
+        currency = _string(params, "currency")
+        if currency is None:
+            raise errors.parameter_missing("currency")
+        if not _CURRENCY.match(currency.lower()):
+            raise errors.invalid_request(f"Invalid currency: {currency}", param="currency")
+        metadata = self._validate_metadata(params.get("metadata"))
+        types_param = params.get("payment_method_types")
+        automatic = params.get("automatic_payment_methods")
+        if types_param is not None and automatic is not None:
+            raise errors.invalid_request(
+                "You may only specify one of these parameters: automatic_payment_methods, "
+                "payment_method_types.",
+                param="automatic_payment_methods",
+            )
+        if types_param is not None:
+            if not isinstance(types_param, list) or any(t != "card" for t in types_param):
+                raise errors.invalid_request(
+                    "The payorch simulator supports payment_method_types=['card'] only.",
+                    param="payment_method_types",
+                )
+            types, automatic_methods = ["card"], None
+        else:
+            # Stripe's default: payment methods from the Dashboard, redirects allowed, which
+            # makes a server-side confirm without return_url fail (see execute_confirm).
+            automatic_methods = {"allow_redirects": "always", "enabled": True}
+            if automatic is not None:
+                if not isinstance(automatic, dict) or automatic.get("enabled") not in (
+                    "true",
+                    "false",
+                ):
+                    raise errors.parameter_missing("automatic_payment_methods[enabled]")
+                redirects = automatic.get("allow_redirects", "always")
+                if redirects not in ("always", "never"):
+                    raise errors.invalid_request(
+                        f"Invalid allow_redirects: {redirects}",
+                        param="automatic_payment_methods[allow_redirects]",
+                    )
+                automatic_methods = {
+                    "allow_redirects": redirects,
+                    "enabled": automatic["enabled"] == "true",
+                }
+            types = ["card"]
+        capture = _string(params, "capture_method") or "automatic"
+        if capture not in ("automatic", "automatic_async"):
+            raise errors.invalid_request(
+                "The payorch simulator supports automatic capture only.", param="capture_method"
+            )
+        confirmation = _string(params, "confirmation_method") or "automatic"
+        if confirmation not in ("automatic", "manual"):
+            raise errors.invalid_request(
+                f"Invalid confirmation_method: {confirmation}", param="confirmation_method"
+            )
+        return CreateRequest(
+            amount=amount,
+            currency=currency.lower(),
+            metadata=metadata,
+            payment_method=_string(params, "payment_method"),
+            payment_method_types=types,
+            automatic_payment_methods=automatic_methods,
+            confirm=_boolean(params, "confirm", default=False),
+            confirmation_method=confirmation,
+            description=_string(params, "description"),
+            receipt_email=_string(params, "receipt_email"),
+            return_url=_string(params, "return_url"),
+            statement_descriptor=_string(params, "statement_descriptor"),
+            statement_descriptor_suffix=_string(params, "statement_descriptor_suffix"),
+        )
+
+    @staticmethod
+    def _validate_metadata(raw: Any) -> dict[str, str]:
+        if raw is None or raw == "":
+            return {}
+        if not isinstance(raw, dict):
+            raise errors.invalid_request("Invalid hash", param="metadata")
+        if len(raw) > 50:
+            raise errors.invalid_request("Metadata can have at most 50 keys.", param="metadata")
+        metadata: dict[str, str] = {}
+        for key, value in raw.items():
+            if not isinstance(value, str):
+                raise errors.invalid_request("Invalid hash", param=f"metadata[{key}]")
+            if len(key) > 40:
+                raise errors.invalid_request(
+                    "Metadata keys can be at most 40 characters.", param=f"metadata[{key}]"
+                )
+            if len(value) > 500:
+                raise errors.invalid_request(
+                    "Metadata values can be at most 500 characters.", param=f"metadata[{key}]"
+                )
+            if value != "":  # an empty value means "unset", as on Stripe
+                metadata[key] = value
+        return metadata
+
+    def execute_create(self, request: CreateRequest) -> Outcome:
+        method = (
+            self._resolve_payment_method(request.payment_method)
+            if request.payment_method is not None
+            else None
+        )
+        intent_id = objects.new_id("pi")
+        intent = Intent(
+            id=intent_id,
+            seq=next(self._seq),
+            created=int(time.time()),
+            amount=request.amount,
+            currency=request.currency,
+            client_secret=f"{intent_id}_secret_{objects.random_token(25)}",
+            status="requires_confirmation" if method else "requires_payment_method",
+            metadata=dict(request.metadata),
+            payment_method_types=list(request.payment_method_types),
+            automatic_payment_methods=request.automatic_payment_methods,
+            description=request.description,
+            payment_method=method.id if method else None,
+            confirmation_method=request.confirmation_method,
+            receipt_email=request.receipt_email,
+            statement_descriptor=request.statement_descriptor,
+            statement_descriptor_suffix=request.statement_descriptor_suffix,
+        )
+        self.intents[intent.id] = intent
+        self._ordered.append(intent)
+        self._remember(intent)
+        if request.confirm:
+            return self.execute_confirm(
+                intent.id,
+                ConfirmRequest(
+                    payment_method=None,
+                    receipt_email=None,
+                    return_url=request.return_url,
+                ),
+            )
+        return self._intent_outcome(intent)
+
+    # -- confirm -----------------------------------------------------------------------
+
+    def validate_confirm(self, params: dict[str, Any]) -> ConfirmRequest:
+        _reject_unknown(params, _CONFIRM_PARAMS)
+        return ConfirmRequest(
+            payment_method=_string(params, "payment_method"),
+            receipt_email=_string(params, "receipt_email"),
+            return_url=_string(params, "return_url"),
+        )
+
+    def execute_confirm(self, intent_id: str, request: ConfirmRequest) -> Outcome:
+        intent = self._get(intent_id, param="intent", saved=True)
+        if intent.status in _FINAL_STATUSES:
+            verb = {"succeeded": "has already succeeded"}.get(
+                intent.status, f"has a status of {intent.status}"
+            )
+            raise errors.unexpected_state(
+                f"You cannot confirm this PaymentIntent because it {verb} after being "
+                "previously confirmed.",
+                objects.render_intent(intent),
+            )
+        if request.payment_method is not None:
+            intent.payment_method = self._resolve_payment_method(request.payment_method).id
+        if intent.payment_method is None:
+            raise errors.unexpected_state(
+                "You cannot confirm this PaymentIntent because it's missing a payment method. "
+                "Update the PaymentIntent with a payment method and then confirm it again.",
+                objects.render_intent(intent),
+            )
+        automatic = intent.automatic_payment_methods
+        if (
+            automatic
+            and automatic.get("enabled")
+            and automatic.get("allow_redirects") != "never"
+            and not request.return_url
+        ):
+            # Stripe's real trap for server-side confirms: redirect-capable payment methods
+            # need a return_url.  The adapter avoids it with payment_method_types=['card'].
+            raise ApiError(
+                400,
+                errors.error_body(
+                    "invalid_request_error",
+                    "This PaymentIntent is configured to accept payment methods enabled in "
+                    "your Dashboard, because some of these payment methods might redirect "
+                    "your customer off of your page, you must provide a `return_url`. If you "
+                    "don't want to accept redirect-based payment methods, set "
+                    "`automatic_payment_methods[enabled]` to `true` and "
+                    "`automatic_payment_methods[allow_redirects]` to `never` when creating "
+                    "Setup Intents and Payment Intents.",
+                    param="return_url",
+                ),
+                saved=True,
+            )
+        if request.receipt_email is not None:
+            intent.receipt_email = request.receipt_email
+        method = self.methods[intent.payment_method]
+        charge_id = objects.new_id("ch")
+        record_id = intent.metadata.get(keys.RECORD_ID_METADATA_KEY)
+        decline = method.card.decline
+        intent.latest_charge = charge_id
+        if decline is None:
+            intent.status = "succeeded"
+            intent.amount_received = intent.amount
+            intent.last_payment_error = None
+            self.movements.append(
+                Movement(
+                    seq=len(self.movements) + 1,
+                    at=time.time(),
+                    charge_id=charge_id,
+                    intent_id=intent.id,
+                    record_id=record_id,
+                    amount=intent.amount,
+                    currency=intent.currency,
+                )
+            )
+            self._remember(intent)
+            return self._intent_outcome(intent)
+        payment_method = objects.render_payment_method(method)
+        intent.status = "requires_payment_method"
+        intent.payment_method = None
+        intent.last_payment_error = {
+            "charge": charge_id,
+            "code": decline.code,
+            "decline_code": decline.decline_code,
+            "doc_url": "https://stripe.com/docs/error-codes/" + decline.code.replace("_", "-"),
+            "message": decline.message,
+            "payment_method": payment_method,
+            "type": "card_error",
+        }
+        self.declines.append(
+            Decline(
+                seq=len(self.declines) + 1,
+                at=time.time(),
+                charge_id=charge_id,
+                intent_id=intent.id,
+                record_id=record_id,
+                amount=intent.amount,
+                currency=intent.currency,
+                code=decline.code,
+                decline_code=decline.decline_code,
+            )
+        )
+        self._remember(intent)
+        raise ApiError(
+            402,
+            errors.error_body(
+                "card_error",
+                decline.message,
+                code=decline.code,
+                charge=charge_id,
+                decline_code=decline.decline_code,
+                payment_intent=objects.render_intent(intent),
+                payment_method=payment_method,
+                request_log_url="https://dashboard.stripe.com/test/logs",
+            ),
+            saved=True,
+        )
+
+    # -- reads -------------------------------------------------------------------------
+
+    def retrieve(self, intent_id: str, params: dict[str, Any]) -> Outcome:
+        _reject_unknown(params, frozenset({"client_secret"}))
+        return self._intent_outcome(self._get(intent_id, param="intent", saved=False))
+
+    def list_intents(self, params: dict[str, Any]) -> Outcome:
+        _reject_unknown(params, _LIST_PARAMS)
+        limit = self._limit(params)
+        created = params.get("created")
+        bounds: dict[str, int] = {}
+        if isinstance(created, dict):
+            for op, value in created.items():
+                if op not in ("gt", "gte", "lt", "lte"):
+                    raise errors.parameter_unknown(f"created[{op}]")
+                parsed = _integer({f"created[{op}]": value}, f"created[{op}]")
+                assert parsed is not None
+                bounds[op] = parsed
+        elif created is not None:
+            exact = _integer(params, "created")
+            assert exact is not None
+            bounds = {"gte": exact, "lte": exact}
+        # Newest first, like Stripe; ``seq`` orders intents created in the same second.
+        candidates = [i for i in reversed(self._ordered) if _within(i.created, bounds)]
+        starting_after = _string(params, "starting_after")
+        ending_before = _string(params, "ending_before")
+        if starting_after is not None:
+            anchor = self._get(starting_after, param="starting_after", saved=False)
+            candidates = [i for i in candidates if i.seq < anchor.seq]
+            page = candidates[:limit]
+        elif ending_before is not None:
+            anchor = self._get(ending_before, param="ending_before", saved=False)
+            candidates = [i for i in candidates if i.seq > anchor.seq]
+            page = candidates[-limit:]
+        else:
+            page = candidates[:limit]
+        return Outcome(
+            200,
+            objects.render_list(
+                "/v1/payment_intents",
+                [objects.render_intent(i) for i in page],
+                has_more=len(candidates) > len(page),
+            ),
+            intent_id=None,
+            record_id=None,
+        )
+
+    def search(self, params: dict[str, Any]) -> Outcome:
+        _reject_unknown(params, _SEARCH_PARAMS)
+        query = _string(params, "query")
+        if query is None:
+            raise errors.parameter_missing("query")
+        try:
+            clauses = parse_query(query)
+        except SearchQueryError as exc:
+            raise errors.invalid_request(str(exc), param="query") from exc
+        limit = self._limit(params)
+        page_token = _string(params, "page")
+        offset = 0
+        if page_token:
+            if not page_token.startswith("simpage_") or not page_token[8:].isdigit():
+                raise errors.invalid_request(f"Invalid page: {page_token}", param="page")
+            offset = int(page_token[8:])
+        horizon = time.monotonic() - self._config.search_lag_seconds
+        visible = [v for i in reversed(self._ordered) if (v := self._visible(i.id, horizon))]
+        hits = [v for v in visible if all(c.matches(v) for c in clauses)]
+        page = hits[offset : offset + limit]
+        has_more = len(hits) > offset + limit
+        return Outcome(
+            200,
+            objects.render_search_result(
+                "/v1/payment_intents/search",
+                [objects.render_intent(i) for i in page],
+                has_more=has_more,
+                next_page=f"simpage_{offset + limit}" if has_more else None,
+            ),
+            intent_id=None,
+            record_id=None,
+        )
+
+    # -- helpers -----------------------------------------------------------------------
+
+    def intent_amount(self, intent_id: str) -> int | None:
+        intent = self.intents.get(intent_id)
+        return intent.amount if intent else None
+
+    def intent_record_id(self, intent_id: str) -> str | None:
+        intent = self.intents.get(intent_id)
+        return intent.metadata.get(keys.RECORD_ID_METADATA_KEY) if intent else None
+
+    def _get(self, intent_id: str, *, param: str, saved: bool) -> Intent:
+        intent = self.intents.get(intent_id)
+        if intent is None:
+            raise errors.resource_missing("payment_intent", intent_id, param, saved=saved)
+        return intent
+
+    def _resolve_payment_method(self, reference: str) -> PaymentMethod:
+        existing = self.methods.get(reference)
+        if existing is not None:
+            return existing
+        card = TEST_CARDS.get(reference)
+        if card is None:
+            raise errors.resource_missing("PaymentMethod", reference, "payment_method", saved=True)
+        # A test token becomes a fresh PaymentMethod, as on Stripe.
+        method = PaymentMethod(
+            id=objects.new_id("pm"), token=reference, card=card, created=int(time.time())
+        )
+        self.methods[method.id] = method
+        return method
+
+    @staticmethod
+    def _limit(params: dict[str, Any]) -> int:
+        limit = _integer(params, "limit")
+        if limit is None:
+            return 10
+        if not 1 <= limit <= 100:
+            raise errors.invalid_request(
+                "This value must be greater than or equal to 1 and less than or equal to 100.",
+                param="limit",
+            )
+        return limit
+
+    def _remember(self, intent: Intent) -> None:
+        """Keep a version for the eventually consistent search view."""
+        now = time.monotonic()
+        versions = self._versions.setdefault(intent.id, [])
+        versions.append((now, copy.copy(intent)))
+        horizon = now - self._config.search_lag_seconds
+        # Drop versions that a newer, already visible version hides for good.
+        while len(versions) > 1 and versions[1][0] <= horizon:
+            versions.pop(0)
+
+    def _visible(self, intent_id: str, horizon: float) -> Intent | None:
+        for written_at, version in reversed(self._versions.get(intent_id, [])):
+            if written_at <= horizon:
+                return version
+        return None
+
+    def _intent_outcome(self, intent: Intent) -> Outcome:
+        return Outcome(
+            200,
+            objects.render_intent(intent),
+            intent_id=intent.id,
+            record_id=intent.metadata.get(keys.RECORD_ID_METADATA_KEY),
+        )
+
+
+def _within(created: int, bounds: dict[str, int]) -> bool:
+    return (
+        ("gt" not in bounds or created > bounds["gt"])
+        and ("gte" not in bounds or created >= bounds["gte"])
+        and ("lt" not in bounds or created < bounds["lt"])
+        and ("lte" not in bounds or created <= bounds["lte"])
+    )

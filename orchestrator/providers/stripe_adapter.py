@@ -1,0 +1,390 @@
+"""Stripe behind our provider protocol.  The only module in payorch that imports ``stripe``.
+
+It builds its own ``stripe.StripeClient`` (no global API key, base or HTTP client) with
+``max_network_retries=0`` (retries are the worker's, at one layer), an explicit HTTPX client
+with connect and read timeouts, and always passes our derived idempotency key.
+
+How SDK failures become our taxonomy (``base``)::
+
+    stripe.StripeError
+    ├── CardError (402)                        -> Declined(code, decline_code, intent_id)
+    ├── IdempotencyError (400 idempotency_error) -> Permanent(code="idempotency_error")
+    ├── InvalidRequestError (400, 404)         -> Permanent(code)   e.g. resource_missing,
+    │                                             payment_intent_unexpected_state (the worker
+    │                                             answers that one by querying the intent)
+    ├── AuthenticationError (401)              -> Permanent
+    ├── PermissionError (403)                  -> Permanent
+    ├── RateLimitError (429)                   -> Retryable(retry_after = Retry-After header;
+    │                                             the SDK ignores it, so we read e.headers)
+    ├── APIError
+    │   ├── 409 idempotency_key_in_use         -> Retryable (arrives as a plain APIError: the
+    │   │                                         code is only in e.error.code)
+    │   ├── 5xx, or a body that is not JSON    -> OutcomeUnknown (Stripe may have acted)
+    │   └── any other 4xx                      -> Permanent
+    └── APIConnectionError
+        ├── caused by a transport failure      -> OutcomeUnknown (timeout, refused, reset,
+        │                                         a body damaged in transit, …)
+        └── caused by anything else            -> ProviderBug (NOT a ProviderError), e.g.
+                                                  a malformed api_base (nothing was sent)
+
+    anything else raised inside the HTTP stack -> propagates unchanged
+
+Hazard behind the last two lines: the SDK's own HTTP clients wrap *any* exception raised while
+sending into ``APIConnectionError`` -- a vcrpy cassette miss, a bug in a transport, even a
+``DeprecationWarning`` turned into an error by ``-W error`` (the SDK's HTTPXClient passes a
+string as ``data=``, which httpx deprecates).  Treated as a timeout, such a bug would send the
+worker into "query first, retry later" forever and hide the bug.  So our HTTP client wraps only
+httpx transport errors, and the mapping checks the cause chain again for any other client.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import stripe
+
+from orchestrator.providers import keys
+from orchestrator.providers.base import (
+    Declined,
+    OutcomeUnknown,
+    PaymentError,
+    Permanent,
+    ProviderError,
+    ProviderIntent,
+    Retryable,
+)
+
+if TYPE_CHECKING:
+    from orchestrator.settings import Settings
+
+# Intents in these states moved (or are moving) money; a lookup prefers them.
+_MONEY_STATUSES = ("succeeded", "processing", "requires_capture")
+# How far before the caller's bound the lookup starts.  Too small: an intent stamped by a
+# Stripe clock behind ours is missed and the worker wrongly concludes "never created" (its
+# create key still protects it, for 24 hours); too large: more pages to read.
+_CLOCK_SKEW_MARGIN = timedelta(minutes=5)
+# Page size of the lookup by record id.  Larger pages mean fewer round trips; 100 is
+# Stripe's maximum.
+_LIST_PAGE_SIZE = 100
+
+
+class ProviderBug(Exception):
+    """A failure that is ours, not the network's: never an unknown outcome, never retried.
+
+    Deliberately not a ``ProviderError``: the worker must not catch it as a provider outcome.
+    """
+
+
+class _HttpxClient(stripe.HTTPClient):
+    """The SDK's HTTP seam, on an httpx client we configure (timeouts, transport).
+
+    ``transport`` is the test seam: an ``httpx.MockTransport`` (or any BaseTransport) lets
+    unit tests answer with canned responses without a network.
+    """
+
+    name = "httpx"
+
+    def __init__(self, *, timeout: httpx.Timeout, transport: httpx.BaseTransport | None) -> None:
+        super().__init__()
+        self._http = httpx.Client(timeout=timeout, transport=transport, follow_redirects=False)
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str] | None,
+        post_data: Any = None,
+        *,
+        _usage: list[str] | None = None,
+    ) -> tuple[str, int, Mapping[str, str]]:
+        try:
+            response = self._http.request(
+                method, url, headers=dict(headers or {}), content=post_data
+            )
+        except (httpx.TransportError, httpx.DecodingError) as exc:
+            # Only a transport failure means "the network failed"; anything else raised
+            # here (a cassette miss, a bug) must surface as itself.
+            raise stripe.APIConnectionError(  # type: ignore[no-untyped-call]
+                f"Network error talking to Stripe: {type(exc).__name__}: {exc}",
+                should_retry=False,
+            ) from exc
+        return response.text, response.status_code, response.headers
+
+    def close(self) -> None:
+        self._http.close()
+
+
+class StripeProvider:
+    """``PaymentProvider`` on the official SDK.  Thread-safe: one per process is enough."""
+
+    name = "stripe"
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        api_base: str = stripe.DEFAULT_API_BASE,
+        connect_timeout: float,
+        read_timeout: float,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        # The SDK offers telemetry (a request-metrics header, a telemetry id written under
+        # ~/.config/stripe, the platform string) only as a module switch; it is one-way and
+        # the same for every client in the process, so setting it here is harmless.
+        stripe.enable_telemetry = False
+        # connect: a refused/unroutable connect proves nothing was sent, so it can be short.
+        # read/write: too short turns slow successes into unknown outcomes (a query each);
+        # too long lets a hung provider eat the worker's lease.  pool: waiting for one of our
+        # own connections, bounded like a connect.
+        timeout = httpx.Timeout(
+            connect=connect_timeout, read=read_timeout, write=read_timeout, pool=connect_timeout
+        )
+        self._http_client = _HttpxClient(timeout=timeout, transport=transport)
+        self._client = stripe.StripeClient(
+            api_key,
+            base_addresses={"api": api_base},
+            http_client=self._http_client,
+            max_network_retries=0,
+        )
+
+    @property
+    def sdk(self) -> stripe.StripeClient:
+        """The configured SDK client, for tests and diagnostics; the worker uses the
+        protocol methods only."""
+        return self._client
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> StripeProvider:
+        return cls(
+            api_key=settings.stripe_api_key,
+            api_base=settings.stripe_api_base,
+            connect_timeout=settings.provider_connect_timeout_seconds,
+            read_timeout=settings.provider_timeout_seconds,
+        )
+
+    # -- the protocol ------------------------------------------------------------------
+
+    def create_intent(
+        self,
+        *,
+        record_id: str,
+        amount: int,
+        currency: str,
+        payment_method: str,
+        description: str | None,
+        metadata: dict[str, str],
+    ) -> ProviderIntent:
+        params: dict[str, Any] = {
+            "amount": amount,
+            "currency": currency.lower(),
+            "payment_method": payment_method,
+            # Hazard: without this Stripe enables "automatic payment methods", which allow
+            # redirects, and a server-side confirm without return_url then fails with 400.
+            "payment_method_types": ["card"],
+            "confirm": False,
+            # Our record id goes last so a merchant key of the same name cannot hide it.
+            "metadata": {**metadata, keys.RECORD_ID_METADATA_KEY: record_id},
+        }
+        if description is not None:
+            params["description"] = description
+        with _mapped_errors():
+            intent = self._client.v1.payment_intents.create(
+                params,  # type: ignore[arg-type]
+                {"idempotency_key": keys.create_key(record_id)},
+            )
+        return parse_intent(intent)
+
+    def confirm_intent(self, intent_id: str, *, record_id: str, attempt: int) -> ProviderIntent:
+        with _mapped_errors():
+            intent = self._client.v1.payment_intents.confirm(
+                intent_id, options={"idempotency_key": keys.confirm_key(record_id, attempt)}
+            )
+        return parse_intent(intent)
+
+    def retrieve_intent(self, intent_id: str) -> ProviderIntent:
+        with _mapped_errors():
+            intent = self._client.v1.payment_intents.retrieve(intent_id)
+        return parse_intent(intent)
+
+    def find_intent_for_record(
+        self, record_id: str, *, created_after: datetime
+    ) -> ProviderIntent | None:
+        """List intents created since ``created_after`` (strongly consistent, unlike search)
+        and match our record id in metadata.  Several matches mean more than one create got
+        through (e.g. a key expired); an intent that moved money wins, else the oldest.
+
+        The window starts ``_CLOCK_SKEW_MARGIN`` before ``created_after``: Stripe stamps
+        ``created`` with its clock, not ours.  A naive datetime is taken as UTC.
+        """
+        if created_after.tzinfo is None:
+            created_after = created_after.replace(tzinfo=UTC)
+        since = int((created_after - _CLOCK_SKEW_MARGIN).timestamp())
+        matches: list[ProviderIntent] = []
+        with _mapped_errors():
+            page = self._client.v1.payment_intents.list(
+                {"created": {"gte": since}, "limit": _LIST_PAGE_SIZE}
+            )
+            for listed in page.auto_paging_iter():
+                candidate = parse_intent(listed)
+                if candidate.metadata.get(keys.RECORD_ID_METADATA_KEY) == record_id:
+                    matches.append(candidate)
+        if not matches:
+            return None
+        for match in matches:
+            if match.status in _MONEY_STATUSES:
+                return match
+        return min(matches, key=lambda i: i.created or 0)
+
+    def close(self) -> None:
+        self._http_client.close()
+
+    def __enter__(self) -> StripeProvider:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+# -- responses -------------------------------------------------------------------------
+
+
+def _to_dict(value: Any) -> dict[str, Any]:
+    if isinstance(value, stripe.StripeObject):
+        return value.to_dict()
+    return dict(value) if isinstance(value, Mapping) else {}
+
+
+def parse_intent(intent: Any) -> ProviderIntent:
+    """A Stripe PaymentIntent (SDK object or plain dict) as our ``ProviderIntent``."""
+    raw = _to_dict(intent)
+    error = raw.get("last_payment_error")
+    latest_charge = raw.get("latest_charge")
+    if isinstance(latest_charge, Mapping):  # expanded
+        latest_charge = latest_charge.get("id")
+    return ProviderIntent(
+        id=str(raw["id"]),
+        status=str(raw["status"]),
+        amount=int(raw["amount"]),
+        currency=str(raw["currency"]),
+        metadata={str(k): str(v) for k, v in (raw.get("metadata") or {}).items()},
+        latest_charge=str(latest_charge) if latest_charge else None,
+        last_payment_error=(
+            PaymentError(
+                code=error.get("code"),
+                decline_code=error.get("decline_code"),
+                message=error.get("message"),
+            )
+            if isinstance(error, Mapping)
+            else None
+        ),
+        created=int(raw["created"]) if raw.get("created") is not None else None,
+        raw=raw,
+    )
+
+
+# -- errors ----------------------------------------------------------------------------
+
+
+@contextmanager
+def _mapped_errors() -> Iterator[None]:
+    try:
+        yield
+    except stripe.StripeError as exc:
+        raise map_stripe_error(exc) from exc
+
+
+def _is_transport_failure(exc: stripe.APIConnectionError) -> bool:
+    """Whether the exception the SDK wrapped is a genuine network failure.
+
+    Only the wrapped exception itself decides (not whatever it was raised while handling):
+    a cassette miss raised during the handling of an old socket error is still a miss.
+    """
+    cause: BaseException | None = exc.__cause__ or exc.__context__
+    while isinstance(cause, stripe.APIConnectionError):
+        cause = cause.__cause__ or cause.__context__
+    if isinstance(cause, httpx.UnsupportedProtocol | httpx.LocalProtocolError):
+        return False  # our URL or request is malformed: nothing was ever sent
+    # A body that cannot be decoded arrived damaged in transit: the request did reach Stripe.
+    return isinstance(cause, httpx.TransportError | httpx.DecodingError | OSError)
+
+
+def retry_after_seconds(
+    headers: Mapping[str, str] | None, *, now: float | None = None
+) -> float | None:
+    """``Retry-After`` as seconds: delta-seconds or an HTTP date; None when absent or bad."""
+    if not headers:
+        return None
+    value = None
+    for name, header_value in headers.items():
+        if name.lower() == "retry-after":
+            value = header_value.strip()
+            break
+    if not value:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        moment = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(moment.timestamp() - (time.time() if now is None else now), 0.0)
+
+
+def _error_field(exc: stripe.StripeError, name: str) -> Any:
+    return getattr(exc.error, name, None) if exc.error is not None else None
+
+
+def map_stripe_error(exc: stripe.StripeError) -> ProviderError | ProviderBug:
+    """The taxonomy exception for an SDK exception (see the tree in the module docstring)."""
+    status = exc.http_status
+    message = exc.user_message or str(exc)
+    code = exc.code or _error_field(exc, "code")
+    if isinstance(exc, stripe.CardError):
+        intent = _error_field(exc, "payment_intent")
+        intent_id = intent if isinstance(intent, str) else _to_dict(intent).get("id")
+        return Declined(
+            message,
+            code=code or "card_declined",
+            decline_code=_error_field(exc, "decline_code"),
+            intent_id=str(intent_id) if intent_id else None,
+            http_status=status,
+        )
+    if isinstance(exc, stripe.IdempotencyError):
+        return Permanent(message, code=code or "idempotency_error", http_status=status)
+    if isinstance(exc, stripe.InvalidRequestError | stripe.AuthenticationError):
+        return Permanent(message, code=code, http_status=status)
+    if isinstance(exc, stripe.PermissionError):
+        return Permanent(message, code=code, http_status=status)
+    if isinstance(exc, stripe.RateLimitError):
+        return Retryable(
+            message,
+            retry_after=retry_after_seconds(exc.headers),
+            code=code or "rate_limit",
+            http_status=status,
+        )
+    if isinstance(exc, stripe.APIConnectionError):
+        if _is_transport_failure(exc):
+            return OutcomeUnknown(message, http_status=None)
+        return ProviderBug(f"not a network failure, though the SDK calls it one: {message}")
+    if status == 409 and code == "idempotency_key_in_use":
+        return Retryable(
+            message, retry_after=retry_after_seconds(exc.headers), code=code, http_status=status
+        )
+    if status is not None and 400 <= status < 500:
+        return Permanent(message, code=code, http_status=status)
+    # 5xx, or an answer the SDK could not read: Stripe may have acted.
+    return OutcomeUnknown(message, http_status=status)

@@ -1,0 +1,300 @@
+"""Every adapter path, replayed from HTTP the real ``stripe`` SDK exchanged with a provider.
+
+One test, one cassette (``cassettes/stripe_adapter/<test name without test_>.yaml``).  The
+assertions are about shape and meaning -- statuses, codes, which of our exceptions -- never
+about ids or timestamps, so the same tests hold for a cassette recorded against the simulator
+and one recorded against Stripe's test mode (see cassettes/README.md).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from datetime import UTC, datetime
+
+import httpx
+import pytest
+from vcr.errors import CannotOverwriteExistingCassetteException
+
+from orchestrator.providers import keys
+from orchestrator.providers.base import (
+    Declined,
+    OutcomeUnknown,
+    Permanent,
+    ProviderError,
+    ProviderIntent,
+    Retryable,
+)
+from orchestrator.providers.stripe_adapter import StripeProvider
+from tests.replay.cassette_support import (
+    CASSETTE_DIR,
+    UNRECORDED_HEADER,
+    UNROUTABLE_API_BASE,
+    Cassette,
+    SocketDuringReplay,
+    recorder,
+)
+
+
+def _create(
+    cassette: Cassette, record: str, *, amount: int = 2000, payment_method: str = "pm_card_visa"
+) -> ProviderIntent:
+    return cassette.provider.create_intent(
+        record_id=record,
+        amount=amount,
+        currency="usd",
+        payment_method=payment_method,
+        description="payorch replay test",
+        metadata={"order": "o-1"},
+    )
+
+
+# -- create / confirm / retrieve -------------------------------------------------------
+
+
+def test_create_returns_an_unconfirmed_intent_carrying_our_record_id(cassette: Cassette) -> None:
+    record = cassette.record_id("order")
+
+    intent = _create(cassette, record)
+
+    assert intent.id.startswith("pi_")
+    assert intent.status == "requires_confirmation"
+    assert (intent.amount, intent.currency) == (2000, "usd")
+    assert intent.metadata == {"order": "o-1", keys.RECORD_ID_METADATA_KEY: record}
+    assert intent.latest_charge is None
+    assert intent.created is not None
+
+
+def test_confirm_with_a_success_card_succeeds_and_a_second_confirm_is_unexpected_state(
+    cassette: Cassette,
+) -> None:
+    record = cassette.record_id("order")
+    intent = _create(cassette, record)
+
+    confirmed = cassette.provider.confirm_intent(intent.id, record_id=record, attempt=1)
+    with pytest.raises(Permanent) as again:
+        cassette.provider.confirm_intent(intent.id, record_id=record, attempt=2)
+
+    assert confirmed.status == "succeeded"
+    assert confirmed.id == intent.id
+    assert confirmed.latest_charge is not None
+    assert confirmed.raw["amount_received"] == 2000
+    assert again.value.code == "payment_intent_unexpected_state"
+    assert again.value.http_status == 400
+
+
+def test_confirm_with_a_declining_card_is_a_decline_and_the_intent_shows_why(
+    cassette: Cassette,
+) -> None:
+    record = cassette.record_id("order")
+    intent = _create(cassette, record, payment_method="pm_card_chargeDeclinedInsufficientFunds")
+
+    with pytest.raises(Declined) as declined:
+        cassette.provider.confirm_intent(intent.id, record_id=record, attempt=1)
+    after = cassette.provider.retrieve_intent(intent.id)
+
+    assert declined.value.code == "card_declined"
+    assert declined.value.decline_code == "insufficient_funds"
+    assert declined.value.intent_id == intent.id
+    assert after.status == "requires_payment_method"
+    assert after.last_payment_error is not None
+    assert after.last_payment_error.decline_code == "insufficient_funds"
+
+
+def test_retrieve_reads_an_intent_and_a_missing_one_is_permanent_resource_missing(
+    cassette: Cassette,
+) -> None:
+    intent = _create(cassette, cassette.record_id("order"))
+
+    read = cassette.provider.retrieve_intent(intent.id)
+    with pytest.raises(Permanent) as missing:
+        cassette.provider.retrieve_intent("pi_payorchDoesNotExist0001")
+
+    assert read == intent  # same id, status, amount, metadata
+    assert (missing.value.code, missing.value.http_status) == ("resource_missing", 404)
+
+
+def test_an_unknown_payment_method_is_permanent_resource_missing(cassette: Cassette) -> None:
+    with pytest.raises(Permanent) as caught:
+        _create(cassette, cassette.record_id("order"), payment_method="pm_payorch_no_such_card")
+
+    assert caught.value.code == "resource_missing"
+
+
+def test_an_invalid_api_key_is_permanent(cassette: Cassette) -> None:
+    with (
+        StripeProvider(
+            api_key="sk_invalid_payorch_cassette",
+            api_base=cassette.api_base,
+            connect_timeout=5,
+            read_timeout=20,
+        ) as stranger,
+        pytest.raises(Permanent) as caught,
+    ):
+        stranger.retrieve_intent("pi_payorchDoesNotExist0001")
+
+    assert caught.value.http_status == 401
+
+
+# -- idempotency -----------------------------------------------------------------------
+
+
+def test_resending_a_create_with_its_key_replays_the_same_intent(cassette: Cassette) -> None:
+    record = cassette.record_id("order")
+
+    first = _create(cassette, record)
+    second = _create(cassette, record)
+
+    assert second.id == first.id
+    assert cassette.response_headers(1).get("idempotent-replayed") == "true"
+
+
+def test_reusing_a_create_key_with_other_params_is_a_permanent_idempotency_error(
+    cassette: Cassette,
+) -> None:
+    record = cassette.record_id("order")
+    _create(cassette, record, amount=2000)
+
+    with pytest.raises(Permanent) as caught:
+        _create(cassette, record, amount=2100)
+
+    assert caught.value.code == "idempotency_error"
+    assert caught.value.http_status == 400
+
+
+def _hold_confirm_key(cassette: Cassette, intent_id: str, key: str) -> threading.Thread:
+    """Recording only: start the first confirm (slowed by a latency fault) outside the
+    cassette, and return once the simulator reports it executing."""
+    assert cassette.simulator is not None
+    simulator = cassette.simulator
+
+    def first_confirm() -> None:
+        with httpx.Client(base_url=simulator.url, timeout=10) as http:
+            http.post(
+                f"/v1/payment_intents/{intent_id}/confirm",
+                headers={
+                    "Authorization": "Bearer sk_test_payorch_cassettes",
+                    "Idempotency-Key": key,
+                    UNRECORDED_HEADER: "1",
+                },
+            )
+
+    holder = threading.Thread(target=first_confirm)
+    holder.start()
+    deadline = time.monotonic() + 5
+    while not any(
+        r["idempotency_key"] == key and r["status"] is None for r in simulator.admin.requests()
+    ):
+        assert time.monotonic() < deadline, "the first confirm never started"
+        time.sleep(0.01)
+    return holder
+
+
+def test_a_confirm_while_its_twin_is_in_flight_is_retryable_key_in_use(
+    fault_cassette: Cassette,
+) -> None:
+    record = fault_cassette.record_id("order")
+    intent = _create(fault_cassette, record)
+    holder = None
+    if fault_cassette.recording:  # set-up of the race; the cassette holds its outcome
+        fault_cassette.arm("confirm:latency:seconds=1.0:times=1")
+        holder = _hold_confirm_key(fault_cassette, intent.id, keys.confirm_key(record, 1))
+
+    with pytest.raises(Retryable) as conflict:
+        fault_cassette.provider.confirm_intent(intent.id, record_id=record, attempt=1)
+    if holder is not None:
+        holder.join()
+    settled = fault_cassette.provider.confirm_intent(intent.id, record_id=record, attempt=1)
+
+    assert (conflict.value.code, conflict.value.http_status) == ("idempotency_key_in_use", 409)
+    assert settled.status == "succeeded"  # the twin's saved answer, replayed
+
+
+def test_a_rate_limited_create_is_retryable_after_the_servers_delay(
+    fault_cassette: Cassette,
+) -> None:
+    record = fault_cassette.record_id("order")
+    fault_cassette.arm("create:rate_limit:retry_after=3:times=1")
+
+    with pytest.raises(Retryable) as limited:
+        _create(fault_cassette, record)
+    created = _create(fault_cassette, record)
+
+    assert limited.value.retry_after == 3.0
+    assert limited.value.http_status == 429
+    assert created.status == "requires_confirmation"
+
+
+def test_a_500_after_the_effect_is_an_unknown_outcome_and_retrieve_tells_the_truth(
+    fault_cassette: Cassette,
+) -> None:
+    record = fault_cassette.record_id("order")
+    intent = _create(fault_cassette, record)
+    fault_cassette.arm("confirm:error_500_after:times=1")
+
+    for _ in range(2):  # the saved 500 replays under the same key
+        with pytest.raises(OutcomeUnknown) as unknown:
+            fault_cassette.provider.confirm_intent(intent.id, record_id=record, attempt=1)
+        assert unknown.value.http_status == 500
+    queried = fault_cassette.provider.retrieve_intent(intent.id)
+
+    assert queried.status == "succeeded"
+    assert fault_cassette.response_headers(2).get("idempotent-replayed") == "true"
+
+
+# -- lookup ----------------------------------------------------------------------------
+
+
+def test_the_lookup_by_record_id_lists_by_creation_time_and_matches_metadata(
+    cassette: Cassette,
+) -> None:
+    record = cassette.record_id("order")
+    intent = _create(cassette, record)
+    assert intent.created is not None
+    # From the recorded intent, so the list query is the same on every replay.
+    since = datetime.fromtimestamp(intent.created - 120, tz=UTC)
+
+    found = cassette.provider.find_intent_for_record(record, created_after=since)
+    stranger = cassette.provider.find_intent_for_record(
+        cassette.record_id("never-created"), created_after=since
+    )
+
+    assert found is not None
+    assert found.id == intent.id
+    assert stranger is None
+    assert all("/search" not in r.path for r in cassette.recorded.requests)
+
+
+# -- replay safety ---------------------------------------------------------------------
+
+
+def test_a_cassette_miss_fails_loudly_and_is_never_an_unknown_outcome(
+    socket_guard: list[str],
+) -> None:
+    replaying = recorder("replay")
+    borrowed = "create_returns_an_unconfirmed_intent_carrying_our_record_id.yaml"
+    assert (CASSETTE_DIR / borrowed).exists()
+    with (
+        replaying.use_cassette(borrowed, record_mode="none"),
+        StripeProvider(
+            api_key="sk_test_replay",
+            api_base=UNROUTABLE_API_BASE,
+            connect_timeout=1,
+            read_timeout=1,
+        ) as provider,
+        pytest.raises(CannotOverwriteExistingCassetteException) as miss,
+    ):
+        provider.retrieve_intent("pi_never_recorded")
+
+    assert not isinstance(miss.value, ProviderError)
+    assert socket_guard == []
+
+
+def test_a_replay_cannot_open_a_socket(socket_guard: list[str]) -> None:
+    with socket.socket() as sock, pytest.raises(SocketDuringReplay):
+        sock.connect(("127.0.0.1", 9))
+    with pytest.raises(SocketDuringReplay):
+        socket.getaddrinfo("api.stripe.com", 443)
+
+    assert len(socket_guard) == 2

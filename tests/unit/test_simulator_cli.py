@@ -1,0 +1,50 @@
+"""``payorch provider-sim``: its flags and their fault syntax (registered here on a throwaway
+Typer app, as ``orchestrator.cli.main`` registers it)."""
+
+from __future__ import annotations
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from orchestrator.cli.provider_sim import build_config, provider_sim
+from orchestrator.providers.simulator.faults import parse_fault_spec
+
+
+@pytest.fixture
+def cli() -> typer.Typer:
+    app = typer.Typer()
+    app.command("provider-sim")(provider_sim)
+    app.command("noop")(lambda: None)  # two commands, so "provider-sim" is a subcommand
+    return app
+
+
+def test_the_help_documents_the_fault_syntax(cli: typer.Typer) -> None:
+    result = CliRunner().invoke(cli, ["provider-sim", "--help"], env={"COLUMNS": "200"})
+
+    assert result.exit_code == 0
+    for text in ("--fault", "OP:MODE", "timeout_after_effect", "--seed", "--stall-seconds"):
+        assert text in result.output
+
+
+def test_a_malformed_fault_is_a_usage_error(cli: typer.Typer) -> None:
+    result = CliRunner().invoke(cli, ["provider-sim", "--fault", "confirm:explode"])
+
+    assert result.exit_code == 2
+
+
+def test_the_flags_become_the_simulator_configuration() -> None:
+    config = build_config(
+        seed=42,
+        fault=["confirm:timeout_after_effect:0.1", "create:rate_limit:retry_after=2"],
+        stall_seconds=12.0,
+        hang_seconds=60.0,
+        search_lag_seconds=0.5,
+    )
+
+    assert config.seed == 42
+    assert config.faults == (
+        parse_fault_spec("confirm:timeout_after_effect:0.1"),
+        parse_fault_spec("create:rate_limit:retry_after=2"),
+    )
+    assert (config.stall_seconds, config.hang_seconds, config.search_lag_seconds) == (12, 60, 0.5)
