@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -15,3 +15,24 @@ def database_url(request: pytest.FixtureRequest, tmp_path) -> str:
         return f"sqlite:///{tmp_path / 'payorch.sqlite3'}"
     make: Callable[[], str] = request.getfixturevalue("make_postgres_database")
     return make()
+
+
+@pytest.fixture(scope="session")
+def make_broker_url(rabbitmq_server: None) -> Iterator[Callable[[], str]]:
+    """Fresh RabbitMQ vhosts on demand (a queue per test: no message of one test reaches
+    the workers of another); deleted when the session ends."""
+    from tests.support import rabbitmq
+
+    made: list[str] = []
+
+    def make() -> str:
+        vhost = rabbitmq.create_vhost()
+        made.append(vhost)
+        return rabbitmq.broker_url(vhost)
+
+    yield make
+    for vhost in made:
+        try:
+            rabbitmq.delete_vhost(vhost)
+        except Exception as error:  # a leftover vhost is reaped by the next run
+            print(f"could not delete vhost {vhost}: {error}")

@@ -1,0 +1,428 @@
+"""The test infrastructure itself: per-run databases and vhosts, outage recovery, processes.
+
+The outage tests really stop PostgreSQL and RabbitMQ on this machine and prove the helpers
+detect it and bring them back; each takes a few seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import httpx
+import kombu
+import pytest
+import sqlalchemy as sa
+
+from tests.support import postgres, rabbitmq
+from tests.support.locking import LOCK_PATH, SERVICE_LOCK
+from tests.support.plugin import DatabaseFactory
+from tests.support.processes import (
+    ManagedProcess,
+    ProcessExited,
+    ProcessManager,
+    free_port,
+    payorch_command,
+    wait_for_http,
+    wait_for_port,
+)
+from tests.support.services import ServiceControl, ensure_services
+
+
+def _user_tables(url: str) -> list[str]:
+    with postgres.connection_to(url) as connection:
+        rows = connection.execute(
+            "SELECT table_schema || '.' || table_name FROM information_schema.tables "
+            "WHERE table_schema NOT IN ('pg_catalog', 'information_schema')"
+        ).fetchall()
+    return [row[0] for row in rows]
+
+
+def _amqp_round_trip(url: str) -> object:
+    with kombu.Connection(url, connect_timeout=5) as connection:
+        queue = connection.SimpleQueue(
+            f"infra-check-{os.getpid()}",
+            serializer="json",
+            queue_opts={"durable": False, "auto_delete": True},  # gone with its consumer
+        )
+        try:
+            queue.put({"hello": "broker"})
+            message = queue.get(timeout=5)
+            message.ack()
+            return message.payload
+        finally:
+            queue.close()
+
+
+# PostgreSQL ---------------------------------------------------------------------------------
+
+
+def test_per_run_database_is_its_own_usable_database(postgres_url: str) -> None:
+    name = postgres_url.rsplit("/", 1)[-1]
+    assert postgres_url.startswith("postgresql+psycopg://postgres@127.0.0.1:5432/")
+    assert name.startswith("payorch_test_")
+    assert name != postgres.ADMIN_DATABASE
+
+    engine = sa.create_engine(postgres_url)
+    try:
+        with engine.connect() as connection:
+            assert connection.scalar(sa.text("SELECT current_database()")) == name
+            # A temporary table: usable, and leaves the database as the consumer expects it.
+            connection.execute(sa.text("CREATE TEMPORARY TABLE scratch (value int)"))
+            connection.execute(sa.text("INSERT INTO scratch VALUES (42)"))
+            assert connection.scalar(sa.text("SELECT value FROM scratch")) == 42
+    finally:
+        engine.dispose()
+
+
+def test_made_databases_are_empty_and_distinct(
+    make_postgres_database: DatabaseFactory, postgres_url: str
+) -> None:
+    first, second = make_postgres_database(), make_postgres_database()
+
+    assert len({first, second, postgres_url}) == 3
+    assert _user_tables(first) == []
+    assert _user_tables(second) == []
+
+
+def test_migrations_run_on_a_made_database(make_postgres_database: DatabaseFactory) -> None:
+    from orchestrator.db.migrate import upgrade
+
+    url = make_postgres_database()
+    upgrade(url)
+
+    assert "public.payments" in _user_tables(url)
+
+
+def test_a_database_with_open_connections_is_still_dropped(postgres_server: None) -> None:
+    url = postgres.create_database()
+    name = url.rsplit("/", 1)[-1]
+    with postgres.connection_to(url) as leftover:  # like a worker the test could not stop
+        leftover.execute("SELECT 1")
+        postgres.drop_database(name)
+
+    with postgres.connection_to(postgres.ADMIN_DATABASE) as admin:
+        remaining = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
+        assert remaining.fetchone() is None
+
+
+def test_stopped_postgres_is_detected_and_started_again(
+    service_control: ServiceControl, postgres_url: str
+) -> None:
+    with service_control.exclusive():  # no other session may restart it under us
+        service_control.stop_postgres()
+        try:
+            assert postgres.probe_postgres().kind == "refused"
+
+            # The same call the session makes before the first test that needs PostgreSQL.
+            (ensured,) = ensure_services(want_rabbitmq=False, allow_install=False)
+        finally:
+            service_control.start_postgres()
+
+    assert any("started cluster" in action for action in ensured.actions), ensured.actions
+    assert postgres.probe_postgres().ok
+    with postgres.connection_to(postgres_url) as connection:  # the run's database survived
+        assert connection.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_postgres_outage_ends_even_when_the_test_body_fails(
+    service_control: ServiceControl, postgres_server: None
+) -> None:
+    def outage_with_a_failing_body() -> None:
+        with service_control.postgres_stopped():
+            assert not postgres.probe_postgres().ok
+            raise RuntimeError("body failed")
+
+    with pytest.raises(RuntimeError, match="body failed"):
+        outage_with_a_failing_body()
+
+    assert postgres.probe_postgres().ok
+
+
+def test_trust_auth_goes_first_in_pg_hba_and_is_added_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The path a freshly installed cluster takes; this machine's cluster is left alone.
+    cluster = postgres.Cluster("15", "main", 5432, online=True, config_root=tmp_path)
+    cluster.config_dir.mkdir(parents=True)
+    hba = cluster.config_dir / "pg_hba.conf"
+    hba.write_text("host    all    all    127.0.0.1/32    scram-sha-256\n")
+    reloads: list[tuple[str, ...]] = []
+    monkeypatch.setattr(
+        postgres, "_pg_ctlcluster", lambda _cluster, *action: reloads.append(action)
+    )
+
+    assert postgres.configure_trust_auth(cluster) is True
+    assert postgres.configure_trust_auth(cluster) is False
+
+    rules = [line.split() for line in hba.read_text().splitlines() if line and line[0] != "#"]
+    assert rules == [
+        ["host", "all", "all", "127.0.0.1/32", "trust"],
+        ["host", "all", "all", "127.0.0.1/32", "scram-sha-256"],
+    ]
+    assert reloads == [("reload",)]
+
+
+# RabbitMQ -----------------------------------------------------------------------------------
+
+
+def test_per_run_vhost_exists_and_accepts_amqp(broker_url: str, broker_vhost: str) -> None:
+    assert broker_url == f"amqp://guest:guest@127.0.0.1:5672/{broker_vhost}"
+    assert broker_vhost != "/"
+    assert broker_vhost in rabbitmq.list_vhosts()
+
+    assert _amqp_round_trip(broker_url) == {"hello": "broker"}
+
+
+def test_stopped_rabbitmq_application_is_detected_and_started_again(
+    service_control: ServiceControl, broker_url: str
+) -> None:
+    with service_control.exclusive():
+        service_control.stop_broker("app")
+        try:
+            assert rabbitmq.probe_rabbitmq().kind == "refused"
+            assert rabbitmq.node_running()  # stop_app leaves the Erlang VM up
+
+            (ensured,) = ensure_services(want_postgres=False, allow_install=False)
+        finally:
+            service_control.start_broker()
+
+    assert any("start_app" in a or "application" in a for a in ensured.actions), ensured.actions
+    assert _amqp_round_trip(broker_url) == {"hello": "broker"}
+
+
+def test_stopped_rabbitmq_node_is_detected_and_started_again(
+    service_control: ServiceControl, broker_url: str, broker_vhost: str
+) -> None:
+    with service_control.exclusive():
+        service_control.stop_broker("node")
+        try:
+            assert rabbitmq.probe_rabbitmq().kind == "refused"
+            assert not rabbitmq.node_running()
+
+            (ensured,) = ensure_services(want_postgres=False, allow_install=False)
+        finally:
+            service_control.start_broker()
+
+    assert any("rabbitmq-server -detached" in a for a in ensured.actions), ensured.actions
+    assert broker_vhost in rabbitmq.list_vhosts()  # vhosts are durable
+    assert _amqp_round_trip(broker_url) == {"hello": "broker"}
+
+
+def test_broker_restart_and_outage_leave_it_running(
+    service_control: ServiceControl, broker_url: str
+) -> None:
+    service_control.restart_broker()
+    assert _amqp_round_trip(broker_url) == {"hello": "broker"}
+
+    def outage_with_a_failing_body() -> None:
+        with service_control.broker_stopped():
+            assert not rabbitmq.probe_rabbitmq().ok
+            raise RuntimeError("body failed")
+
+    with pytest.raises(RuntimeError, match="body failed"):
+        outage_with_a_failing_body()
+
+    assert _amqp_round_trip(broker_url) == {"hello": "broker"}
+
+
+def test_service_lock_is_reentrant_here_and_exclusive_across_processes() -> None:
+    other_process_tries = textwrap.dedent(
+        f"""
+        import fcntl, sys
+        with open({str(LOCK_PATH)!r}, "ab") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                sys.exit(7)
+        """
+    )
+    with SERVICE_LOCK.held(timeout=60), SERVICE_LOCK.held(timeout=1):
+        blocked = subprocess.run([sys.executable, "-c", other_process_tries], check=False)
+    assert blocked.returncode == 7
+
+    free = subprocess.run([sys.executable, "-c", other_process_tries], check=False)
+    assert free.returncode == 0
+
+
+# Processes ----------------------------------------------------------------------------------
+
+
+def _alive(pid: int, settle: float = 5.0) -> bool:
+    """Still running after up to ``settle`` seconds (a SIGKILLed process takes a moment to go;
+    a zombie, which lingers until init reaps an orphan, counts as gone)."""
+    deadline = time.monotonic() + settle
+    while True:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except FileNotFoundError:
+            return False
+        if stat.rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+            return False
+        if time.monotonic() > deadline:
+            return True
+        time.sleep(0.05)
+
+
+def _wait_for_output(process: ManagedProcess, text: str, timeout: float = 10.0) -> str:
+    deadline = time.monotonic() + timeout
+    while text not in process.output():
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"{text!r} not in output of {process}:\n{process.output()}")
+        time.sleep(0.02)
+    return process.output()
+
+
+def _http_server(processes: ProcessManager) -> tuple[ManagedProcess, str]:
+    port = free_port()
+    server = processes.start(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"], name="http"
+    )
+    wait_for_port("127.0.0.1", port, timeout=20, process=server)
+    return server, f"http://127.0.0.1:{port}/"
+
+
+def test_process_output_is_captured_and_stop_is_graceful(processes: ProcessManager) -> None:
+    server, url = _http_server(processes)
+
+    response = wait_for_http(url, timeout=20, process=server)
+
+    assert response.status_code == 200
+    assert _wait_for_output(server, '"GET / HTTP/1.1" 200')
+    assert server.log_path.parent == processes.log_dir
+    assert server.stop(grace=5) == -signal.SIGTERM
+    assert not server.running
+
+
+def test_paused_process_answers_only_after_resume(processes: ProcessManager) -> None:
+    server, url = _http_server(processes)
+    wait_for_http(url, timeout=20, process=server)
+
+    server.pause()
+    with pytest.raises(httpx.TimeoutException):
+        httpx.get(url, timeout=1.0, trust_env=False)
+    server.resume()
+
+    assert wait_for_http(url, timeout=10, process=server).status_code == 200
+
+
+def test_stop_kills_a_process_that_ignores_sigterm_after_the_grace_period(
+    processes: ProcessManager,
+) -> None:
+    stubborn = processes.start(
+        [
+            sys.executable,
+            "-c",
+            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "print('ready'); time.sleep(600)",
+        ],
+        name="stubborn",
+    )
+    _wait_for_output(stubborn, "ready")
+
+    started = time.monotonic()
+    assert stubborn.stop(grace=1.0) == -signal.SIGKILL
+    assert time.monotonic() - started < 5
+
+
+_PARENT_WITH_CHILD = textwrap.dedent(
+    """
+    import signal, subprocess, sys, time
+    child = subprocess.Popen([sys.executable, "-c",
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"])
+    print("child", child.pid, flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # exits without stopping its child
+    time.sleep(600)
+    """
+)
+
+
+def _child_pid(parent: ManagedProcess) -> int:
+    line = _wait_for_output(parent, "child ").split("child ", 1)[1]
+    return int(line.split()[0])
+
+
+def test_stop_also_ends_children_left_by_the_process(processes: ProcessManager) -> None:
+    parent = processes.start([sys.executable, "-c", _PARENT_WITH_CHILD], name="parent")
+    child = _child_pid(parent)
+
+    assert parent.stop(grace=5) == 0
+
+    assert not _alive(child)
+
+
+def test_killing_only_the_leader_orphans_children_until_cleanup(
+    processes: ProcessManager,
+) -> None:
+    parent = processes.start([sys.executable, "-c", _PARENT_WITH_CHILD], name="parent")
+    child = _child_pid(parent)
+
+    assert parent.kill(group=False) == -signal.SIGKILL
+    assert _alive(child, settle=0)  # a crashed Celery parent can leave its pool processes behind
+
+    processes.stop_all()
+    assert not _alive(child)
+
+
+def test_cleanup_stops_running_and_paused_processes(tmp_path: Path) -> None:
+    manager = ProcessManager(tmp_path)
+    sleeper = manager.start([sys.executable, "-c", "import time; time.sleep(600)"])
+    paused = manager.start([sys.executable, "-c", "import time; time.sleep(600)"])
+    paused.pause()
+
+    manager.stop_all(grace=5)
+
+    assert not sleeper.running
+    assert not paused.running
+    assert not _alive(sleeper.pid)
+    assert not _alive(paused.pid)
+
+
+def test_wait_for_port_fails_fast_with_the_output_of_a_dead_process(
+    processes: ProcessManager,
+) -> None:
+    doomed = processes.start(
+        [sys.executable, "-c", "print('cannot bind: boom'); raise SystemExit(3)"], name="doomed"
+    )
+    started = time.monotonic()
+
+    with pytest.raises(ProcessExited, match="cannot bind: boom"):
+        wait_for_port("127.0.0.1", free_port(), timeout=30, process=doomed)
+
+    assert time.monotonic() - started < 10
+    assert doomed.returncode == 3
+
+
+def test_processes_do_not_inherit_the_callers_payorch_settings(
+    processes: ProcessManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PAYORCH_DATABASE_URL", "postgresql+psycopg://someone@prod/db")
+    printer = processes.start(
+        [
+            sys.executable,
+            "-c",
+            "import os; print(os.environ.get('PAYORCH_DATABASE_URL'), "
+            "os.environ.get('PAYORCH_ENV'))",
+        ],
+        env={"PAYORCH_ENV": "test"},
+    )
+
+    assert printer.wait(timeout=20) == 0
+    assert printer.output().strip() == "None test"
+
+
+def test_payorch_command_runs_the_cli_under_this_interpreter(
+    processes: ProcessManager,
+) -> None:
+    pytest.importorskip("orchestrator.cli.main")
+    assert payorch_command("--help")[0] == sys.executable
+
+    cli = processes.payorch("--help")
+
+    assert cli.wait(timeout=60) == 0, cli.output()
+    assert "api" in cli.output()

@@ -1,0 +1,284 @@
+"""The pytest plugin: real-service fixtures and process fixtures (registered by tests/conftest.py).
+
+Nothing here is autouse.  A test that asks for ``postgres_url`` or ``broker_url`` (directly or
+through another fixture) gets the ``postgres`` / ``broker`` marker at collection, and the
+services are checked once per session, right after collection and only when such a test was
+selected: unit and replay runs never touch a server.  Doing the check after collection rather
+than inside the first test keeps a slow ``apt-get install`` out of that test's timeout.
+
+Session fixtures::
+
+    postgres_url            postgresql+psycopg://postgres@127.0.0.1:5432/payorch_test_<pid>_<hex>
+                            an EMPTY database for this run; the consumer runs migrations
+    make_postgres_database  () -> url of another empty database (dropped at session end)
+    broker_url              amqp://guest:guest@127.0.0.1:5672/payorch_test_<pid>_<hex>
+    broker_vhost            the vhost's name
+    session_processes       a ProcessManager for processes shared by a whole session
+
+Function fixtures (a test using ``service_control`` is marked ``outage``)::
+
+    processes               a ProcessManager; everything it started is stopped at teardown
+    service_control         ServiceControl: stop/start/restart PostgreSQL and RabbitMQ
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.support import postgres, rabbitmq
+from tests.support.processes import ProcessManager
+from tests.support.services import ServiceControl, ensure_services
+from tests.support.system import Ensured
+
+log = logging.getLogger("payorch.tests.services")
+
+DatabaseFactory = Callable[[], str]
+
+POSTGRES = "postgres"
+BROKER = "broker"
+OUTAGE = "outage"
+_NEEDS = {POSTGRES: "postgres_server", BROKER: "rabbitmq_server"}
+_MARKERS_BY_FIXTURE = {**{f: m for m, f in _NEEDS.items()}, "service_control": OUTAGE}
+
+# At session end, how long to wait for a service another session has taken down for an
+# outage test before giving up on dropping our database or vhost (the next run's reaper
+# removes it then).  Outage windows are seconds long.
+CLEANUP_WAIT_SECONDS = 60.0
+
+
+@dataclass
+class _SessionServices:
+    """What this session found and did; reported in the terminal summary."""
+
+    outcome: dict[str, Ensured | BaseException] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+_state_key = pytest.StashKey[_SessionServices]()
+
+
+def _state(config: pytest.Config) -> _SessionServices:
+    if _state_key not in config.stash:
+        config.stash[_state_key] = _SessionServices()
+    return config.stash[_state_key]
+
+
+def _say(config: pytest.Config, line: str) -> None:
+    log.warning("%s", line)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"payorch services: {line}")
+
+
+def _ensure_once(config: pytest.Config, service: str) -> Ensured | BaseException:
+    """Check (start, install) one service the first time it is needed; cache the outcome."""
+    state = _state(config)
+    if service not in state.outcome:
+        try:
+            results = ensure_services(
+                want_postgres=service == POSTGRES, want_rabbitmq=service == BROKER
+            )
+        except Exception as exc:
+            state.outcome[service] = exc
+            _say(config, f"{service} unavailable: {exc}")
+            return exc
+        # One line per service, including an apt install done on its behalf.
+        ensured = Ensured(results[-1].service, [a for r in results for a in r.actions])
+        state.outcome[service] = ensured
+        if ensured.changed:
+            _say(config, ensured.summary())
+        try:
+            reaped = (
+                postgres.reap_stale_databases()
+                if service == POSTGRES
+                else rabbitmq.reap_stale_vhosts()
+            )
+        except Exception as exc:  # housekeeping only: never fail the session for it
+            state.problems.append(f"could not remove leftovers of dead test runs: {exc}")
+        else:
+            if reaped:
+                _say(config, f"removed leftovers of dead test runs: {', '.join(reaped)}")
+    return state.outcome[service]
+
+
+def _require(config: pytest.Config, service: str) -> None:
+    outcome = _ensure_once(config, service)
+    if isinstance(outcome, BaseException):
+        # Every test that needs the service errors with the original cause, without retrying.
+        pytest.fail(f"{service} is not available for the tests: {outcome}", pytrace=False)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{OUTAGE}: stops PostgreSQL or RabbitMQ on purpose (service_control); every test "
+        f"session on the machine sees the outage, so deselect with -m 'not {OUTAGE}' while "
+        "others run tests on the same servers",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by these markers
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        for fixture, marker in _MARKERS_BY_FIXTURE.items():
+            if fixture in names:
+                item.add_marker(marker)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if session.config.option.collectonly:
+        return
+    for marker in _NEEDS:
+        if any(item.get_closest_marker(marker) for item in session.items):
+            _ensure_once(session.config, marker)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    state = _state(terminalreporter.config)
+    actions = [
+        outcome.summary()
+        for outcome in state.outcome.values()
+        if isinstance(outcome, Ensured) and outcome.changed
+    ]
+    if not (actions or state.problems):
+        return
+    terminalreporter.section("payorch test services")
+    for line in [*actions, *state.problems]:
+        terminalreporter.write_line(line)
+
+
+# Services -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def postgres_server(pytestconfig: pytest.Config) -> None:
+    """PostgreSQL answers on 127.0.0.1:5432 (started or installed when it was not)."""
+    _require(pytestconfig, POSTGRES)
+
+
+@pytest.fixture(scope="session")
+def rabbitmq_server(pytestconfig: pytest.Config) -> None:
+    """RabbitMQ answers AMQP on 127.0.0.1:5672 (started or installed when it was not)."""
+    _require(pytestconfig, BROKER)
+
+
+@pytest.fixture(scope="session")
+def make_postgres_database(
+    postgres_server: None, pytestconfig: pytest.Config
+) -> Iterator[DatabaseFactory]:
+    """Create fresh, empty databases on demand; all are dropped when the session ends."""
+    state = _state(pytestconfig)
+    names: list[str] = []
+
+    def make() -> str:
+        url = postgres.create_database()
+        names.append(url.rsplit("/", 1)[-1])
+        return url
+
+    yield make
+    if names and not postgres.wait_until_ready(timeout=CLEANUP_WAIT_SECONDS).ok:
+        state.problems.append(f"PostgreSQL down at session end; left {', '.join(names)}")
+        return
+    for name in reversed(names):
+        try:
+            # WITH (FORCE): a worker a test forgot (or could not) stop may still be connected.
+            postgres.drop_database(name)
+        except Exception as exc:
+            # A leftover database is harmless and the next run's reaper drops it; failing the
+            # last test of the session for it would blame the wrong test.
+            state.problems.append(f"could not drop database {name}: {exc}")
+
+
+@pytest.fixture(scope="session")
+def postgres_url(make_postgres_database: DatabaseFactory) -> str:
+    """This run's own empty database (not ``postgres``); run migrations on it yourself."""
+    return make_postgres_database()
+
+
+@pytest.fixture(scope="session")
+def broker_vhost(rabbitmq_server: None, pytestconfig: pytest.Config) -> Iterator[str]:
+    state = _state(pytestconfig)
+    vhost = rabbitmq.create_vhost()
+    yield vhost
+    if not _broker_back_within(CLEANUP_WAIT_SECONDS):
+        state.problems.append(f"RabbitMQ down at session end; left vhost {vhost}")
+        return
+    try:
+        rabbitmq.delete_vhost(vhost)
+    except Exception as exc:
+        state.problems.append(f"could not delete vhost {vhost}: {exc}")
+
+
+def _broker_back_within(timeout: float) -> bool:
+    """Wait for another session's broker outage to end, without starting anything."""
+    deadline = time.monotonic() + timeout
+    while not rabbitmq.probe_rabbitmq().ok:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
+    return True
+
+
+@pytest.fixture(scope="session")
+def broker_url(broker_vhost: str) -> str:
+    """This run's own RabbitMQ vhost, where guest has all permissions."""
+    return rabbitmq.broker_url(broker_vhost)
+
+
+@pytest.fixture
+def service_control(pytestconfig: pytest.Config) -> Iterator[ServiceControl]:
+    """Stop and start the real services; whatever the test stopped runs again afterwards."""
+    control = ServiceControl()
+    yield control
+    if control.touched:
+        for ensured in control.restore():
+            if ensured.changed:
+                _say(pytestconfig, f"after the test: {ensured.summary()}")
+
+
+# Processes ----------------------------------------------------------------------------------
+
+_reports_key = pytest.StashKey[dict[str, pytest.TestReport]]()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report: pytest.TestReport = yield
+    item.stash.setdefault(_reports_key, {})[report.when] = report
+    return report
+
+
+def _failed(item: pytest.Item) -> bool:
+    return any(report.failed for report in item.stash.get(_reports_key, {}).values())
+
+
+@pytest.fixture
+def processes(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ProcessManager]:
+    """Start real processes (``processes.payorch("worker")``); all are stopped at teardown."""
+    manager = ProcessManager(tmp_path / "processes")
+    try:
+        yield manager
+    finally:
+        manager.stop_all()
+        if manager.started and _failed(request.node):
+            # Shown under "Captured stdout teardown" of the failed test.
+            print(manager.describe())
+
+
+@pytest.fixture(scope="session")
+def session_processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessManager]:
+    """Like ``processes``, for servers shared by many tests (stopped at session end)."""
+    manager = ProcessManager(tmp_path_factory.mktemp("session-processes"))
+    try:
+        yield manager
+    finally:
+        manager.stop_all()
