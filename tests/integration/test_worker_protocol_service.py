@@ -14,7 +14,9 @@ import pytest
 
 from orchestrator.bootstrap import Container
 from orchestrator.db.tables import ledger_lines
+from orchestrator.domain.model import PaymentRecord
 from orchestrator.domain.states import PaymentStatus, RecoveryPoint
+from orchestrator.providers.base import ProviderIntent
 from orchestrator.services.processing import ProcessResult, process_payment
 from tests.fakes.provider import FakeProvider
 from tests.harness.containers import build_container
@@ -59,6 +61,18 @@ def container(database_url: str, provider: FakeProvider) -> Iterator[Container]:
 @pytest.fixture
 def sleeps() -> Sleeps:
     return Sleeps()
+
+
+def create_intent_at_provider(provider: FakeProvider, record: PaymentRecord) -> ProviderIntent:
+    """What a predecessor worker did at the provider before it died."""
+    return provider.create_intent(
+        record_id=record.id,
+        amount=record.request.amount,
+        currency=record.request.currency,
+        payment_method=record.request.payment_method,
+        description=None,
+        metadata={},
+    )
 
 
 def run(container: Container, payment_id: str, token: int, sleeps: Sleeps) -> ProcessResult:
@@ -247,14 +261,7 @@ def test_a_worker_taken_over_mid_payment_is_fenced_and_writes_nothing(container,
 def test_resume_from_accepted_creates_the_intent_once(container, provider, sleeps):
     record = accept(container, new_merchant(container), "resume-accepted")
     # A predecessor created the intent but died before recording it.
-    provider.create_intent(
-        record_id=record.id,
-        amount=1000,
-        currency="usd",
-        payment_method="pm_card_visa",
-        description=None,
-        metadata={},
-    )
+    create_intent_at_provider(provider, record)
     provider.calls.clear()
     expired = force(container, record.id, lease_owner="dead", lease_token=9)
 
@@ -265,14 +272,7 @@ def test_resume_from_accepted_creates_the_intent_once(container, provider, sleep
 
 def test_resume_from_intent_created_without_a_confirm_confirms(container, provider, sleeps):
     record = accept(container, new_merchant(container), "resume-created")
-    intent = provider.create_intent(
-        record_id=record.id,
-        amount=1000,
-        currency="usd",
-        payment_method="pm_card_visa",
-        description=None,
-        metadata={},
-    )
+    intent = create_intent_at_provider(provider, record)
     provider.calls.clear()
     seeded = force(
         container,
@@ -291,14 +291,7 @@ def test_resume_after_a_confirm_that_charged_queries_and_never_confirms_again(
     container, provider, sleeps
 ):
     record = accept(container, new_merchant(container), "resume-confirmed")
-    intent = provider.create_intent(
-        record_id=record.id,
-        amount=1000,
-        currency="usd",
-        payment_method="pm_card_visa",
-        description=None,
-        metadata={},
-    )
+    intent = create_intent_at_provider(provider, record)
     provider.confirm_intent(intent.id, record_id=record.id, attempt=1)  # the dead worker's
     provider.calls.clear()
     seeded = force(
@@ -319,14 +312,7 @@ def test_resume_after_a_confirm_that_never_arrived_confirms_with_the_next_key(
     container, provider, sleeps
 ):
     record = accept(container, new_merchant(container), "resume-lost-confirm")
-    intent = provider.create_intent(
-        record_id=record.id,
-        amount=1000,
-        currency="usd",
-        payment_method="pm_card_visa",
-        description=None,
-        metadata={},
-    )
+    intent = create_intent_at_provider(provider, record)
     provider.calls.clear()
     seeded = force(
         container,
