@@ -14,6 +14,7 @@ from orchestrator.db.clock import Clock, DatabaseClock
 from orchestrator.db.engine import create_engine
 from orchestrator.db.uow import UnitOfWork
 from orchestrator.logging import configure_logging
+from orchestrator.providers.instrumented import InstrumentedProvider
 from orchestrator.services.dispatch import TaskPublisher
 from orchestrator.settings import Settings
 
@@ -33,13 +34,19 @@ class Container:
     celery_app: Celery | None = None
     _provider: PaymentProvider | None = field(default=None, repr=False)
 
-    def uow(self) -> UnitOfWork:
-        return UnitOfWork(self.engine, self.clock)
+    def uow(self, *, read_only: bool = False) -> UnitOfWork:
+        """A unit of work; ``read_only`` ones take no write lock on SQLite."""
+        return UnitOfWork(self.engine, self.clock, read_only=read_only)
 
     @property
     def provider(self) -> PaymentProvider:
+        """The provider, always behind the metrics wrapper (calls by operation and
+        outcome, latency), whichever factory built it."""
         if self._provider is None:
-            self._provider = self.provider_factory()
+            built = self.provider_factory()
+            self._provider = (
+                built if isinstance(built, InstrumentedProvider) else InstrumentedProvider(built)
+            )
         return self._provider
 
     def close(self) -> None:

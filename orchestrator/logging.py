@@ -3,7 +3,14 @@
 Idempotency keys are merchant-chosen strings that may carry meaning (order numbers,
 customer ids); API keys are credentials.  Neither is ever logged raw: API keys not at all,
 idempotency keys only as an HMAC under ``SECRET_KEY`` (``key_digest``), which lets an
-operator correlate log lines for one key without being able to read it.
+operator correlate log lines for one key without being able to read it.  SQL errors never
+carry their bound parameters into a log line either (the engine hides them): a failed
+insert would otherwise print the key, and a failed finish the stored response holding it.
+
+Every line is one JSON object with ``timestamp``, ``level`` and ``event``; the API adds
+``request_id`` and, once authenticated, ``client_id``.  ``capture_standard_logging`` sends
+the standard library's loggers (uvicorn, Celery, kombu) through the same renderer, so a
+long-running process writes nothing but JSON lines.
 """
 
 from __future__ import annotations
@@ -31,12 +38,8 @@ def configure_logging(settings: Settings, *, force: bool = False) -> None:
     global _configured
     if _configured and not force:
         return
-    level = logging.getLevelNamesMapping().get(settings.log_level.upper(), logging.INFO)
-    renderer: Any = (
-        structlog.processors.JSONRenderer()
-        if settings.log_json
-        else structlog.dev.ConsoleRenderer(colors=False)
-    )
+    level = _level(settings)
+    renderer = _renderer(settings)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
@@ -50,6 +53,40 @@ def configure_logging(settings: Settings, *, force: bool = False) -> None:
         cache_logger_on_first_use=False,
     )
     _configured = True
+
+
+def capture_standard_logging(settings: Settings) -> None:
+    """Render the standard library's log records (uvicorn, Celery, kombu) as our JSON lines
+    on stderr.  For the long-running processes only: it replaces the root logger's
+    handlers, which a library or a test runner would not expect."""
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[
+            structlog.stdlib.add_log_level,
+            structlog.stdlib.add_logger_name,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+        ],
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            structlog.processors.format_exc_info,
+            _renderer(settings),
+        ],
+    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    root.handlers = [handler]
+    root.setLevel(_level(settings))
+    logging.captureWarnings(True)  # a library's warning is a log line like any other
+
+
+def _level(settings: Settings) -> int:
+    return logging.getLevelNamesMapping().get(settings.log_level.upper(), logging.INFO)
+
+
+def _renderer(settings: Settings) -> Any:
+    if settings.log_json:
+        return structlog.processors.JSONRenderer()
+    return structlog.dev.ConsoleRenderer(colors=False)
 
 
 def get_logger(name: str) -> structlog.typing.FilteringBoundLogger:

@@ -16,6 +16,7 @@ from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PLACEHOLDER_SECRETS = frozenset({"", "changeme", "change-me", "secret", "dev-secret-key"})
+MIN_SECRET_LENGTH = 32
 DEV_SECRET_KEY = "dev-secret-key"  # noqa: S105 - the dev-only placeholder, refused outside dev
 
 
@@ -86,9 +87,13 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
-        if self.env != "dev" and self.secret_key in PLACEHOLDER_SECRETS:
+        if self.env != "dev" and (
+            self.secret_key in PLACEHOLDER_SECRETS or len(self.secret_key) < MIN_SECRET_LENGTH
+        ):
+            # A short key makes the HMACs in logs guessable for short idempotency keys.
             raise ValueError(
-                "PAYORCH_SECRET_KEY is missing or a placeholder; set it to a long random value "
+                "PAYORCH_SECRET_KEY is missing or a placeholder (or shorter than "
+                f"{MIN_SECRET_LENGTH} characters); set it to a long random value "
                 "(for example: python -c 'import secrets; print(secrets.token_urlsafe(48))') "
                 "or run with PAYORCH_ENV=dev"
             )

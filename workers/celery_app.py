@@ -40,9 +40,16 @@ def create_celery_app(settings: Settings) -> Celery:
         task_default_queue=PAYMENTS_QUEUE,
         task_serializer="json",
         accept_content=["json"],
-        # Publisher confirms: a publish returns only once RabbitMQ has the message, so the
-        # API's "published" is true (and a failure is seen and counted).
-        broker_transport_options={"confirm_publish": True},
+        broker_transport_options={
+            # Publisher confirms: a publish returns only once RabbitMQ has the message, so
+            # the API's "published" is true (and a failure is seen and counted).
+            "confirm_publish": True,
+            # One connection attempt per publish, bounded by broker_connection_timeout.
+            # kombu's default keeps retrying for the whole timeout, which made every accept
+            # wait seconds while the broker was down; the sweeper is the retry for a lost
+            # wake-up.  (The worker's consumer reconnects under its own, unbounded policy.)
+            "max_retries": 0,
+        },
         broker_connection_timeout=settings.publish_timeout_seconds,
         broker_connection_retry_on_startup=True,
         broker_heartbeat=30,

@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from orchestrator.api.errors import install_error_handlers
 from orchestrator.api.middleware import RequestContextMiddleware
 from orchestrator.api.openapi import install_openapi
-from orchestrator.api.routes import health, payments
+from orchestrator.api.routes import health, ops, payments
 from orchestrator.bootstrap import Container
 
 
@@ -30,6 +30,7 @@ def create_app(container: Container) -> FastAPI:
     app.add_middleware(RequestContextMiddleware)
     install_error_handlers(app)
     app.include_router(payments.router)
+    app.include_router(ops.router)
     app.include_router(health.router)
     install_openapi(app)
     return app

@@ -7,7 +7,11 @@ from fastapi import FastAPI
 
 from orchestrator.api.app import create_app
 from orchestrator.bootstrap import bootstrap
+from orchestrator.logging import capture_standard_logging
 
 
 def app_from_environment() -> FastAPI:
-    return create_app(bootstrap())
+    container = bootstrap()
+    # uvicorn's own log lines (a refused request, a bind error) in our JSON too.
+    capture_standard_logging(container.settings)
+    return create_app(container)

@@ -20,6 +20,7 @@ from orchestrator.logging import get_logger
 log = get_logger(__name__)
 
 DATABASE_RETRY_AFTER = "5"
+_KEY_LOCATIONS = {("header", "Idempotency-Key"), ("query", "idempotency_key")}
 
 
 async def _on_problem(request: Request, exc: Exception) -> JSONResponse:
@@ -30,12 +31,17 @@ async def _on_problem(request: Request, exc: Exception) -> JSONResponse:
 async def _on_validation(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     errors = exc.errors()
-    if any(e["loc"][:2] == ("header", "Idempotency-Key") for e in errors):
+    key_errors = [tuple(e["loc"][:2]) for e in errors if tuple(e["loc"][:2]) in _KEY_LOCATIONS]
+    if key_errors:
+        where = (
+            "an 'Idempotency-Key' header"
+            if key_errors[0][0] == "header"
+            else "an 'idempotency_key' parameter"
+        )
         problem = Problem(
             400,
             "invalid-idempotency-key",
-            "Send an 'Idempotency-Key' header of 1-255 printable ASCII characters, "
-            "unique per logical payment.",
+            f"Send {where} of 1-255 printable ASCII characters, unique per logical payment.",
         )
     else:
         fields = [

@@ -1,4 +1,15 @@
-"""Request ids and access logs (pure ASGI, so streaming and exceptions pass through)."""
+"""Request ids, access logs and the checks every request passes before any route
+(pure ASGI, so streaming and exceptions pass through).
+
+The checks answer with a problem document before the application sees the request:
+
+* headers larger than ``MAX_HEADER_BYTES`` in total: ``431``.  The HTTP server (httptools)
+  sets no limit of its own, so without this a client could make every request carry
+  megabytes of headers;
+* control characters in the decoded path or query string: ``400``.  ``%00`` would
+  otherwise reach PostgreSQL, which refuses NUL in text with an error (a 500); no id,
+  key or parameter of this API may contain a control character anyway.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +17,39 @@ import re
 import time
 import uuid
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from orchestrator.api.problems import Problem, problem_response
 from orchestrator.logging import get_logger
 
 log = get_logger("payorch.access")
 _SAFE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+# What nginx and h11 allow by default; a real client sends well under 1 KiB (a bearer key,
+# an Idempotency-Key of at most 255 characters, a few standard headers).
+MAX_HEADER_BYTES = 16 * 1024
+_CONTROL_TEXT = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL_BYTES = re.compile(rb"[\x00-\x1f\x7f]")
+
+
+def _refusal(scope: Scope) -> Problem | None:
+    size = sum(len(name) + len(value) + 4 for name, value in scope["headers"])
+    if size > MAX_HEADER_BYTES:
+        return Problem(
+            431,
+            "request-header-too-large",
+            f"The request headers must be at most {MAX_HEADER_BYTES} bytes in total.",
+        )
+    query: bytes = scope.get("query_string", b"")
+    if _CONTROL_TEXT.search(scope["path"]) or _CONTROL_BYTES.search(
+        unquote_to_bytes(query.replace(b"+", b" "))
+    ):
+        return Problem(
+            400, "invalid-request", "The URL must not contain control characters (such as %00)."
+        )
+    return None
 
 
 class RequestContextMiddleware:
@@ -43,14 +79,24 @@ class RequestContextMiddleware:
             await send(message)
 
         try:
-            await self.app(scope, receive, send_with_id)
+            refusal = _refusal(scope)
+            if refusal is not None:
+                response = problem_response(refusal, instance=None)
+                await response(scope, receive, send_with_id)
+            else:
+                await self.app(scope, receive, send_with_id)
         finally:
             log.info(
                 "http_request",
                 method=scope["method"],
-                path=scope["path"],
+                path=_printable(scope["path"]),
                 status=status,
                 client_id=scope["state"].get("client_id"),
                 duration_ms=round((time.perf_counter() - started) * 1000, 2),
             )
             structlog.contextvars.clear_contextvars()
+
+
+def _printable(path: str) -> str:
+    # The access log shows a refused path too; keep it one short, readable line.
+    return _CONTROL_TEXT.sub("?", path[:200])

@@ -8,6 +8,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from orchestrator.api.schemas import PaymentCreate
+from orchestrator.domain.ids import PAYMENT_ID_PATTERN
 
 DESCRIPTION = """
 payorch accepts payments idempotently and makes sure each one moves money exactly once at
@@ -36,7 +37,53 @@ def install_openapi(app: FastAPI) -> None:
         for name, definition in create.pop("$defs", {}).items():
             components.setdefault(name, definition)
         components["PaymentCreate"] = create
+        _describe_url_parameters(schema)
+        _drop_fastapi_validation_errors(schema)
         app.openapi_schema = schema
         return schema
 
     app.openapi = build  # type: ignore[method-assign]
+
+
+# orchestrator.api.middleware refuses control characters anywhere in the URL (400).
+NO_CONTROL_CHARACTERS = "^[^\\x00-\\x1f\\x7f]*$"
+
+
+def _describe_url_parameters(schema: dict[str, Any]) -> None:
+    """Say in the document what the middleware enforces for every URL parameter: no
+    control characters; and every ``{payment_id}`` in a path has the payment id's shape."""
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            for parameter in operation.get("parameters", []):
+                if parameter.get("in") not in ("path", "query"):
+                    continue
+                value = parameter.setdefault("schema", {})
+                if parameter["in"] == "path" and parameter.get("name") == "payment_id":
+                    value["pattern"] = PAYMENT_ID_PATTERN
+                    parameter.setdefault("description", "A payment id: 'pay_' + 32 hex digits.")
+                elif _is_free_string(value):
+                    value["pattern"] = NO_CONTROL_CHARACTERS
+
+
+def _is_free_string(value: dict[str, Any]) -> bool:
+    branches = value.get("anyOf", [value])
+    return (
+        any(b.get("type") == "string" and "pattern" not in b and "enum" not in b for b in branches)
+        and "pattern" not in value
+    )
+
+
+def _drop_fastapi_validation_errors(schema: dict[str, Any]) -> None:
+    """FastAPI documents a 422 "Validation Error" on every operation with parameters, but
+    our handler answers request validation errors with a 400 problem (422 means a reused
+    Idempotency-Key here), so those entries would be false."""
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            responses = operation.get("responses", {})
+            documented = responses.get("422", {})
+            content = documented.get("content", {}).get("application/json", {})
+            if content.get("schema", {}).get("$ref", "").endswith("/HTTPValidationError"):
+                del responses["422"]
+    components = schema.get("components", {}).get("schemas", {})
+    for name in ("HTTPValidationError", "ValidationError"):
+        components.pop(name, None)

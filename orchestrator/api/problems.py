@@ -13,9 +13,10 @@ PROBLEM_BASE = "https://payorch.dev/problems/"
 
 TITLES: dict[str, str] = {
     "invalid-request": "The request is invalid",
-    "invalid-idempotency-key": "The Idempotency-Key header is missing or malformed",
+    "invalid-idempotency-key": "The Idempotency-Key is missing or malformed",
     "idempotency-key-reused": "This Idempotency-Key was used for a different request",
     "payload-too-large": "The request body is too large",
+    "request-header-too-large": "The request headers are too large",
     "unsupported-media-type": "The request body must be JSON",
     "unauthorized": "A valid API key is required",
     "forbidden": "This API key may not use this operation",

@@ -3,17 +3,34 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+)
 
 from orchestrator.domain.currencies import MAX_AMOUNT, SUPPORTED_CURRENCIES
 from orchestrator.domain.model import PaymentRequest
 
 # C0/C1 control characters other than tab and newlines: they break logs, terminals and
-# downstream systems; NUL cannot even be stored in PostgreSQL text.
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
-_IDENTIFIER_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# downstream systems; NUL cannot even be stored in PostgreSQL text.  Identifiers (customer
+# references, metadata keys) allow no tab or line break either.  Each class serves both the
+# validators here and the ``pattern`` of the OpenAPI document, which must say the same.
+_CONTROL_CLASS = r"\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f"
+_IDENTIFIER_CONTROL_CLASS = r"\x00-\x1f\x7f-\x9f"
+_CONTROL = re.compile(f"[{_CONTROL_CLASS}]")
+_IDENTIFIER_CONTROL = re.compile(f"[{_IDENTIFIER_CONTROL_CLASS}]")
+TEXT_PATTERN = f"^[^{_CONTROL_CLASS}]*$"
+IDENTIFIER_PATTERN = f"^[^{_IDENTIFIER_CONTROL_CLASS}]*$"
+METADATA_KEY_PATTERN = f"^[^{_IDENTIFIER_CONTROL_CLASS}\\[\\]]+$"
+
+# The shape of orchestrator.domain.ids.new_payment_id(); the API answers 404 for any other
+# id without a lookup, and documents it on every {payment_id}.
 
 MAX_METADATA_KEYS = 50  # Stripe's limits, so nothing we accept is refused downstream
 MAX_METADATA_KEY_LENGTH = 40
@@ -36,6 +53,15 @@ def _clean_identifier(value: str) -> str:
     return _clean_text(value)
 
 
+def _integral_number(value: object) -> object:
+    """JSON has one number type: ``1999.0`` and ``1.999e3`` denote the integer 1999 (JSON
+    Schema's ``integer`` says the same), so they are that integer.  ``19.99``, infinity
+    (``1e400``) and every non-number are still refused by the strict integer check."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 def _currency(value: str) -> str:
     code = value.lower()
     if code not in SUPPORTED_CURRENCIES:
@@ -43,6 +69,13 @@ def _currency(value: str) -> str:
             "must be a three-letter ISO 4217 currency code that Stripe supports (e.g. 'usd')"
         )
     return code
+
+
+def _any_case_pattern(codes: frozenset[str]) -> str:
+    """A regular expression for exactly the accepted codes in any letter case, for the
+    OpenAPI document (JSON Schema has no case-insensitive flag): ``[uU][sS][dD]|…``."""
+    spelled = ("".join(f"[{c}{c.upper()}]" for c in code) for code in sorted(codes))
+    return "^(?:" + "|".join(spelled) + ")$"
 
 
 def _metadata(value: dict[str, str]) -> dict[str, str]:
@@ -60,6 +93,23 @@ def _metadata(value: dict[str, str]) -> dict[str, str]:
     return value
 
 
+def _metadata_schema(schema: dict[str, Any]) -> None:
+    """What ``_metadata`` enforces, in JSON Schema terms (pydantic writes ``maxLength`` for
+    a dict's size, which JSON Schema ignores on objects)."""
+    schema.pop("maxLength", None)
+    schema["maxProperties"] = MAX_METADATA_KEYS
+    schema["propertyNames"] = {
+        "minLength": 1,
+        "maxLength": MAX_METADATA_KEY_LENGTH,
+        "pattern": METADATA_KEY_PATTERN,
+    }
+    schema["additionalProperties"] = {
+        "type": "string",
+        "maxLength": MAX_METADATA_VALUE_LENGTH,
+        "pattern": TEXT_PATTERN,
+    }
+
+
 Text = Annotated[str, AfterValidator(_clean_text)]
 Identifier = Annotated[str, AfterValidator(_clean_identifier)]
 
@@ -69,20 +119,36 @@ class PaymentCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    amount: Annotated[int, Field(gt=0, le=MAX_AMOUNT, description="Minor units (cents).")]
+    amount: Annotated[
+        int,
+        Field(gt=0, le=MAX_AMOUNT, description="Minor units (cents)."),
+        BeforeValidator(_integral_number),  # after the constraints: it runs before them
+    ]
     currency: Annotated[
         str,
-        StringConstraints(min_length=3, max_length=3),
+        # ASCII letters only: str.lower() maps some non-ASCII letters to ASCII ones (the
+        # Kelvin sign U+212A becomes "k"), which would let "\u212arw" pass as "krw".
+        StringConstraints(min_length=3, max_length=3, pattern=r"^[A-Za-z]{3}$"),
         AfterValidator(_currency),
-        Field(description="ISO 4217 code, any case; stored lower-case.", examples=["usd"]),
+        Field(
+            description="ISO 4217 code of a currency Stripe supports, in any letter case "
+            "('USD' and 'usd' are the same request); stored and returned lower-case.",
+            examples=["usd"],
+            json_schema_extra={"pattern": _any_case_pattern(SUPPORTED_CURRENCIES)},
+        ),
     ]
     payment_method: Annotated[
         str,
         StringConstraints(min_length=1, max_length=255, pattern=r"^[A-Za-z0-9_]+$"),
         Field(description="Provider payment method token.", examples=["pm_card_visa"]),
     ]
-    customer_reference: Annotated[Identifier, StringConstraints(max_length=255)] | None = None
-    description: Annotated[Text, StringConstraints(max_length=1000)] | None = None
+    # ``pattern`` next to ``anyOf [string, null]`` applies to the string only.
+    customer_reference: Annotated[Identifier, StringConstraints(max_length=255)] | None = Field(
+        default=None, json_schema_extra={"pattern": IDENTIFIER_PATTERN}
+    )
+    description: Annotated[Text, StringConstraints(max_length=1000)] | None = Field(
+        default=None, json_schema_extra={"pattern": TEXT_PATTERN}
+    )
     metadata: Annotated[
         dict[
             Annotated[str, StringConstraints(max_length=MAX_METADATA_KEY_LENGTH)],
@@ -92,6 +158,7 @@ class PaymentCreate(BaseModel):
         Field(
             max_length=MAX_METADATA_KEYS,
             description=f"Up to {MAX_METADATA_KEYS} string pairs, passed to the provider.",
+            json_schema_extra=_metadata_schema,
         ),
     ] = Field(default_factory=dict)
 

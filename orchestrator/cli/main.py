@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import typer
 
-from orchestrator.cli import clients, db, serve
+from orchestrator.cli import audit, clients, db, leases, payments, serve, sweeper
+from orchestrator.cli.bench import bench
+from orchestrator.cli.demo import demo
+from orchestrator.cli.provider_sim import provider_sim
 
 app = typer.Typer(
     name="payorch",
@@ -16,6 +19,15 @@ app.add_typer(db.app, name="db")
 app.add_typer(clients.app, name="clients")
 app.command("api")(serve.api)
 app.command("worker")(serve.worker)
+app.command("provider-sim")(provider_sim)
+app.command("demo")(demo)
+app.command("bench")(bench)
+app.command("sweeper")(sweeper.sweeper)
+app.command("sweep")(sweeper.sweep)
+app.command("beat")(sweeper.beat)
+app.add_typer(leases.app, name="leases")
+app.add_typer(payments.app, name="payments")
+app.add_typer(audit.app, name="audit")
 
 
 def main() -> None:

@@ -1,15 +1,95 @@
-"""Long-running processes: the API server and the Celery worker."""
+"""Long-running processes: the API server and the Celery worker.
+
+Both refuse bad configuration before they start anything: the message names the setting
+and says what to do, the exit status is ``EX_CONFIG`` (78), and no traceback buries it
+(which matters in a container log, where it may be the only line an operator reads).
+
+Metrics: the API serves ``/metrics`` on its own port; a worker serves them on
+``--metrics-port`` (see ``orchestrator.metrics`` for why one port per process).
+"""
 
 from __future__ import annotations
 
+import atexit
+import logging
 import os
-from typing import Annotated
+import shutil
+import sys
+import tempfile
+from typing import Annotated, Any
 
 import typer
 import uvicorn
+from pydantic import ValidationError
 
+from orchestrator import metrics
 from orchestrator.bootstrap import bootstrap
+from orchestrator.logging import capture_standard_logging
 from orchestrator.settings import Settings
+
+EX_CONFIG = 78  # sysexits.h: configuration error
+
+MetricsPort = Annotated[
+    int | None,
+    typer.Option(
+        "--metrics-port",
+        min=1,
+        max=65535,
+        help="Serve Prometheus metrics of this process on this port (GET /metrics).",
+    ),
+]
+MetricsHost = Annotated[str, typer.Option("--metrics-host", help="Interface for --metrics-port.")]
+
+
+def describe_configuration_error(error: ValidationError) -> str:
+    """One line per problem, naming the environment variable.  Never the input values:
+    they include the database URL's password and the provider's secret key."""
+    lines = []
+    for item in error.errors(include_url=False, include_input=False):
+        message = str(item["msg"]).removeprefix("Value error, ")
+        location = "".join(str(part) for part in item["loc"][:1])
+        lines.append(f"PAYORCH_{location.upper()}: {message}" if location else message)
+    return "\n".join(lines)
+
+
+def load_settings() -> Settings:
+    """Settings from the environment, or a clear message and exit status 78."""
+    try:
+        return Settings()
+    except ValidationError as error:
+        typer.echo(
+            f"payorch: invalid configuration:\n{describe_configuration_error(error)}", err=True
+        )
+        raise typer.Exit(EX_CONFIG) from None
+
+
+def use_multiprocess_metrics() -> None:
+    """Make sure prometheus_client runs in multiprocess mode, for commands whose work
+    happens in several processes (a prefork worker's pool, ``api --workers N``).
+
+    prometheus_client chooses its mode once, when first imported, and the CLI imported it
+    long before this runs.  So without ``PROMETHEUS_MULTIPROC_DIR`` this sets it to a new
+    private directory and starts the same command again in this process (``exec``: same
+    pid, same arguments), removing the directory when that process exits.  An operator
+    may set the variable instead (e.g. to a tmpfs): it must name an empty directory.
+    """
+    if metrics.multiprocess_mode():
+        owned = os.environ.get("PAYORCH_METRICS_DIR_OWNER")
+        if owned == str(os.getpid()):
+            directory = os.environ[metrics.MULTIPROC_DIR_ENV]
+            atexit.register(_remove_if_owner, directory, os.getpid())
+        return
+    os.environ[metrics.MULTIPROC_DIR_ENV] = tempfile.mkdtemp(prefix="payorch-metrics-")
+    os.environ["PAYORCH_METRICS_DIR_OWNER"] = str(os.getpid())
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, sys.orig_argv)  # noqa: S606 - our own command line, again
+
+
+def _remove_if_owner(directory: str, owner: int) -> None:
+    # Forked pool children inherit atexit handlers; only the process that made it cleans up.
+    if os.getpid() == owner:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def api(
@@ -18,7 +98,10 @@ def api(
     workers: Annotated[int, typer.Option(help="Server processes.")] = 1,
 ) -> None:
     """Serve the HTTP API (uvicorn)."""
-    Settings()  # refuse bad configuration before binding a port
+    load_settings()  # refuse bad configuration before binding a port
+    if workers > 1:
+        # Each server process counts its own requests; /metrics must show their sum.
+        use_multiprocess_metrics()
     uvicorn.run(
         "orchestrator.api.asgi:app_from_environment",
         factory=True,
@@ -27,6 +110,8 @@ def api(
         workers=workers,
         access_log=False,  # our middleware logs requests as structured JSON
         log_level="warning",
+        # uvicorn's own lines (refused requests, bind errors) go through our JSON renderer.
+        log_config=None,
         # Keep-alive longer than typical client pools so idle connections are reused.
         timeout_keep_alive=30,
     )
@@ -36,14 +121,23 @@ def worker(
     concurrency: Annotated[int, typer.Option(help="Pool processes.")] = 2,
     pool: Annotated[str, typer.Option(help="prefork (default), solo or threads.")] = "prefork",
     loglevel: Annotated[str, typer.Option(help="Celery log level.")] = "INFO",
+    metrics_port: MetricsPort = None,
+    metrics_host: MetricsHost = "127.0.0.1",
 ) -> None:
     """Run a Celery worker that processes payments."""
-    container = bootstrap()
+    settings = load_settings()
+    if metrics_port is not None:
+        use_multiprocess_metrics()
+    container = bootstrap(settings)
     app = container.celery_app
     assert app is not None
     # The parent builds no engine of its own use; pool children build theirs after fork.
     container.close()
+    _log_celery_as_json(settings, loglevel)
+    if metrics_port is not None:
+        metrics.start_metrics_server(metrics_port, metrics_host)
     argv = [
+        "--quiet",  # no banner: the log stays one JSON object per line
         "worker",
         f"--concurrency={concurrency}",
         f"--pool={pool}",
@@ -53,3 +147,17 @@ def worker(
         "--without-mingle",
     ]
     app.worker_main(argv)
+
+
+def _log_celery_as_json(settings: Settings, loglevel: str) -> None:
+    """Celery configures logging itself unless someone answers its ``setup_logging``
+    signal; we answer it, so its lines (task received, task failed with a traceback) are
+    JSON like ours."""
+    from celery import signals
+
+    def setup(**_kwargs: Any) -> None:
+        capture_standard_logging(settings)
+        logging.getLogger("celery").setLevel(loglevel.upper())
+
+    setup()  # now too: Celery warns (running as root, say) before it sets up logging
+    signals.setup_logging.connect(setup, weak=False)

@@ -10,6 +10,9 @@ from sqlalchemy.engine import Engine
 
 from orchestrator.settings import Settings
 
+# Execution option marking a unit of work that only reads (see _sqlite_engine's "begin").
+READ_ONLY_OPTION = "payorch_read_only"
+
 
 def create_engine(settings: Settings) -> Engine:
     if settings.is_sqlite:
@@ -26,6 +29,9 @@ def _postgres_engine(settings: Settings) -> Engine:
         # A restarted database leaves dead connections in the pool; pre-ping replaces them
         # instead of failing the first request that draws one.
         pool_pre_ping=True,
+        # Errors (and so tracebacks in logs) must not carry bound parameters: they hold
+        # idempotency keys, stored responses and API key hashes.
+        hide_parameters=True,
         connect_args={
             # Without a connect timeout an unreachable host blocks an API thread for the
             # kernel's TCP timeout (minutes) instead of answering 503.
@@ -40,6 +46,7 @@ def _sqlite_engine(url: str) -> Engine:
     engine = sa.create_engine(
         url,
         connect_args={"check_same_thread": False, "timeout": 30},
+        hide_parameters=True,  # as for PostgreSQL: no keys in error messages
         pool_size=8,
         max_overflow=8,
     )
@@ -60,6 +67,10 @@ def _sqlite_engine(url: str) -> Engine:
         # A deferred transaction that reads and then writes can fail with SQLITE_BUSY without
         # waiting (SQLite's deadlock avoidance).  Taking the write lock up front makes every
         # writer queue on busy_timeout instead: SQLite has one writer at a time anyway.
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        # Units of work that only read (auth, GETs) need no lock at all under WAL.
+        if connection.get_execution_options().get(READ_ONLY_OPTION):
+            connection.exec_driver_sql("BEGIN")
+        else:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine

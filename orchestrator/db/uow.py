@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from orchestrator.db.clock import Clock, read_database_now
+from orchestrator.db.engine import READ_ONLY_OPTION
 from orchestrator.db.repositories.audit import AuditRepository
 from orchestrator.db.repositories.clients import ClientRepository
 from orchestrator.db.repositories.leases import LeaseRepository
@@ -30,15 +31,18 @@ class UnitOfWork:
     outcomes: OutcomeRepository
     audit: AuditRepository
 
-    def __init__(self, engine: Engine, clock: Clock) -> None:
+    def __init__(self, engine: Engine, clock: Clock, *, read_only: bool = False) -> None:
         self._engine = engine
         self._clock = clock
+        self._read_only = read_only
         self._connection: sa.Connection | None = None
         self._transaction: sa.RootTransaction | None = None
         self._now: datetime | None = None
 
     def __enter__(self) -> UnitOfWork:
         self._connection = self._engine.connect()
+        if self._read_only:
+            self._connection.execution_options(**{READ_ONLY_OPTION: True})
         self._transaction = self._connection.begin()
         conn = self._connection
         self.clients = ClientRepository(conn)

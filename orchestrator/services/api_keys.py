@@ -51,7 +51,7 @@ def authenticate(container: Container, api_key: str) -> ApiClient | None:
     if not api_key.startswith(KEY_PREFIX) or len(api_key) > 200:
         return None
     candidate = hash_key(api_key)
-    with container.uow() as uow:
+    with container.uow(read_only=True) as uow:
         found = uow.clients.find_by_key_hash(candidate)
     if found is None:
         return None
@@ -62,7 +62,7 @@ def authenticate(container: Container, api_key: str) -> ApiClient | None:
 
 
 def list_clients(container: Container) -> list[ApiClient]:
-    with container.uow() as uow:
+    with container.uow(read_only=True) as uow:
         return uow.clients.list()
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def database_url(request: pytest.FixtureRequest, tmp_path) -> str:
     """A fresh, empty database: an SQLite file (the embedded default) or a PostgreSQL
     database of this test run."""

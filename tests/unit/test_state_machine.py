@@ -51,7 +51,7 @@ def _cases():
 
 
 def test_the_state_list_is_complete_and_starts_at_accepted():
-    assert INITIAL == State(P, ACC)
+    assert State(P, ACC) == INITIAL
     assert len(all_states()) == 8
     assert len(set(all_states())) == 8
 

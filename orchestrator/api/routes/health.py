@@ -5,7 +5,6 @@ from __future__ import annotations
 import sqlalchemy as sa
 from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from orchestrator import metrics
 from orchestrator.api.deps import ContainerDep
@@ -55,12 +54,13 @@ def _database_ok(container: Container) -> bool:
 @router.get("/metrics", summary="Prometheus metrics", include_in_schema=False)
 def metrics_endpoint(container: ContainerDep) -> Response:
     _sample_database_gauges(container)
-    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+    body, content_type = metrics.render()
+    return Response(body, media_type=content_type)
 
 
 def _sample_database_gauges(container: Container) -> None:
     try:
-        with container.uow() as uow:
+        with container.uow(read_only=True) as uow:
             counts = uow.payments.count_by_status()
             oldest = uow.payments.oldest_processing_created_at()
             now = uow.now()

@@ -8,7 +8,13 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
 from orchestrator.api.body import parse_model
-from orchestrator.api.deps import ContainerDep, IdempotencyKey, JsonBody, MerchantClient
+from orchestrator.api.deps import (
+    IDEMPOTENCY_KEY_PATTERN,
+    ContainerDep,
+    IdempotencyKey,
+    JsonBody,
+    MerchantClient,
+)
 from orchestrator.api.problems import Problem
 from orchestrator.api.responses import (
     AUTH_ERRORS,
@@ -23,6 +29,7 @@ from orchestrator.api.responses import (
 )
 from orchestrator.api.schemas import PaymentCreate, PaymentList, PaymentOut
 from orchestrator.domain.fingerprint import request_fingerprint
+from orchestrator.domain.ids import is_payment_id
 from orchestrator.services.accept import IdempotencyKeyReused, accept_payment
 from orchestrator.services.queries import find_payment_by_key, get_payment
 
@@ -93,14 +100,17 @@ def create_payment(
     response_model=PaymentOut,
     responses={
         200: payment("The payment", {"Retry-After": RETRY_AFTER}),
+        400: problem("The URL contains control characters"),
         404: problem("No such payment for this client"),
         **AUTH_ERRORS,
     },
 )
 def read_payment(container: ContainerDep, client: MerchantClient, payment_id: str) -> JSONResponse:
-    record = get_payment(container, client, payment_id)
+    # An id that cannot exist is answered without a query: whatever a client guesses
+    # (any length, any characters) costs one indexed read at most.
+    record = get_payment(container, client, payment_id) if is_payment_id(payment_id) else None
     if record is None:
-        raise Problem(404, "not-found", f"No payment {payment_id!r} exists for this API client.")
+        raise Problem(404, "not-found", "No such payment exists for this API client.")
     headers = payment_headers(record, poll_interval=container.settings.poll_interval_seconds)
     headers.pop("Location")
     return JSONResponse(payment_body(record), headers=headers)
@@ -110,12 +120,23 @@ def read_payment(container: ContainerDep, client: MerchantClient, payment_id: st
     PAYMENTS_PATH,
     summary="Find a payment by its Idempotency-Key",
     response_model=PaymentList,
-    responses={400: problem("The idempotency_key parameter is missing"), **AUTH_ERRORS},
+    responses={
+        400: problem("The idempotency_key parameter is missing or not 1-255 printable ASCII"),
+        **AUTH_ERRORS,
+    },
 )
 def find_payment(
     container: ContainerDep,
     client: MerchantClient,
-    idempotency_key: Annotated[str, Query(min_length=1, max_length=255)],
+    idempotency_key: Annotated[
+        str,
+        Query(
+            min_length=1,
+            max_length=255,
+            pattern=IDEMPOTENCY_KEY_PATTERN,
+            description="The Idempotency-Key the payment was created with.",
+        ),
+    ],
 ) -> JSONResponse:
     record = find_payment_by_key(container, client, idempotency_key)
     return JSONResponse({"data": [] if record is None else [payment_body(record)]})

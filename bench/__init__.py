@@ -1,0 +1,1 @@
+"""The benchmark harness behind ``payorch bench`` (see bench/README.md)."""

@@ -1,0 +1,94 @@
+"""The no-op task: the baseline of the end-to-end figure.
+
+``bench.noop`` takes the same arguments as ``payorch.process_payment`` and does nothing but
+report that it ran: one UDP datagram (its own wall-clock time) to the bench process, which
+counts them.  A datagram on the loopback costs microseconds, so the task measures what the
+Celery setup itself costs per message (delivery, pool dispatch, late ack).
+
+``install()`` adds the task to every Celery app that ``create_celery_app`` builds from then
+on, by wrapping ``workers.tasks.register_tasks`` (which ``create_celery_app`` looks up when
+called).  Only the bench's own worker and embedded processes call it; the production code
+is unchanged, and the app it builds is otherwise the production one.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import threading
+import time
+
+from celery import Celery
+
+NOOP_TASK = "bench.noop"
+ADDRESS_ENV = "BENCH_NOOP_UDP"  # host:port of the counter
+_DATAGRAM = struct.Struct("!d")
+
+
+def register_noop(app: Celery) -> None:
+    host, _, port = os.environ.get(ADDRESS_ENV, "127.0.0.1:9").rpartition(":")
+    target = (host, int(port))
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+
+    @app.task(name=NOOP_TASK)  # type: ignore[untyped-decorator]
+    def noop(payment_id: str, lease_token: int) -> None:
+        sock.sendto(_DATAGRAM.pack(time.time()), target)
+
+
+def install() -> None:
+    import workers.tasks
+
+    real = workers.tasks.register_tasks
+    if getattr(real, "_with_noop", False):
+        return
+
+    def register_with_noop(app: Celery) -> None:
+        real(app)
+        register_noop(app)
+
+    register_with_noop._with_noop = True  # type: ignore[attr-defined]
+    workers.tasks.register_tasks = register_with_noop
+
+
+class Counter:
+    """Receives the no-ops' datagrams; ``times`` holds their completion times."""
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        # Room for bursts: a full receive buffer drops datagrams and the count never ends.
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 * 1024 * 1024)
+        self._sock.bind((host, 0))
+        self._sock.settimeout(0.2)
+        self.address = "{}:{}".format(*self._sock.getsockname()[:2])
+        self.times: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="noop-counter", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                data = self._sock.recv(64)
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            (at,) = _DATAGRAM.unpack(data[: _DATAGRAM.size])
+            self.times.append(at)
+
+    def wait_for(self, count: int, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while len(self.times) < count:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def reset(self) -> None:
+        self.times = []
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+        self._sock.close()

@@ -1,0 +1,204 @@
+"""The bench's output: one rich table for people, one JSON document for the record, and the
+facts about the machine the figures came from."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+# (1) >= 0.5 of bare throughput, (2) >= 0.5 of the no-op rate, (3) storm p99 <= 2x distinct
+# p99, (4) kill -> completion within LEASE_SECONDS + SWEEP_INTERVAL_SECONDS.
+ACCEPT_TARGET = 0.5
+END_TO_END_TARGET = 0.5
+STORM_TARGET = 2.0
+
+
+def machine() -> dict[str, Any]:
+    model = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    memory_kib = 0
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                memory_kib = int(line.split()[1])
+    except OSError:
+        pass
+    return {
+        "cpus": os.cpu_count(),
+        "cpus_usable": len(os.sched_getaffinity(0)),
+        "cpu_model": model,
+        "memory_gib": round(memory_kib / 1024 / 1024, 1),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def git_revision(root: Path) -> str | None:
+    try:
+        revision = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return f"{revision}{'+dirty' if dirty else ''}"
+
+
+def write_json(results: dict[str, Any], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def _verdict(met: bool | None) -> str:
+    if met is None:
+        return "n/a"
+    return "[green]met[/]" if met else "[red]missed[/]"
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _rate(summary: dict[str, Any]) -> str:
+    return (
+        f"{summary['rps']:.0f} req/s\np50 {summary['p50_ms']:.1f} ms, "
+        f"p99 {summary['p99_ms']:.1f} ms"
+    )
+
+
+def verdicts(results: dict[str, Any]) -> dict[str, bool]:
+    """Target met or not, per measured figure."""
+    met: dict[str, bool] = {}
+    for setup in ("postgres", "embedded"):
+        accept = results.get("accept", {}).get(setup)
+        if accept and accept.get("ratio") is not None:
+            met[f"accept.{setup}"] = accept["ratio"] >= ACCEPT_TARGET
+        end_to_end = results.get("end_to_end", {}).get(setup)
+        if end_to_end and end_to_end.get("ratio") is not None and not transport_capped(end_to_end):
+            met[f"end_to_end.{setup}"] = end_to_end["ratio"] >= END_TO_END_TARGET
+    storm = results.get("storm", {}).get("postgres")
+    if storm and storm.get("p99_ratio") is not None:
+        met["storm.postgres"] = storm["p99_ratio"] <= STORM_TARGET
+    takeover = results.get("takeover", {}).get("postgres")
+    if takeover:
+        met["takeover.postgres"] = (
+            takeover["kill_to_completion"]["max_seconds"] <= takeover["bound_seconds"]
+        )
+    return met
+
+
+def transport_capped(end_to_end: dict[str, Any]) -> bool:
+    """The embedded no-op rate is about one task per worker thread per second: the in-memory
+    transport's polling, not payorch, sets both rates (no verdict then)."""
+    threads = end_to_end.get("worker_threads")
+    return threads is not None and end_to_end["noop"]["per_second"] <= 1.5 * threads
+
+
+def notes(results: dict[str, Any]) -> list[str]:
+    """Caveats a reader of the table needs."""
+    found = []
+    embedded = results.get("end_to_end", {}).get("embedded")
+    if embedded and transport_capped(embedded):
+        found.append(
+            f"embedded end to end: even the no-op task runs at "
+            f"{embedded['noop']['per_second']:.0f}/s, about one task per worker thread per "
+            "second: Celery's in-memory transport polls its queue once a second "
+            "(kombu's default polling_interval), so the ratio says nothing about payorch"
+        )
+    for setup, accept in results.get("accept", {}).items():
+        failed = {k: v for k, v in accept["ours"]["statuses"].items() if k not in ("200", "202")}
+        if failed or accept["ours"]["errors"]:
+            found.append(f"accept ({setup}): answers other than 202: {failed or accept['ours']}")
+    return found
+
+
+SETUPS = {"postgres": "PostgreSQL + RabbitMQ", "embedded": "embedded (SQLite, memory://)"}
+
+
+def render(results: dict[str, Any], console: Console) -> None:
+    met = verdicts(results)
+    table = Table(title="payorch bench", show_lines=True)
+    for column in ("scenario", "setup", "ours", "baseline", "ratio", "target", "verdict"):
+        table.add_column(column)
+    for setup, accept in results.get("accept", {}).items():
+        table.add_row(
+            f"1. accept path, {accept['concurrency']} clients",
+            SETUPS[setup],
+            _rate(accept["ours"]),
+            "bare route: " + _rate(accept["bare"]),
+            _number(accept["ratio"]),
+            f">= {ACCEPT_TARGET}",
+            _verdict(met.get(f"accept.{setup}")),
+        )
+    for setup, e2e in results.get("end_to_end", {}).items():
+        table.add_row(
+            "2. end to end, zero-latency provider",
+            SETUPS[setup],
+            f"{e2e['payments']['per_second']:.0f} payments/s",
+            f"no-op task:\n{e2e['noop']['per_second']:.0f} tasks/s",
+            _number(e2e["ratio"]),
+            f">= {END_TO_END_TARGET}",
+            _verdict(met.get(f"end_to_end.{setup}")),
+        )
+    for setup, storm in results.get("storm", {}).items():
+        table.add_row(
+            f"3. retry storm, {storm['size']} concurrent",
+            SETUPS[setup],
+            f"identical keys\np99 {storm['identical']['p99_ms']:.0f} ms, "
+            f"p50 {storm['identical']['p50_ms']:.0f} ms",
+            f"distinct keys\np99 {storm['distinct']['p99_ms']:.0f} ms, "
+            f"p50 {storm['distinct']['p50_ms']:.0f} ms",
+            _number(storm["p99_ratio"]),
+            f"<= {STORM_TARGET}",
+            _verdict(met.get(f"storm.{setup}")),
+        )
+    for setup, takeover in results.get("takeover", {}).items():
+        kill = takeover["kill_to_completion"]
+        expiry = takeover["expiry_to_completion"]
+        pickup = takeover.get("expiry_to_takeover", {}).get("max_seconds")
+        table.add_row(
+            "4. takeover, worker SIGKILLed mid-payment",
+            SETUPS[setup],
+            f"kill -> done\nmedian {kill['median_seconds']:.2f} s, max {kill['max_seconds']:.2f} s"
+            f"\nlease expiry -> taken over: max {_number(pickup)} s"
+            f"\nlease expiry -> done: max {expiry['max_seconds']:.2f} s",
+            f"LEASE {takeover['lease_seconds']:.0f} s\n+ SWEEP "
+            f"{takeover['sweep_interval_seconds']:.0f} s = {takeover['bound_seconds']:.0f} s",
+            f"{kill['max_seconds'] / takeover['bound_seconds']:.2f}",
+            "<= 1.0",
+            _verdict(met.get(f"takeover.{setup}")),
+        )
+    console.print(table)
+    for note in notes(results):
+        console.print(f"[yellow]note:[/] {note}")
+    for title, error in results.get("errors", {}).items():
+        console.print(f"[red]failed:[/] {title}: {error} (logs in bench/results/logs/)")
+    info = results["machine"]
+    console.print(
+        f"{info['cpu_model']}, {info['cpus_usable']} CPUs usable, {info['memory_gib']} GiB, "
+        f"Python {info['python']}; load average at start {info['load_average_at_start']}"
+    )

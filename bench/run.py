@@ -1,0 +1,259 @@
+"""One bench run: every scenario, in order, each on a fresh stack; then the table and JSON.
+
+    1  accept path      PostgreSQL + RabbitMQ, then the embedded default's SQLite
+    3  retry storm      PostgreSQL + RabbitMQ (on the same stack as 1, after it)
+    2  end to end       PostgreSQL + RabbitMQ, then the embedded default (the demo's stack)
+    4  takeover         PostgreSQL + RabbitMQ, its own short-lease stack
+
+PostgreSQL and RabbitMQ are shared with every test session on the machine.  While a
+scenario measures, the bench holds the test suite's service lock, so an outage test of
+another session waits instead of stopping the database mid-measurement.  (Other sessions'
+CPU use cannot be held off: the load average at the start is in the JSON.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from bench import report, services
+from bench.accept import measure_accept
+from bench.stack import ROOT, production_stack, sqlite_stack
+from bench.storm import measure_storm
+from bench.takeover import measure_takeover
+from bench.throughput import measure_embedded, measure_production
+from tests.support.locking import SERVICE_LOCK
+
+SCENARIOS = ("accept", "storm", "end_to_end", "takeover")
+RESULTS = ROOT / "bench" / "results"
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    scenarios: tuple[str, ...] = SCENARIOS
+    embedded: bool = True
+    concurrency: int = 50
+    accept_seconds: float = 8.0
+    accept_rounds: int = 2
+    payments: int = 1000
+    noops: int = 3000
+    worker_concurrency: int = 4
+    embedded_workers: int = 8
+    storm_size: int = 200
+    storm_rounds: int = 5
+    takeover_samples: int = 5
+    output: Path = field(default=RESULTS / "latest.json")
+
+    def quick(self) -> BenchOptions:
+        """A smoke run in a few minutes: the figures are noisier, the code paths the same."""
+        return dataclasses.replace(
+            self,
+            accept_seconds=2.0,
+            accept_rounds=1,
+            payments=200,
+            noops=500,
+            storm_rounds=1,
+            takeover_samples=1,
+        )
+
+
+def options_from_cli(
+    *,
+    only: list[str] | None,
+    embedded: bool,
+    quick: bool,
+    payments: int,
+    worker_concurrency: int,
+    output: Path | None,
+) -> BenchOptions:
+    """The options of ``payorch bench`` (orchestrator/cli/bench.py).  ValueError for an
+    unknown scenario."""
+    unknown = set(only or ()) - set(SCENARIOS)
+    if unknown:
+        raise ValueError(f"unknown scenarios {sorted(unknown)}; known: {', '.join(SCENARIOS)}")
+    options = BenchOptions(
+        scenarios=tuple(only) if only else SCENARIOS,
+        embedded=embedded,
+        payments=payments,
+        worker_concurrency=worker_concurrency,
+        output=output or RESULTS / "latest.json",
+    )
+    return options.quick() if quick else options
+
+
+Figures = dict[str, dict[str, Any]]  # {scenario: {setup: figures}}
+
+
+@dataclass(frozen=True)
+class Step:
+    title: str
+    run: Callable[[], Figures]
+    uses_services: bool = True
+
+
+@contextmanager
+def measuring(console: Console, step: Step) -> Iterator[None]:
+    """Print what is measured and how long it took; hold the test suite's service lock
+    while a step that uses PostgreSQL and RabbitMQ runs (the embedded steps need neither)."""
+    console.print(f"[bold]{step.title}[/] …")
+    started = time.monotonic()
+    with SERVICE_LOCK.held() if step.uses_services else contextlib.nullcontext():
+        yield
+    console.print(f"  done in {time.monotonic() - started:.0f} s")
+
+
+def _accept_and_storm(options: BenchOptions, logs: Path) -> Figures:
+    wanted = set(options.scenarios)
+    figures: Figures = {}
+    with production_stack(logs / "accept") as stack:
+        stack.start_api()
+        if "accept" in wanted:
+            figures["accept"] = {
+                "postgres": measure_accept(
+                    stack.api_url,
+                    stack.merchant_key,
+                    concurrency=options.concurrency,
+                    seconds=options.accept_seconds,
+                    rounds=options.accept_rounds,
+                )
+            }
+        if "storm" in wanted:
+            figures["storm"] = {
+                "postgres": measure_storm(
+                    stack.api_url,
+                    stack.merchant_key,
+                    size=options.storm_size,
+                    rounds=options.storm_rounds,
+                )
+            }
+    return figures
+
+
+def _accept_embedded(options: BenchOptions, logs: Path, scratch: Path) -> Figures:
+    directory = scratch / "accept-sqlite"
+    directory.mkdir()
+    with sqlite_stack(logs / "accept-sqlite", directory) as stack:
+        stack.start_api()
+        figures = measure_accept(
+            stack.api_url,
+            stack.merchant_key,
+            concurrency=options.concurrency,
+            seconds=options.accept_seconds,
+            rounds=options.accept_rounds,
+        )
+    return {"accept": {"embedded": figures}}
+
+
+def _end_to_end(options: BenchOptions, logs: Path) -> Figures:
+    with production_stack(logs / "end-to-end") as stack:
+        stack.start_api()
+        figures = measure_production(
+            stack,
+            payments_count=options.payments,
+            noops=options.noops,
+            worker_concurrency=options.worker_concurrency,
+        )
+    return {"end_to_end": {"postgres": figures}}
+
+
+def _end_to_end_embedded(options: BenchOptions, logs: Path, scratch: Path) -> Figures:
+    directory = scratch / "end-to-end-embedded"
+    directory.mkdir()
+    figures = measure_embedded(
+        logs / "end-to-end-embedded",
+        directory,
+        payments_count=options.payments,
+        noops=options.noops,
+        workers=options.embedded_workers,
+    )
+    return {"end_to_end": {"embedded": figures}}
+
+
+def _takeover(options: BenchOptions, logs: Path) -> Figures:
+    return {"takeover": {"postgres": measure_takeover(logs, samples=options.takeover_samples)}}
+
+
+def _steps(options: BenchOptions, logs: Path, scratch: Path) -> list[Step]:
+    wanted = set(options.scenarios)
+    steps: list[Step] = []
+    if wanted & {"accept", "storm"}:
+        steps.append(
+            Step(
+                "accept path and retry storm, PostgreSQL + RabbitMQ",
+                lambda: _accept_and_storm(options, logs),
+            )
+        )
+    if "accept" in wanted and options.embedded:
+        steps.append(
+            Step(
+                "accept path, embedded default (SQLite)",
+                lambda: _accept_embedded(options, logs, scratch),
+                uses_services=False,
+            )
+        )
+    if "end_to_end" in wanted:
+        steps.append(Step("end to end, PostgreSQL + RabbitMQ", lambda: _end_to_end(options, logs)))
+        if options.embedded:
+            steps.append(
+                Step(
+                    "end to end, embedded default",
+                    lambda: _end_to_end_embedded(options, logs, scratch),
+                    uses_services=False,
+                )
+            )
+    if "takeover" in wanted:
+        steps.append(
+            Step(
+                "takeover latency, PostgreSQL + RabbitMQ",
+                lambda: _takeover(options, logs / "takeover"),
+            )
+        )
+    return steps
+
+
+def run(options: BenchOptions, console: Console) -> dict[str, Any]:
+    """Every wanted step; a step that fails is recorded under ``errors`` and the others still
+    run (a crashed scenario must not cost the figures of the rest)."""
+    results: dict[str, Any] = {
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "revision": report.git_revision(ROOT),
+        "machine": report.machine(),
+        "options": {k: str(v) for k, v in dataclasses.asdict(options).items()},
+    }
+    for line in services.ensure():
+        console.print(f"services: {line}")
+    with tempfile.TemporaryDirectory(prefix="payorch-bench-") as directory:
+        for step in _steps(options, RESULTS / "logs", Path(directory)):
+            try:
+                with measuring(console, step):
+                    for scenario, by_setup in step.run().items():
+                        results.setdefault(scenario, {}).update(by_setup)
+            except Exception as error:
+                results.setdefault("errors", {})[step.title] = f"{type(error).__name__}: {error}"
+                console.print(f"  [red]failed[/]: {type(error).__name__}: {error}")
+    results["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    results["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    results["targets"] = report.verdicts(results)
+    return results
+
+
+def main(options: BenchOptions, console: Console | None = None) -> int:
+    # Wide enough for the table when the output is a file or a pipe (rich assumes 80).
+    console = console or Console(width=None if Console().is_terminal else 132)
+    results = run(options, console)
+    report.write_json(results, options.output)
+    stamped = options.output.parent / f"bench-{results['started_at'].replace(':', '')}.json"
+    report.write_json(results, stamped)
+    report.render(results, console)
+    console.print(f"JSON: {options.output} (and {stamped.name})")
+    return 1 if results.get("errors") else 0

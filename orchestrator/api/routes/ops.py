@@ -1,0 +1,262 @@
+"""``/v1/ops``: leases, takeover, retry and the audit trail (API keys with the ``ops`` role).
+
+Every operator action is audited under the calling ops client (its id and name).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from orchestrator.api.body import parse_model
+from orchestrator.api.deps import ContainerDep, JsonBody, OpsClient
+from orchestrator.api.problems import Problem
+from orchestrator.api.responses import AUTH_ERRORS, problem
+from orchestrator.db.repositories.leases import LeaseState
+from orchestrator.domain.ids import is_payment_id
+from orchestrator.domain.model import ApiClient
+from orchestrator.domain.representation import iso
+from orchestrator.leases.takeover import Actor
+from orchestrator.ops.commands import retry_payment, take_over_payment
+from orchestrator.ops.errors import MAX_REASON_LENGTH, InvalidReason, OpsError, PaymentNotFound
+from orchestrator.ops.queries import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, list_audit, list_leases
+from orchestrator.ops.representation import (
+    action_representation,
+    audit_representation,
+    lease_representation,
+)
+
+router = APIRouter(prefix="/v1/ops", tags=["ops"])
+
+# The shape of orchestrator.domain.ids.new_payment_id(): anything else cannot exist, and is
+# answered 404 without a query and without echoing the input.
+
+Reason = Annotated[
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_REASON_LENGTH),
+    Field(description="Why: recorded in the audit trail.", examples=["worker host died"]),
+]
+
+
+class TakeoverRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    reason: Reason
+    force: bool = Field(
+        default=False,
+        description=(
+            "Take over a lease that has not expired yet. The holder is fenced out (its "
+            "writes are refused) even if it is still working."
+        ),
+    )
+
+
+class RetryRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    reason: Reason
+
+
+class LeaseOut(BaseModel):
+    payment_id: str
+    client_id: str
+    status: Literal["processing", "succeeded", "failed", "needs_attention"]
+    recovery_point: Literal["accepted", "intent_created", "provider_settled", "completed"]
+    lease_owner: str | None
+    lease_token: int = Field(description="Fencing token; every takeover bumps it.")
+    locked_until: str | None
+    lease_expired: bool | None = Field(description="Null when the record holds no lease.")
+    next_attempt_at: str | None = Field(description="Set while a long backoff is deferred.")
+    attempts: int
+    unknown_outcomes: int
+    last_error: str | None
+    amount: int
+    currency: str
+    provider_payment_id: str | None
+    created_at: str
+    updated_at: str
+
+
+class LeaseList(BaseModel):
+    state: Literal["expired", "active", "needs_attention"]
+    now: str = Field(description="The database clock the states were judged by.")
+    data: list[LeaseOut]
+
+
+class AuditOut(BaseModel):
+    id: int
+    created_at: str
+    actor_client_id: str = Field(description="Ops API client id, or 'cli:<operator>'.")
+    actor_name: str
+    action: Literal["takeover", "park", "retry"]
+    payment_id: str
+    reason: str
+    old_token: int | None
+    new_token: int | None
+
+
+class AuditList(BaseModel):
+    data: list[AuditOut]
+
+
+class OperatorActionOut(BaseModel):
+    payment_id: str
+    action: Literal["takeover", "park", "retry"] = Field(
+        description="'park': the payment was out of attempts and went to needs_attention "
+        "instead; retry it to reset them."
+    )
+    status: Literal["processing", "needs_attention"]
+    old_token: int
+    new_token: int
+    published: bool | None = Field(
+        description="Whether the work was re-queued on the broker. false: it will be, by "
+        "the sweeper, once the dispatch lease expires. null: nothing to queue (parked)."
+    )
+    audit: AuditOut
+    lease: LeaseOut
+
+
+def _body_schema(model: type[BaseModel]) -> dict[str, Any]:
+    # Bodies are parsed by hand (read_json_body): document them explicitly.
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": model.model_json_schema()}},
+        }
+    }
+
+
+_COMMAND_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: problem("The body is not valid JSON or misses a reason"),
+    404: problem("No such payment"),
+    413: problem("Body larger than 64 KiB"),
+    415: problem("Body is not application/json"),
+    **AUTH_ERRORS,
+}
+
+
+def _operator(client: ApiClient) -> Actor:
+    return Actor.operator(client.id, client.name)
+
+
+def _known_shape(payment_id: str) -> str:
+    if not is_payment_id(payment_id):
+        raise Problem(404, "not-found", "No such payment exists.")
+    return payment_id
+
+
+def _problem(error: OpsError) -> Problem:
+    if isinstance(error, InvalidReason):
+        return Problem(400, "invalid-request", error.message)
+    if isinstance(error, PaymentNotFound):
+        return Problem(404, "not-found", error.message)
+    extensions: dict[str, Any] = {}
+    if error.record is not None:
+        extensions = {
+            "payment_status": error.record.status.value,
+            "lease_owner": error.record.lease_owner,
+            "locked_until": iso(error.record.locked_until),
+        }
+    return Problem(409, "conflict", error.message, **extensions)
+
+
+@router.get(
+    "/leases",
+    summary="List leases by state",
+    response_model=LeaseList,
+    responses={400: problem("Unknown state or limit out of range"), **AUTH_ERRORS},
+)
+def get_leases(
+    container: ContainerDep,
+    _client: OpsClient,
+    state: Annotated[
+        LeaseState,
+        Query(
+            description="expired: the sweeper's next work; active: live leases; "
+            "needs_attention: parked payments waiting for an operator."
+        ),
+    ] = LeaseState.EXPIRED,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)] = DEFAULT_LIST_LIMIT,
+) -> JSONResponse:
+    listing = list_leases(container, state, limit=limit)
+    return JSONResponse(
+        {
+            "state": listing.state.value,
+            "now": iso(listing.now),
+            "data": [lease_representation(r, listing.now) for r in listing.records],
+        }
+    )
+
+
+@router.post(
+    "/payments/{payment_id}/takeover",
+    summary="Take over a payment's lease (fence out the holder, re-queue the work)",
+    openapi_extra=_body_schema(TakeoverRequest),
+    response_model=OperatorActionOut,
+    responses={
+        200: {"description": "Taken over (or parked when out of attempts); audited"},
+        409: problem(
+            "The payment is finished, needs attention (retry it instead), holds a live "
+            "lease and force was not given, or changed concurrently"
+        ),
+        **_COMMAND_ERRORS,
+    },
+)
+def post_takeover(
+    container: ContainerDep, client: OpsClient, payment_id: str, body: JsonBody
+) -> JSONResponse:
+    payload = parse_model(TakeoverRequest, body)
+    try:
+        action = take_over_payment(
+            container,
+            _operator(client),
+            _known_shape(payment_id),
+            reason=payload.reason,
+            force=payload.force,
+        )
+    except OpsError as error:
+        raise _problem(error) from None
+    return JSONResponse(action_representation(action))
+
+
+@router.post(
+    "/payments/{payment_id}/retry",
+    summary="Retry a needs_attention payment from where it stopped",
+    openapi_extra=_body_schema(RetryRequest),
+    response_model=OperatorActionOut,
+    responses={
+        200: {"description": "Back to processing with fresh attempts; audited"},
+        409: problem("The payment is not in needs_attention (finished or still processing)"),
+        **_COMMAND_ERRORS,
+    },
+)
+def post_retry(
+    container: ContainerDep, client: OpsClient, payment_id: str, body: JsonBody
+) -> JSONResponse:
+    payload = parse_model(RetryRequest, body)
+    try:
+        action = retry_payment(
+            container, _operator(client), _known_shape(payment_id), reason=payload.reason
+        )
+    except OpsError as error:
+        raise _problem(error) from None
+    return JSONResponse(action_representation(action))
+
+
+@router.get(
+    "/audit",
+    summary="The audit trail of operator actions, newest first",
+    response_model=AuditList,
+    responses={400: problem("limit out of range"), **AUTH_ERRORS},
+)
+def get_audit(
+    container: ContainerDep,
+    _client: OpsClient,
+    payment_id: Annotated[str | None, Query(max_length=40)] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)] = DEFAULT_LIST_LIMIT,
+) -> JSONResponse:
+    entries = list_audit(container, payment_id=payment_id, limit=limit)
+    return JSONResponse({"data": [audit_representation(e) for e in entries]})

@@ -1,0 +1,76 @@
+"""``payorch bench``: the performance figures of issue 6 (see bench/README.md).
+
+The harness lives in the source checkout's ``bench/`` package, next to ``tests/``, and is
+not part of the wheel: it starts and stops PostgreSQL and RabbitMQ with the test suite's
+helpers (``tests/support``), which only a checkout has.  This command finds the checkout
+this package was installed from (``pip install -e .``), imports the harness lazily, and
+says so plainly when there is none.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+import orchestrator
+
+
+def checkout_root() -> Path | None:
+    root = Path(orchestrator.__file__).resolve().parent.parent
+    has_harness = (root / "bench" / "__init__.py").is_file()
+    return root if has_harness and (root / "tests" / "support").is_dir() else None
+
+
+def bench(
+    only: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--only",
+            help="Run only these scenarios (repeatable): accept, storm, end_to_end, takeover.",
+        ),
+    ] = None,
+    embedded: Annotated[
+        bool, typer.Option(help="Also measure 1 and 2 on the embedded default (SQLite).")
+    ] = True,
+    quick: Annotated[
+        bool, typer.Option("--quick", help="A smoke run (a few minutes); noisier figures.")
+    ] = False,
+    payments: Annotated[int, typer.Option(help="Payments in the end-to-end run.", min=50)] = 1000,
+    worker_concurrency: Annotated[
+        int, typer.Option(help="Pool processes of the measured worker.", min=1)
+    ] = 4,
+    output: Annotated[
+        Path | None,
+        typer.Option(help="Where to write the JSON (default bench/results/latest.json)."),
+    ] = None,
+) -> None:
+    """Measure the accept path, end-to-end throughput, the retry storm and takeover latency
+    on PostgreSQL + RabbitMQ (started, or installed, when missing) and the embedded default;
+    print a table and write JSON.  Needs a source checkout."""
+    root = checkout_root()
+    if root is None:
+        typer.echo(
+            "payorch bench needs a source checkout (bench/ and tests/support/ next to "
+            "orchestrator/): clone the repository and run 'make bench' there.",
+            err=True,
+        )
+        raise typer.Exit(2)
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    run: Any = importlib.import_module("bench.run")
+    try:
+        options = run.options_from_cli(
+            only=only,
+            embedded=embedded,
+            quick=quick,
+            payments=payments,
+            worker_concurrency=worker_concurrency,
+            output=output,
+        )
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--only") from None
+    raise typer.Exit(run.main(options))

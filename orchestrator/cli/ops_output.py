@@ -1,0 +1,59 @@
+"""Printing operator commands' results and refusals (shared by ``leases`` and ``payments``)."""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+import typer
+
+from orchestrator.cli.output import errors, print_json, print_table
+from orchestrator.ops.commands import OperatorAction
+from orchestrator.ops.errors import InvalidReason, OpsConflict, OpsError, PaymentNotFound
+from orchestrator.ops.representation import action_representation
+
+# Distinct exit codes so scripts can tell "no such payment" from "not now" (typer uses 2
+# for usage errors).
+EXIT_INVALID = 2
+EXIT_NOT_FOUND = 3
+EXIT_CONFLICT = 4
+
+
+def fail(error: OpsError, *, as_json: bool) -> NoReturn:
+    code = 1
+    kind = "error"
+    if isinstance(error, InvalidReason):
+        code, kind = EXIT_INVALID, "invalid"
+    elif isinstance(error, PaymentNotFound):
+        code, kind = EXIT_NOT_FOUND, "not_found"
+    elif isinstance(error, OpsConflict):
+        code, kind = EXIT_CONFLICT, "conflict"
+    if as_json:
+        print_json({"error": kind, "detail": error.message})
+    errors.print(error.message)
+    raise typer.Exit(code)
+
+
+def print_action(action: OperatorAction, *, as_json: bool) -> None:
+    data = action_representation(action)
+    if as_json:
+        print_json(data)
+        return
+    print_table(
+        f"{action.action}: {action.payment_id}",
+        ["status", "old token", "new token", "re-queued", "audit id", "operator"],
+        [
+            [
+                data["status"],
+                action.old_token,
+                action.new_token,
+                {True: "yes", False: "no (the sweeper will)", None: "-"}[action.published],
+                action.audit.id,
+                action.audit.actor_name,
+            ]
+        ],
+    )
+    if action.action == "park":
+        errors.print(
+            "The payment was out of attempts and is now needs_attention; "
+            f"run 'payorch payments retry {action.payment_id} --reason ...' to retry it."
+        )

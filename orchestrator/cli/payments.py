@@ -1,0 +1,35 @@
+"""``payorch payments``: operator commands on payments."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from orchestrator.bootstrap import bootstrap
+from orchestrator.cli.operator import OperatorOption, cli_operator
+from orchestrator.cli.ops_output import fail, print_action
+from orchestrator.cli.serve import load_settings
+from orchestrator.ops.commands import retry_payment
+from orchestrator.ops.errors import OpsError
+
+app = typer.Typer(help="Operator commands on payments.", no_args_is_help=True)
+
+
+@app.command()
+def retry(
+    payment_id: str,
+    reason: Annotated[
+        str, typer.Option("--reason", help="Why (recorded in the audit trail).", show_default=False)
+    ],
+    operator: OperatorOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Re-queue a needs_attention payment with fresh attempts, from where it stopped."""
+    actor = cli_operator(operator)
+    container = bootstrap(load_settings())
+    try:
+        action = retry_payment(container, actor, payment_id, reason=reason)
+    except OpsError as error:
+        fail(error, as_json=as_json)
+    print_action(action, as_json=as_json)

@@ -1,0 +1,71 @@
+"""A worker that dies right after the provider charged, once.
+
+The dangerous moment of the protocol: money moved, nothing recorded.  In the demo the
+worker's run is abandoned at exactly that point (an exception nobody in the protocol
+catches), which leaves the database as a SIGKILL would: the lease held by a dead run,
+recovery point ``intent_created``.  The sweeper must take the lease over once it expires,
+and the next worker must find the charge by querying, not charge again.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime
+
+from orchestrator.providers.base import PaymentProvider, ProviderIntent
+
+
+class SimulatedWorkerCrash(Exception):
+    """The worker 'died' here (raised out of the protocol on purpose)."""
+
+
+class CrashAfterChargeOnce:
+    def __init__(self, inner: PaymentProvider, *, after_confirms: int = 10) -> None:
+        self._inner = inner
+        self.name = inner.name
+        self._lock = threading.Lock()
+        self._confirms_left = after_confirms
+        self.crashed_record: str | None = None
+
+    def create_intent(
+        self,
+        *,
+        record_id: str,
+        amount: int,
+        currency: str,
+        payment_method: str,
+        description: str | None,
+        metadata: dict[str, str],
+    ) -> ProviderIntent:
+        return self._inner.create_intent(
+            record_id=record_id,
+            amount=amount,
+            currency=currency,
+            payment_method=payment_method,
+            description=description,
+            metadata=metadata,
+        )
+
+    def confirm_intent(self, intent_id: str, *, record_id: str, attempt: int) -> ProviderIntent:
+        intent = self._inner.confirm_intent(intent_id, record_id=record_id, attempt=attempt)
+        if intent.status == "succeeded" and self._should_crash(record_id):
+            raise SimulatedWorkerCrash(f"worker crashed after charging {intent_id}")
+        return intent
+
+    def _should_crash(self, record_id: str) -> bool:
+        with self._lock:
+            if self.crashed_record is not None:
+                return False
+            self._confirms_left -= 1
+            if self._confirms_left > 0:
+                return False
+            self.crashed_record = record_id
+            return True
+
+    def retrieve_intent(self, intent_id: str) -> ProviderIntent:
+        return self._inner.retrieve_intent(intent_id)
+
+    def find_intent_for_record(
+        self, record_id: str, *, created_after: datetime
+    ) -> ProviderIntent | None:
+        return self._inner.find_intent_for_record(record_id, created_after=created_after)

@@ -1,0 +1,188 @@
+"""The embedded default: every piece of the production stack, in one process, no servers.
+
+    API        uvicorn on a free local port (a real HTTP server)
+    broker     Celery on kombu's in-memory transport
+    workers    a Celery worker with a thread pool, running the real task and protocol
+    sweeper    the real sweeper loop, in a thread
+    database   one SQLite file (WAL; writers take turns)
+    provider   the Stripe-compatible simulator on a free local port, through the real SDK
+
+What the embedded mode cannot do: a thread pool cannot enforce Celery's time limits
+(only prefork can), and the in-memory broker dies with the process.  Neither matters to
+correctness: leases and fencing do not depend on them, and the row is the truth.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from celery import Celery
+
+from orchestrator.api.app import create_app
+from orchestrator.bootstrap import Container, bootstrap
+from orchestrator.db.migrate import upgrade
+from orchestrator.demo.crash import CrashAfterChargeOnce
+from orchestrator.demo.servers import ServerThread
+from orchestrator.domain.model import Role
+from orchestrator.leases.sweeper import Sweeper
+from orchestrator.providers.simulator import RunningSimulator, SimulatorConfig, start_in_thread
+from orchestrator.providers.simulator.faults import parse_fault_spec
+from orchestrator.providers.stripe_adapter import StripeProvider
+from orchestrator.services.api_keys import create_client
+from orchestrator.settings import Settings
+from workers import runtime
+from workers.celery_app import create_celery_app
+from workers.publisher import CeleryPublisher
+
+SIMULATOR_API_KEY = "sk_test_payorch_demo"
+
+# Short leases so a crash is recovered within seconds; the order still holds:
+# provider timeout (1 s) < soft limit (0.6 x 5 s) < lease (5 s).
+DEMO_SETTINGS: dict[str, Any] = {
+    "lease_seconds": 5.0,
+    # A storm queues hundreds of messages for a few threads: a dispatch lease shorter than
+    # the queue's drain time would only produce needless (harmless) takeovers.
+    "dispatch_lease_seconds": 60.0,
+    "provider_timeout_seconds": 1.0,
+    "provider_connect_timeout_seconds": 1.0,
+    "sweep_interval_seconds": 1.0,
+    "retry_base_seconds": 0.2,
+    "retry_cap_seconds": 2.0,
+    "max_in_task_wait_seconds": 2.0,
+    "max_attempts": 10,
+}
+
+
+@dataclass(frozen=True)
+class EmbeddedOptions:
+    directory: Path
+    workers: int = 4
+    seed: int = 0
+    faults: tuple[str, ...] = ()
+    # Crash once, after this many successful confirms; None: never.
+    crash_after_confirms: int | None = 10
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+class EmbeddedStack:
+    """``with EmbeddedStack(options) as stack:`` gives ``stack.api_url``,
+    ``stack.merchant_key``, ``stack.container`` and ``stack.simulator``."""
+
+    def __init__(self, options: EmbeddedOptions) -> None:
+        self.options = options
+        self.database_path = options.directory / "payorch.sqlite3"
+        self._stop_sweeper = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._api: ServerThread | None = None
+        self._worker: Any = None
+        self.simulator: RunningSimulator | None = None
+        self.container: Container | None = None
+        self.crasher: CrashAfterChargeOnce | None = None
+        self.api_url = ""
+        self.merchant_key = ""
+
+    def __enter__(self) -> EmbeddedStack:
+        try:
+            self._start()
+        except BaseException:
+            self._stop()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stop()
+
+    def _start(self) -> None:
+        options = self.options
+        # Stalls must outlast the client's timeout, or "timeout after the effect" would
+        # just be a slow success.
+        stall = float(options.settings.get("provider_timeout_seconds", 1.0)) * 3 + 1
+        self.simulator = start_in_thread(
+            SimulatorConfig(
+                seed=options.seed,
+                faults=tuple(parse_fault_spec(spec) for spec in options.faults),
+                stall_seconds=stall,
+            )
+        )
+        settings = Settings(
+            env="dev",
+            database_url=f"sqlite:///{self.database_path}",
+            broker_url="memory://",
+            stripe_api_base=self.simulator.url,
+            stripe_api_key=SIMULATOR_API_KEY,
+            log_level="ERROR",
+            **{**DEMO_SETTINGS, **options.settings},
+        )
+        upgrade(settings.database_url)
+        celery_app = _embedded_celery(settings)
+
+        def provider() -> CrashAfterChargeOnce | StripeProvider:
+            real = StripeProvider.from_settings(settings)
+            if options.crash_after_confirms is None:
+                return real
+            self.crasher = CrashAfterChargeOnce(real, after_confirms=options.crash_after_confirms)
+            return self.crasher
+
+        container = bootstrap(
+            settings, publisher=CeleryPublisher(celery_app), provider_factory=provider
+        )
+        container.celery_app = celery_app
+        self.container = container
+        runtime.install(container)
+        container.provider  # noqa: B018 - build it now, not racily in the first task
+
+        self._worker = celery_app.WorkController(
+            pool_cls="threads",
+            concurrency=options.workers,
+            hostname="payorch@embedded",
+            without_heartbeat=True,
+            without_mingle=True,
+            without_gossip=True,
+            loglevel="ERROR",
+        )
+        self._spawn("worker", self._worker.start)
+        sweeper = Sweeper(container, name="embedded-sweeper")
+        self._spawn("sweeper", lambda: sweeper.run(self._stop_sweeper))
+        self._api = ServerThread(create_app(container)).__enter__()
+        self.api_url = self._api.url
+        self.merchant_key = create_client(container, "demo-merchant", Role.MERCHANT).api_key
+
+    def _spawn(self, name: str, target: Any) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _stop(self) -> None:
+        if self._api is not None:
+            self._api.__exit__(None, None, None)
+        self._stop_sweeper.set()
+        if self._worker is not None:
+            self._worker.stop(in_sighandler=False)
+        for thread in self._threads:
+            thread.join(timeout=10)
+        if self.simulator is not None:
+            self.simulator.stop()
+        if self.container is not None:
+            self.container.close()
+
+
+def _embedded_celery(settings: Settings) -> Celery:
+    app = create_celery_app(settings)
+    # The thread pool cannot interrupt a running task; leases and fencing do not rely on it.
+    app.conf.task_soft_time_limit = None
+    app.conf.task_time_limit = None
+    app.conf.broker_transport_options = {}
+    app.conf.worker_redirect_stdouts = False
+    # Celery logs a traceback for the demo's simulated crash; keep it off the screen.
+    logging.getLogger("celery").setLevel(logging.CRITICAL)
+    return app

@@ -1,0 +1,142 @@
+"""The demo's verdict: what happened, and whether every invariant held.
+
+Everything is checked against the two sources of truth, not against what the clients
+believe: the database (records, outcomes, ledger) and the provider's own record of money
+movements.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+from prometheus_client import REGISTRY
+from rich.table import Table
+
+from orchestrator.bootstrap import Container
+from orchestrator.db.tables import ledger_lines, payment_outcomes, payments
+from orchestrator.demo.storm import LogicalPayment, StormStats
+
+
+@dataclass
+class DemoReport:
+    logical_payments: int
+    posts: int
+    accepted: int
+    replays: int
+    retried_sends: int
+    succeeded: int
+    declined: int
+    money_movements: int
+    lease_takeovers: int
+    faults_injected: dict[str, int]
+    crashed_payment: str | None
+    duplicates: int
+    stuck: int
+    violations: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.__dict__, "ok": self.ok}
+
+    def table(self) -> Table:
+        table = Table(title="payorch demo", show_header=True)
+        table.add_column("")
+        table.add_column("count", justify="right")
+        rows: list[tuple[str, object]] = [
+            ("logical payments", self.logical_payments),
+            ("requests sent (with duplicates and retries)", self.posts),
+            ("accepted (new records)", self.accepted),
+            ("replays answered", self.replays),
+            ("succeeded", self.succeeded),
+            ("declined", self.declined),
+            ("provider money movements", self.money_movements),
+            ("provider faults injected", sum(self.faults_injected.values())),
+            ("worker crashes (after the charge)", 1 if self.crashed_payment else 0),
+            ("lease takeovers", self.lease_takeovers),
+            ("duplicates (must be 0)", self.duplicates),
+            ("stuck (must be 0)", self.stuck),
+        ]
+        for label, value in rows:
+            table.add_row(label, str(value))
+        return table
+
+
+def build_report(
+    container: Container,
+    plan: list[LogicalPayment],
+    stats: StormStats,
+    movements: dict[str, Any],
+    provider_requests: list[dict[str, Any]],
+    crashed_payment: str | None,
+    takeovers_before: float,
+) -> DemoReport:
+    violations: list[str] = list(stats.unexpected)
+    keys = {p.key for p in plan}
+    with container.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(payments.c.id, payments.c.idempotency_key, payments.c.status)
+        ).all()
+        outcome_count = conn.execute(
+            sa.select(sa.func.count()).select_from(payment_outcomes)
+        ).scalar_one()
+        ledger_balance = conn.execute(
+            sa.select(sa.func.coalesce(sa.func.sum(ledger_lines.c.amount), 0))
+        ).scalar_one()
+    status_by_id = {r.id: r.status for r in rows}
+    records_per_key = Counter(r.idempotency_key for r in rows if r.idempotency_key in keys)
+    by_record: dict[str, int] = movements.get("by_record", {})
+
+    duplicates = 0
+    for key in keys:
+        if records_per_key[key] != 1:
+            duplicates += max(records_per_key[key] - 1, 0)
+            violations.append(f"key {key} has {records_per_key[key]} records")
+    for payment_id, status in status_by_id.items():
+        moved = by_record.get(payment_id, 0)
+        if moved > 1:
+            duplicates += moved - 1
+            violations.append(f"{payment_id} was charged {moved} times")
+        if status == "succeeded" and moved != 1:
+            violations.append(f"{payment_id} succeeded but the provider moved money {moved}x")
+        if status == "failed" and moved != 0:
+            violations.append(f"{payment_id} failed but the provider moved money {moved}x")
+    stuck = sum(1 for status in status_by_id.values() if status not in ("succeeded", "failed"))
+    if stuck:
+        violations.append(f"{stuck} payments did not reach a final state")
+    completed = sum(1 for s in status_by_id.values() if s in ("succeeded", "failed"))
+    if outcome_count != completed:
+        violations.append(f"{outcome_count} outcome rows for {completed} completed payments")
+    if ledger_balance != 0:
+        violations.append(f"the ledger is off balance by {ledger_balance}")
+    if stats.server_errors:
+        violations.append(f"the API answered {stats.server_errors} server errors")
+
+    faults = Counter(str(r["fault"]) for r in provider_requests if r.get("fault"))
+    takeovers = sweeper_takeovers()
+    return DemoReport(
+        logical_payments=len(plan),
+        posts=stats.posts,
+        accepted=stats.accepted,
+        replays=stats.replays,
+        retried_sends=stats.retried_sends,
+        succeeded=sum(1 for s in status_by_id.values() if s == "succeeded"),
+        declined=sum(1 for s in status_by_id.values() if s == "failed"),
+        money_movements=int(movements.get("total", 0)),
+        lease_takeovers=int((takeovers or 0) - takeovers_before),
+        faults_injected=dict(faults),
+        crashed_payment=crashed_payment,
+        duplicates=duplicates,
+        stuck=stuck,
+        violations=violations,
+    )
+
+
+def sweeper_takeovers() -> float:
+    """The process's takeover counter (the demo reports the difference over its run)."""
+    return REGISTRY.get_sample_value("payorch_lease_takeovers_total", {"by": "sweeper"}) or 0.0

@@ -1,0 +1,119 @@
+"""One demo run: start the embedded stack, send the storm, wait, judge, print."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from orchestrator.demo.embedded import EmbeddedOptions, EmbeddedStack
+from orchestrator.demo.report import DemoReport, build_report, sweeper_takeovers
+from orchestrator.demo.storm import LogicalPayment, Storm, plan_payments
+
+# After the clients gave up polling, how long the stack may still take to finish.
+SETTLE_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    payments: int = 200
+    seed: int = 42
+    workers: int = 8
+    timeout_rate: float = 0.05
+    saved_500_rate: float = 0.03
+    rate_limit_rate: float = 0.03
+    decline_rate: float = 0.10
+    crash: bool = True
+    directory: Path | None = None
+
+
+def fault_specs(options: DemoOptions) -> tuple[str, ...]:
+    specs = []
+    if options.timeout_rate > 0:
+        specs.append(f"confirm:timeout_after_effect:{options.timeout_rate}")
+    if options.saved_500_rate > 0:
+        specs.append(f"confirm:error_500_after:{options.saved_500_rate}")
+    if options.rate_limit_rate > 0:
+        specs.append(f"confirm:rate_limit:{options.rate_limit_rate}:retry_after=1")
+        specs.append(f"create:rate_limit:{options.rate_limit_rate}:retry_after=1")
+    return tuple(specs)
+
+
+def run_demo(options: DemoOptions, console: Console | None = None) -> DemoReport:
+    console = console or Console(stderr=True)
+    with tempfile.TemporaryDirectory(prefix="payorch-demo-") as scratch:
+        directory = options.directory or Path(scratch)
+        directory.mkdir(parents=True, exist_ok=True)
+        embedded = EmbeddedOptions(
+            directory=directory,
+            workers=options.workers,
+            seed=options.seed,
+            faults=fault_specs(options),
+            # Crash once, a little into the storm, on a payment the provider charged.
+            crash_after_confirms=max(1, options.payments // 20) if options.crash else None,
+        )
+        console.print(
+            f"[bold]payorch demo[/]: {options.payments} payments, {options.workers} worker "
+            f"threads, faults: {', '.join(embedded.faults) or 'none'}; "
+            f"database {directory / 'payorch.sqlite3'}"
+        )
+        with EmbeddedStack(embedded) as stack:
+            assert stack.container is not None and stack.simulator is not None
+            takeovers_before = sweeper_takeovers()
+            plan = plan_payments(
+                options.payments, seed=options.seed, decline_rate=options.decline_rate
+            )
+            stats = _storm_with_progress(stack, plan, options, console)
+            _settle(stack)
+            crashed = stack.crasher.crashed_record if stack.crasher else None
+            return build_report(
+                stack.container,
+                plan,
+                stats,
+                stack.simulator.admin.movements(),
+                stack.simulator.admin.requests(),
+                crashed,
+                takeovers_before,
+            )
+
+
+def _storm_with_progress(
+    stack: EmbeddedStack, plan: list[LogicalPayment], options: DemoOptions, console: Console
+) -> Any:
+    columns = (
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task("payments final", total=len(plan))
+
+        def advance(_payment: LogicalPayment, _final: dict[str, Any]) -> None:
+            progress.advance(task)
+
+        storm = Storm(stack.api_url, stack.merchant_key, seed=options.seed, on_final=advance)
+        return asyncio.run(storm.run(plan))
+
+
+def _settle(stack: EmbeddedStack) -> None:
+    """Wait until nothing is processing (the clients may have stopped polling early)."""
+    assert stack.container is not None
+    deadline = time.monotonic() + SETTLE_SECONDS
+    while time.monotonic() < deadline:
+        with stack.container.uow() as uow:
+            counts = uow.payments.count_by_status()
+        if counts.get("processing", 0) == 0:
+            return
+        time.sleep(0.5)
+
+
+def report_json(report: DemoReport) -> str:
+    return json.dumps(report.as_dict(), indent=2, sort_keys=True)

@@ -1,0 +1,230 @@
+"""The sweeper: every accepted payment reaches a final state, whatever the broker lost.
+
+One pass (``run_once``)::
+
+    1. one transaction:  lock_due (FOR UPDATE SKIP LOCKED, up to PAYORCH_SWEEP_BATCH_SIZE)
+                         -> take_over_lease for each: token + 1 and a dispatch lease,
+                            or needs_attention at PAYORCH_MAX_ATTEMPTS
+                         commit
+    2. after the commit: publish process_payment(id, new token) for each re-queued record
+    3. retention:        forget idempotency data of payments finished more than
+                         PAYORCH_IDEMPOTENCY_RETENTION_HOURS ago, batch by batch, each batch
+                         its own short transaction
+
+What a pass finds due (``status = 'processing' AND locked_until <= now``):
+
+* an expired lease: a worker crashed or hung, a message was lost, or a publish failed
+  (the API's dispatch lease ran out) -> a *takeover*;
+* a deferred record (``lease_owner IS NULL``, ``next_attempt_at`` set): a worker's long
+  backoff that is now due -> a *due retry*.
+
+Any number of sweepers (``payorch sweeper`` loops, Celery beat's ``payorch.sweep``) may run
+at once: SKIP LOCKED hands each row to one of them, and the takeover is a compare-and-set
+on the token it saw.  On SQLite, which has no row locks, every write transaction begins
+IMMEDIATE (one writer at a time) and the same compare-and-set keeps it safe.
+
+Every timestamp comes from the database clock (``uow.now()``), never from this host.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from orchestrator import metrics
+from orchestrator.bootstrap import Container
+from orchestrator.leases.takeover import (
+    Actor,
+    TakeoverOutcome,
+    TakeoverResult,
+    count_outcome,
+    requeue_after_commit,
+    take_over_lease,
+)
+from orchestrator.logging import get_logger
+
+log = get_logger(__name__)
+
+SWEEP_REASON = "lease expired"
+# Purge batches per pass.  Too few: a backlog (first run after a long outage) takes many
+# passes to drain; too many: one pass holds the loop long enough to delay takeovers.
+MAX_PURGE_BATCHES_PER_PASS = 20
+# Pause after a pass that failed (database down), so the loop does not spin on errors.
+ERROR_BACKOFF_SECONDS = 5.0
+# Publishes that may fail in a row before a pass stops publishing.  Each failure with the
+# broker down costs the publisher's connect timeout; a whole batch of them would hold the
+# pass (and the purge behind it) for minutes.  The records not published keep the dispatch
+# lease the takeover committed, so the next passes after it expires publish them again.
+# Too low: one blip delays the rest of the batch by a dispatch lease.
+MAX_CONSECUTIVE_PUBLISH_FAILURES = 3
+
+
+@dataclass
+class SweepReport:
+    """What one pass did (payment ids, in the order they were handled)."""
+
+    taken_over: list[str] = field(default_factory=list)
+    due_retries: list[str] = field(default_factory=list)
+    parked: list[str] = field(default_factory=list)
+    publish_failures: list[str] = field(default_factory=list)
+    # Found due but changed by someone else before we could act (expected to stay empty).
+    skipped: list[str] = field(default_factory=list)
+    purged_keys: int = 0
+    batch_full: bool = False
+    duration_seconds: float = 0.0
+
+    @property
+    def requeued(self) -> list[str]:
+        return [*self.taken_over, *self.due_retries]
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "taken_over": list(self.taken_over),
+            "due_retries": list(self.due_retries),
+            "parked": list(self.parked),
+            "publish_failures": list(self.publish_failures),
+            "skipped": list(self.skipped),
+            "purged_keys": self.purged_keys,
+            "batch_full": self.batch_full,
+            "duration_seconds": round(self.duration_seconds, 3),
+        }
+
+
+def default_sweeper_name() -> str:
+    return f"sweeper@{socket.gethostname()}:{os.getpid()}"
+
+
+class Sweeper:
+    def __init__(self, container: Container, *, name: str | None = None) -> None:
+        self._container = container
+        self._settings = container.settings
+        self.actor = Actor.sweeper(name or default_sweeper_name())
+
+    def run_once(self) -> SweepReport:
+        started = time.monotonic()
+        report = SweepReport()
+        outcomes = self._take_over_due(report)
+        self._requeue(outcomes, report)
+        report.purged_keys = self.purge_expired_idempotency_data()
+        report.duration_seconds = time.monotonic() - started
+        self._log(report)
+        return report
+
+    def run(self, stop_event: threading.Event) -> None:
+        """Sweep every SWEEP_INTERVAL_SECONDS until ``stop_event`` is set.  A full batch
+        means more is due: the next pass starts at once instead of after the interval."""
+        log.info("sweeper_started", sweeper=self.actor.name)
+        while not stop_event.is_set():
+            try:
+                report = self.run_once()
+            except Exception as error:
+                # A database outage must not kill the loop: the work stays in the rows and
+                # the next pass after the outage finds it.
+                log.error("sweep_failed", sweeper=self.actor.name, exc_info=error)
+                stop_event.wait(ERROR_BACKOFF_SECONDS)
+                continue
+            if not report.batch_full:
+                stop_event.wait(self._settings.sweep_interval_seconds)
+        log.info("sweeper_stopped", sweeper=self.actor.name)
+
+    def _take_over_due(self, report: SweepReport) -> list[TakeoverOutcome]:
+        settings = self._settings
+        outcomes: list[TakeoverOutcome] = []
+        with self._container.uow() as uow:
+            now = uow.now()
+            due = uow.leases.lock_due(now=now, limit=settings.sweep_batch_size)
+            report.batch_full = len(due) >= settings.sweep_batch_size
+            for record in due:
+                outcome = take_over_lease(
+                    uow,
+                    record.id,
+                    actor=self.actor,
+                    reason=SWEEP_REASON,
+                    force=False,
+                    now=now,
+                    lease_seconds=settings.dispatch_lease_seconds,
+                    max_attempts=settings.max_attempts,
+                    expected_token=record.lease_token,
+                )
+                outcomes.append(outcome)
+            uow.commit()
+        for outcome in outcomes:
+            count_outcome(outcome, self.actor)
+            if outcome.result is TakeoverResult.TAKEN_OVER:
+                report.taken_over.append(outcome.payment_id)
+            elif outcome.result is TakeoverResult.DUE_RETRY:
+                report.due_retries.append(outcome.payment_id)
+            elif outcome.result is TakeoverResult.PARKED:
+                report.parked.append(outcome.payment_id)
+                log.warning(
+                    "payment_parked",
+                    payment_id=outcome.payment_id,
+                    sweeper=self.actor.name,
+                    attempts=outcome.record.attempts if outcome.record else None,
+                )
+            else:
+                report.skipped.append(outcome.payment_id)
+        return outcomes
+
+    def _requeue(self, outcomes: list[TakeoverOutcome], report: SweepReport) -> None:
+        consecutive_failures = 0
+        for outcome in outcomes:
+            token = outcome.new_token
+            if not outcome.needs_requeue or token is None:
+                continue
+            if consecutive_failures >= MAX_CONSECUTIVE_PUBLISH_FAILURES:
+                # Not attempted: the committed dispatch lease brings it back next time.
+                report.publish_failures.append(outcome.payment_id)
+                continue
+            if requeue_after_commit(self._container.publisher, outcome.payment_id, token):
+                consecutive_failures = 0
+            else:
+                consecutive_failures += 1
+                report.publish_failures.append(outcome.payment_id)
+        if consecutive_failures >= MAX_CONSECUTIVE_PUBLISH_FAILURES:
+            log.warning(
+                "requeue_stopped_broker_down",
+                sweeper=self.actor.name,
+                not_published=len(report.publish_failures),
+            )
+
+    def purge_expired_idempotency_data(self) -> int:
+        """Forget keys, fingerprints and stored responses past the retention window.  Short
+        transactions, one per batch, so the purge never holds many row locks for long."""
+        settings = self._settings
+        window = timedelta(hours=settings.idempotency_retention_hours)
+        purged = 0
+        for _ in range(MAX_PURGE_BATCHES_PER_PASS):
+            with self._container.uow() as uow:
+                now = uow.now()
+                count = uow.payments.purge_idempotency_data(
+                    cutoff=now - window, limit=settings.retention_batch_size, now=now
+                )
+                uow.commit()
+            purged += count
+            if count < settings.retention_batch_size:
+                break
+        if purged:
+            metrics.RETENTION_PURGED.inc(purged)
+        return purged
+
+    def _log(self, report: SweepReport) -> None:
+        did_something = report.requeued or report.parked or report.skipped or report.purged_keys
+        # An idle pass every few seconds would drown the log at INFO.
+        emit = log.info if did_something else log.debug
+        emit(
+            "sweep_pass",
+            sweeper=self.actor.name,
+            taken_over=len(report.taken_over),
+            due_retries=len(report.due_retries),
+            parked=len(report.parked),
+            publish_failures=len(report.publish_failures),
+            skipped=len(report.skipped),
+            purged_keys=report.purged_keys,
+            batch_full=report.batch_full,
+            duration_seconds=round(report.duration_seconds, 3),
+        )

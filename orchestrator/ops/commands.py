@@ -1,0 +1,208 @@
+"""What an operator may do: take over a lease, retry a needs_attention payment.
+
+Each command is one transaction that changes the record and writes its audit row (who,
+when, why, old token, new token) together, then, after the commit, publishes the
+``process_payment`` wake-up with the new token.  A failed publish does not undo the
+command: the record holds a dispatch lease that expires back to the sweeper.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from orchestrator.bootstrap import Container
+from orchestrator.domain.model import AuditEntry, PaymentRecord
+from orchestrator.domain.states import PaymentStatus
+from orchestrator.leases.takeover import (
+    Actor,
+    ActorKind,
+    TakeoverOutcome,
+    TakeoverResult,
+    count_outcome,
+    requeue_after_commit,
+    take_over_lease,
+)
+from orchestrator.logging import get_logger
+from orchestrator.ops.errors import (
+    ConcurrentChange,
+    LeaseStillLive,
+    OpsError,
+    PaymentFinished,
+    PaymentNeedsAttention,
+    PaymentNotFound,
+    PaymentNotParked,
+    clean_reason,
+)
+
+log = get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class OperatorAction:
+    """A committed operator command."""
+
+    action: str  # "takeover", "park" (out of attempts) or "retry"; as in the audit row
+    payment_id: str
+    record: PaymentRecord
+    audit: AuditEntry
+    old_token: int
+    new_token: int
+    # None when nothing was to be published (a parked payment waits for a retry).
+    published: bool | None
+    now: datetime
+
+
+def take_over_payment(
+    container: Container, operator: Actor, payment_id: str, *, reason: str, force: bool
+) -> OperatorAction:
+    """Fence out the lease holder and re-queue the work; a live lease needs ``force``.  A
+    payment out of attempts is parked instead (action ``park``): retry it to reset them."""
+    _require_operator(operator)
+    reason = clean_reason(reason)
+    settings = container.settings
+    with container.uow() as uow:
+        now = uow.now()
+        outcome = take_over_lease(
+            uow,
+            payment_id,
+            actor=operator,
+            reason=reason,
+            force=force,
+            now=now,
+            lease_seconds=settings.dispatch_lease_seconds,
+            max_attempts=settings.max_attempts,
+        )
+        if not outcome.changed:
+            raise _refusal(outcome)
+        uow.commit()
+    count_outcome(outcome, operator)
+    assert outcome.record is not None
+    assert outcome.audit is not None
+    assert outcome.old_token is not None
+    assert outcome.new_token is not None
+    published = None
+    if outcome.needs_requeue:
+        published = requeue_after_commit(container.publisher, payment_id, outcome.new_token)
+    log.warning(
+        "operator_takeover",
+        payment_id=payment_id,
+        result=outcome.result.value,
+        operator_id=operator.client_id,
+        operator=operator.name,
+        old_token=outcome.old_token,
+        new_token=outcome.new_token,
+        forced=force,
+        published=published,
+    )
+    return OperatorAction(
+        action=outcome.audit.action,
+        payment_id=payment_id,
+        record=outcome.record,
+        audit=outcome.audit,
+        old_token=outcome.old_token,
+        new_token=outcome.new_token,
+        published=published,
+        now=now,
+    )
+
+
+def retry_payment(
+    container: Container, operator: Actor, payment_id: str, *, reason: str
+) -> OperatorAction:
+    """needs_attention -> processing with fresh attempt counters, from the recovery point
+    where the work stopped, and re-queue it."""
+    _require_operator(operator)
+    reason = clean_reason(reason)
+    settings = container.settings
+    with container.uow() as uow:
+        now = uow.now()
+        record = uow.leases.lock_for_takeover(payment_id)
+        if record is None:
+            raise PaymentNotFound(f"No payment {payment_id!r} exists.")
+        if record.status.is_final:
+            raise PaymentFinished(_finished_message(record), record)
+        if record.status is not PaymentStatus.NEEDS_ATTENTION:
+            raise PaymentNotParked(
+                f"Payment {payment_id} is {record.status.value}, not needs_attention; only a "
+                "parked payment is retried. A stuck lease is taken over instead.",
+                record,
+            )
+        retried = uow.leases.retry_parked(
+            payment_id,
+            expected_token=record.lease_token,
+            owner=operator.lease_owner,
+            now=now,
+            lease_until=now + timedelta(seconds=settings.dispatch_lease_seconds),
+        )
+        if retried is None:
+            raise ConcurrentChange(_changed_message(payment_id), record)
+        audit = uow.audit.add(
+            actor_client_id=operator.client_id,
+            actor_name=operator.name,
+            action="retry",
+            payment_id=payment_id,
+            reason=reason,
+            old_token=record.lease_token,
+            new_token=retried.lease_token,
+            now=now,
+        )
+        uow.commit()
+    published = requeue_after_commit(container.publisher, payment_id, retried.lease_token)
+    log.warning(
+        "operator_retry",
+        payment_id=payment_id,
+        operator_id=operator.client_id,
+        operator=operator.name,
+        old_token=record.lease_token,
+        new_token=retried.lease_token,
+        recovery_point=retried.recovery_point.value,
+        published=published,
+    )
+    return OperatorAction(
+        action="retry",
+        payment_id=payment_id,
+        record=retried,
+        audit=audit,
+        old_token=record.lease_token,
+        new_token=retried.lease_token,
+        published=published,
+        now=now,
+    )
+
+
+def _require_operator(actor: Actor) -> None:
+    # Operator commands are audited under a person or an ops client, never the sweeper.
+    if actor.kind is not ActorKind.OPERATOR:
+        raise ValueError("operator commands need an operator actor")
+
+
+def _finished_message(record: PaymentRecord) -> str:
+    return f"Payment {record.id} already {record.status.value}; there is nothing to take over."
+
+
+def _refusal(outcome: TakeoverOutcome) -> OpsError:
+    record = outcome.record
+    payment_id = outcome.payment_id
+    if outcome.result is TakeoverResult.NOT_FOUND or record is None:
+        return PaymentNotFound(f"No payment {payment_id!r} exists.")
+    if outcome.result is TakeoverResult.FINISHED:
+        return PaymentFinished(_finished_message(record), record)
+    if outcome.result is TakeoverResult.NEEDS_ATTENTION:
+        return PaymentNeedsAttention(
+            f"Payment {payment_id} needs attention and holds no lease; retry it instead.",
+            record,
+        )
+    if outcome.result is TakeoverResult.LEASE_LIVE:
+        until = record.locked_until.isoformat() if record.locked_until else "unknown"
+        return LeaseStillLive(
+            f"Payment {payment_id}'s lease (owner {record.lease_owner or 'none'}) is live "
+            f"until {until}. Taking over a live lease fences out a worker that may be "
+            "mid-call; repeat with force if you are sure it is stuck.",
+            record,
+        )
+    return ConcurrentChange(_changed_message(payment_id), record)
+
+
+def _changed_message(payment_id: str) -> str:
+    return f"Payment {payment_id} changed while we looked at it; list it again and retry."

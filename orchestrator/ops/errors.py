@@ -1,0 +1,67 @@
+"""Why an operator command was refused.  Nothing was written when one of these is raised::
+
+OpsError
+├── InvalidReason            the reason is empty or too long              (HTTP 400)
+├── PaymentNotFound          no payment has this id                       (HTTP 404)
+└── OpsConflict              the payment's state forbids the command      (HTTP 409)
+    ├── PaymentFinished        succeeded or failed: nothing left to do
+    ├── PaymentNeedsAttention  takeover of a parked payment: use retry
+    ├── PaymentNotParked       retry of a payment that is not parked
+    ├── LeaseStillLive         takeover of a live lease without force
+    └── ConcurrentChange       the lease token moved while we looked
+"""
+
+from __future__ import annotations
+
+from orchestrator.domain.model import PaymentRecord
+
+MAX_REASON_LENGTH = 1000  # audit_log.reason
+
+
+class OpsError(Exception):
+    def __init__(self, message: str, record: PaymentRecord | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.record = record
+
+
+class InvalidReason(OpsError):
+    pass
+
+
+class PaymentNotFound(OpsError):
+    pass
+
+
+class OpsConflict(OpsError):
+    pass
+
+
+class PaymentFinished(OpsConflict):
+    pass
+
+
+class PaymentNeedsAttention(OpsConflict):
+    pass
+
+
+class PaymentNotParked(OpsConflict):
+    pass
+
+
+class LeaseStillLive(OpsConflict):
+    pass
+
+
+class ConcurrentChange(OpsConflict):
+    pass
+
+
+def clean_reason(reason: str) -> str:
+    """Every operator action says why; the audit row is useless without it."""
+    cleaned = reason.strip()
+    if not cleaned:
+        raise InvalidReason("Give a reason: it is recorded in the audit trail.")
+    if len(cleaned) > MAX_REASON_LENGTH:
+        raise InvalidReason(f"The reason may have at most {MAX_REASON_LENGTH} characters.")
+    return cleaned

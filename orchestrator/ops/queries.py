@@ -1,0 +1,38 @@
+"""What an operator sees: leases by state and the audit trail."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from orchestrator.bootstrap import Container
+from orchestrator.db.repositories.leases import LeaseState
+from orchestrator.domain.model import AuditEntry, PaymentRecord
+
+DEFAULT_LIST_LIMIT = 100
+MAX_LIST_LIMIT = 1000
+
+
+@dataclass(frozen=True)
+class LeaseListing:
+    state: LeaseState
+    # The database clock the listing was judged by ("expired" means locked_until <= now).
+    now: datetime
+    records: list[PaymentRecord]
+
+
+def list_leases(
+    container: Container, state: LeaseState, *, limit: int = DEFAULT_LIST_LIMIT
+) -> LeaseListing:
+    with container.uow(read_only=True) as uow:
+        now = uow.now()
+        records = uow.leases.list_by_state(state, now=now, limit=limit)
+    return LeaseListing(state=state, now=now, records=records)
+
+
+def list_audit(
+    container: Container, *, payment_id: str | None = None, limit: int = DEFAULT_LIST_LIMIT
+) -> list[AuditEntry]:
+    """Newest first."""
+    with container.uow(read_only=True) as uow:
+        return uow.audit.list(payment_id=payment_id, limit=limit)

@@ -1,0 +1,60 @@
+"""Records and audit rows as JSON-ready dicts: the ops API's bodies and the CLI's --json."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from orchestrator.domain.model import AuditEntry, PaymentRecord
+from orchestrator.domain.representation import iso
+from orchestrator.ops.commands import OperatorAction
+
+
+def lease_representation(record: PaymentRecord, now: datetime) -> dict[str, Any]:
+    expired = None if record.locked_until is None else record.locked_until <= now
+    return {
+        "payment_id": record.id,
+        "client_id": record.client_id,
+        "status": record.status.value,
+        "recovery_point": record.recovery_point.value,
+        "lease_owner": record.lease_owner,
+        "lease_token": record.lease_token,
+        "locked_until": iso(record.locked_until),
+        "lease_expired": expired,
+        "next_attempt_at": iso(record.next_attempt_at),
+        "attempts": record.attempts,
+        "unknown_outcomes": record.unknown_outcomes,
+        "last_error": record.last_error,
+        "amount": record.request.amount,
+        "currency": record.request.currency,
+        "provider_payment_id": record.provider_payment_id,
+        "created_at": iso(record.created_at),
+        "updated_at": iso(record.updated_at),
+    }
+
+
+def audit_representation(entry: AuditEntry) -> dict[str, Any]:
+    return {
+        "id": entry.id,
+        "created_at": iso(entry.created_at),
+        "actor_client_id": entry.actor_client_id,
+        "actor_name": entry.actor_name,
+        "action": entry.action,
+        "payment_id": entry.payment_id,
+        "reason": entry.reason,
+        "old_token": entry.old_token,
+        "new_token": entry.new_token,
+    }
+
+
+def action_representation(action: OperatorAction) -> dict[str, Any]:
+    return {
+        "payment_id": action.payment_id,
+        "action": action.action,
+        "status": action.record.status.value,
+        "old_token": action.old_token,
+        "new_token": action.new_token,
+        "published": action.published,
+        "audit": audit_representation(action.audit),
+        "lease": lease_representation(action.record, action.now),
+    }

@@ -1,0 +1,89 @@
+"""Which worker holds which lease: the chaos suite kills and freezes a worker only while it
+holds one, so every fault it injects lands on a payment in flight.
+
+A lease's owner is ``hostname:pid`` of the process that claimed it.  With the prefork pool
+that is a pool child, not the ``payorch worker`` process the test started; every child shares
+the worker's process group (the test starts each worker in its own session), so a worker's
+leases are those whose pid is in its group.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from orchestrator.db.tables import payments
+from tests.harness.stack import Stack
+from tests.support.processes import ManagedProcess
+
+POLL_SECONDS = 0.02
+
+
+def process_group(leader: int) -> set[int]:
+    """The pids of every live process in ``leader``'s process group (from /proc)."""
+    members = {leader}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # exited meanwhile
+            continue
+        # The command name (field 2) may hold spaces and parentheses: split after the last ')'.
+        fields = text.rsplit(")", 1)[-1].split()
+        if len(fields) > 2 and fields[2] == str(leader):
+            members.add(int(stat.parent.name))
+    return members
+
+
+def leases_held_by(stack: Stack, worker: ManagedProcess) -> dict[str, int]:
+    """Unfinished payments whose lease ``worker`` (or one of its pool children) holds:
+    ``{payment id: lease token}``."""
+    pids = {str(pid) for pid in process_group(worker.pid)}
+    with stack.container.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(payments.c.id, payments.c.lease_token, payments.c.lease_owner).where(
+                payments.c.status == "processing", payments.c.lease_owner.is_not(None)
+            )
+        ).all()
+    return {
+        row.id: int(row.lease_token)
+        for row in rows
+        if str(row.lease_owner).rsplit(":", 1)[-1] in pids
+    }
+
+
+def lease_tokens(stack: Stack, ids: list[str]) -> dict[str, tuple[int, str]]:
+    """``{payment id: (lease token, status)}``."""
+    with stack.container.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(payments.c.id, payments.c.lease_token, payments.c.status).where(
+                payments.c.id.in_(ids)
+            )
+        ).all()
+    return {row.id: (int(row.lease_token), str(row.status)) for row in rows}
+
+
+def wait_until(what: str, condition: Callable[[], bool], timeout: float) -> None:
+    """Poll until ``condition()`` holds; generous timeouts, ended as soon as it holds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(POLL_SECONDS)
+
+
+def wait_for_leases(stack: Stack, worker: ManagedProcess, timeout: float) -> dict[str, int]:
+    """Wait until ``worker`` holds at least one lease; return what it holds."""
+    held: dict[str, int] = {}
+
+    def holds() -> bool:
+        nonlocal held
+        if worker.poll() is not None:
+            raise AssertionError(f"{worker.name} exited:\n{worker.tail()}")
+        held = leases_held_by(stack, worker)
+        return bool(held)
+
+    wait_until(f"{worker.name} to hold a lease", holds, timeout)
+    return held

@@ -1,0 +1,41 @@
+"""``payorch demo`` end to end with a small storm (issue 6)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from orchestrator.demo.runner import DemoOptions, run_demo
+from tests.support.processes import payorch_command, process_environment
+
+
+def test_the_demo_survives_faults_and_a_crash_with_every_invariant_intact(tmp_path):
+    report = run_demo(DemoOptions(payments=40, seed=7, directory=tmp_path))
+
+    assert report.violations == []
+    assert report.ok
+    assert report.logical_payments == 40
+    assert report.accepted == 40
+    assert report.replays == report.posts - report.accepted - report.retried_sends
+    assert report.succeeded + report.declined == 40
+    assert report.money_movements == report.succeeded
+    assert report.crashed_payment is not None
+    assert report.lease_takeovers >= 1  # the crashed run's lease, taken over by the sweeper
+    assert sum(report.faults_injected.values()) > 0
+    assert report.duplicates == 0 and report.stuck == 0
+
+
+def test_the_demo_command_prints_its_report_and_exits_zero(tmp_path):
+    completed = subprocess.run(
+        [*payorch_command("demo", "--payments", "15", "--seed", "3", "--json")],
+        env=process_environment(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    report = json.loads(completed.stdout)
+    assert report["ok"] is True
+    assert report["logical_payments"] == 15
+    assert report["duplicates"] == 0 and report["stuck"] == 0

@@ -1,0 +1,228 @@
+"""Prometheus metrics (issue 7): every series the contract names is exposed from the start,
+and each one moves with the traffic that should move it.
+
+The API's ``/metrics`` is read over real HTTP around real requests, worker protocol runs,
+a sweep and an operator takeover.  A real ``payorch worker --metrics-port`` (prefork pool,
+so the tasks run in child processes) shows the provider calls its children made.
+
+Counters are process-wide, so the in-process tests assert exact *differences* around
+traffic they alone send.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+
+import httpx
+import pytest
+
+from orchestrator.domain.model import Role
+from orchestrator.leases.sweeper import Sweeper
+from orchestrator.providers.simulator import start_in_thread
+from orchestrator.services.api_keys import create_client
+from orchestrator.services.processing import process_payment
+from tests.harness.containers import build_container
+from tests.harness.seeds import accept, force, reload
+from tests.integration.hardening_helpers import (
+    BODY,
+    Api,
+    metric,
+    payorch_environment,
+    post_payment,
+    running_api,
+    sqlite_url,
+)
+from tests.support.processes import ProcessManager, free_port, wait_for_http
+from workers.celery_app import create_celery_app
+from workers.publisher import CeleryPublisher
+
+EXPOSED = [
+    ("payorch_payments_accepted_total", {}),
+    ("payorch_idempotent_replays_total", {"state": "processing"}),
+    ("payorch_idempotent_replays_total", {"state": "succeeded"}),
+    ("payorch_idempotency_key_reuse_conflicts_total", {}),
+    ("payorch_provider_calls_total", {"operation": "create", "outcome": "ok"}),
+    ("payorch_provider_calls_total", {"operation": "confirm", "outcome": "declined"}),
+    ("payorch_provider_calls_total", {"operation": "retrieve", "outcome": "unknown"}),
+    ("payorch_provider_call_seconds_count", {"operation": "confirm"}),
+    ("payorch_provider_call_seconds_bucket", {"operation": "confirm", "le": "0.1"}),
+    ("payorch_lease_takeovers_total", {"by": "sweeper"}),
+    ("payorch_lease_takeovers_total", {"by": "operator"}),
+    ("payorch_payment_records", {"status": "processing"}),
+    ("payorch_payment_records", {"status": "needs_attention"}),
+    ("payorch_oldest_processing_age_seconds", {}),
+    ("payorch_payments_finished_total", {"status": "succeeded"}),
+    ("payorch_task_publish_failures_total", {}),
+]
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def api(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
+    if request.param == "sqlite":
+        url = sqlite_url(tmp_path_factory.mktemp("metrics"))
+    else:
+        url = request.getfixturevalue("make_postgres_database")()
+    with running_api(url) as running:
+        yield running
+
+
+def scrape(api: Api) -> str:
+    with httpx.Client(base_url=api.url, trust_env=False) as client:
+        response = client.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    return response.text
+
+
+class Delta:
+    """Metric values before and after some traffic."""
+
+    def __init__(self, api: Api) -> None:
+        self._api = api
+        self.before = scrape(api)
+        self.after = ""
+
+    def take(self) -> None:
+        self.after = scrape(self._api)
+
+    def __call__(self, name: str, **labels: str) -> float:
+        return metric(self.after, name, **labels) - metric(self.before, name, **labels)
+
+
+@pytest.mark.parametrize(("name", "labels"), EXPOSED)
+def test_every_series_is_exposed_before_any_traffic(
+    api: Api, name: str, labels: dict[str, str]
+) -> None:
+    metric(scrape(api), name, **labels)  # KeyError when absent
+
+
+def test_accepts_replays_and_key_reuse_move_their_counters(api: Api) -> None:
+    delta = Delta(api)
+    with api.client() as client:
+        first = post_payment(client, "metrics-accept")
+        post_payment(client, "metrics-accept")  # replay while processing
+        post_payment(client, "metrics-accept")
+        post_payment(client, "metrics-accept", {**BODY, "amount": 7})  # 422
+        process_payment(api.container, first.json()["id"], 1, owner="metrics-test")
+        finished = post_payment(client, "metrics-accept")  # replay of a finished payment
+        post_payment(client, "metrics-invalid", {**BODY, "amount": -1})  # 400: counts nothing
+    assert finished.status_code == 200
+    delta.take()
+    assert delta("payorch_payments_accepted_total") == 1
+    assert delta("payorch_idempotent_replays_total", state="processing") == 2
+    assert delta("payorch_idempotent_replays_total", state="succeeded") == 1
+    assert delta("payorch_idempotency_key_reuse_conflicts_total") == 1
+
+
+def test_provider_calls_are_counted_by_operation_and_outcome_with_latency(api: Api) -> None:
+    delta = Delta(api)
+    with api.client() as client:
+        paid = post_payment(client, "metrics-paid").json()
+        declined = post_payment(
+            client, "metrics-declined", {**BODY, "payment_method": "pm_card_chargeDeclined"}
+        ).json()
+    # The next confirm (the paid one's) charges, then times out: the worker must query.
+    confirms_so_far = sum(1 for call in api.provider.calls if call.operation == "confirm")
+    api.provider.fail("confirm", confirms_so_far + 1, "unknown_after_effect")
+    process_payment(api.container, paid["id"], 1, owner="metrics-test", sleep=lambda _s: None)
+    process_payment(api.container, declined["id"], 1, owner="metrics-test")
+    delta.take()
+    # paid: create ok, confirm unknown (timed out after charging), retrieve ok (query first)
+    assert delta("payorch_provider_calls_total", operation="create", outcome="ok") == 2
+    assert delta("payorch_provider_calls_total", operation="confirm", outcome="unknown") == 1
+    assert delta("payorch_provider_calls_total", operation="retrieve", outcome="ok") == 1
+    assert delta("payorch_provider_calls_total", operation="confirm", outcome="declined") == 1
+    assert delta("payorch_provider_call_seconds_count", operation="confirm") == 2
+    assert delta("payorch_provider_call_seconds_count", operation="create") == 2
+    assert delta("payorch_payments_finished_total", status="succeeded") == 1
+    assert delta("payorch_payments_finished_total", status="failed") == 1
+    assert reload(api.container, paid["id"]).status.value == "succeeded"
+    assert api.provider.movements(paid["id"]) == 1
+
+
+def test_takeovers_are_counted_by_sweeper_and_by_operator(api: Api) -> None:
+    with api.client() as client:
+        lost = post_payment(client, "metrics-lost-publish").json()
+        stuck = post_payment(client, "metrics-stuck").json()
+    with api.container.uow() as uow:
+        past = uow.now() - timedelta(minutes=5)
+    force(api.container, lost["id"], locked_until=past)
+    delta = Delta(api)
+    report = Sweeper(api.container, name="metrics-sweeper").run_once()
+    with api.client(api.ops_key) as ops:
+        taken = ops.post(
+            f"/v1/ops/payments/{stuck['id']}/takeover",
+            json={"reason": "metrics test", "force": True},
+        )
+    delta.take()
+    assert lost["id"] in report.taken_over
+    assert taken.status_code == 200, taken.text
+    assert delta("payorch_lease_takeovers_total", by="sweeper") == len(report.taken_over)
+    assert delta("payorch_lease_takeovers_total", by="operator") == 1
+
+
+def test_records_by_status_and_oldest_processing_age_follow_the_database(api: Api) -> None:
+    with api.client(api.key_b) as client:
+        old = post_payment(client, "metrics-old").json()
+    with api.container.uow() as uow:
+        an_hour_ago = uow.now() - timedelta(hours=1)
+        counts = uow.payments.count_by_status()
+    force(api.container, old["id"], created_at=an_hour_ago)
+    text = scrape(api)
+    for status, count in counts.items():
+        assert metric(text, "payorch_payment_records", status=status) == count
+    assert metric(text, "payorch_oldest_processing_age_seconds") >= 3600
+
+    process_payment(api.container, old["id"], 1, owner="metrics-test")
+    force(api.container, old["id"], created_at=an_hour_ago)  # finished now: not counted
+    after = scrape(api)
+    assert metric(after, "payorch_payment_records", status="processing") == (
+        counts["processing"] - 1
+    )
+    assert metric(after, "payorch_payment_records", status="succeeded") == (counts["succeeded"] + 1)
+    assert metric(after, "payorch_oldest_processing_age_seconds") < 3600
+
+
+# A real worker process ---------------------------------------------------------------------
+
+
+def test_a_prefork_worker_serves_its_childrens_metrics_on_its_own_port(
+    make_postgres_database, broker_url: str, processes: ProcessManager
+) -> None:
+    database_url = make_postgres_database()
+    with start_in_thread() as simulator:
+        env = payorch_environment(
+            database_url,
+            PAYORCH_BROKER_URL=broker_url,
+            PAYORCH_STRIPE_API_BASE=simulator.url,
+        )
+        container = build_container(database_url, broker_url=broker_url)
+        container.publisher = CeleryPublisher(create_celery_app(container.settings))
+        try:
+            merchant = create_client(container, "metrics-worker", Role.MERCHANT).client
+            port = free_port()
+            worker = processes.payorch(
+                "worker", "--concurrency", "2", "--metrics-port", str(port), env=env
+            )
+            before = wait_for_http(f"http://127.0.0.1:{port}/metrics", process=worker).text
+            assert (
+                metric(before, "payorch_provider_calls_total", operation="confirm", outcome="ok")
+                == 0
+            )
+
+            ids = [accept(container, merchant, f"worker-metrics-{n}").id for n in range(3)]
+            deadline = time.monotonic() + 60
+            while any(reload(container, i).status.value == "processing" for i in ids):
+                assert worker.running, worker.tail()
+                assert time.monotonic() < deadline, worker.tail()
+                time.sleep(0.2)
+        finally:
+            container.close()
+
+        after = httpx.get(f"http://127.0.0.1:{port}/metrics", trust_env=False).text
+    assert metric(after, "payorch_provider_calls_total", operation="create", outcome="ok") == 3
+    assert metric(after, "payorch_provider_calls_total", operation="confirm", outcome="ok") == 3
+    assert metric(after, "payorch_payments_finished_total", status="succeeded") == 3
+    assert metric(after, "payorch_provider_call_seconds_count", operation="confirm") == 3

@@ -1,0 +1,169 @@
+"""Retention of idempotency data, at the window's edge, in frozen time, on SQLite and
+PostgreSQL.  The window counts from the later of creation and finish; only the key,
+fingerprint and stored response go, never the payment or its business rows."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from freezegun import freeze_time
+from freezegun.api import FrozenDateTimeFactory
+from prometheus_client import REGISTRY
+
+from orchestrator.bootstrap import Container
+from orchestrator.db.clock import FrozenClock
+from orchestrator.db.tables import ledger_lines
+from orchestrator.domain.model import ApiClient, PaymentRecord
+from orchestrator.domain.states import PaymentStatus
+from orchestrator.leases.sweeper import Sweeper
+from orchestrator.leases.takeover import Actor
+from orchestrator.ops.commands import take_over_payment
+from orchestrator.services.processing import ProcessResult, process_payment
+from orchestrator.services.queries import find_payment_by_key, get_payment
+from tests.fakes.provider import FakeProvider
+from tests.harness.containers import build_container
+from tests.harness.seeds import accept, count_rows, force, new_merchant, outcome_rows, reload
+
+T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+RETENTION_HOURS = 24.0
+WINDOW = timedelta(hours=RETENTION_HOURS)
+TICK = timedelta(microseconds=1)
+
+
+@pytest.fixture
+def provider() -> FakeProvider:
+    return FakeProvider()
+
+
+@pytest.fixture
+def container(database_url: str, provider: FakeProvider) -> Iterator[Container]:
+    built = build_container(
+        database_url,
+        provider=provider,
+        clock=FrozenClock(),
+        idempotency_retention_hours=RETENTION_HOURS,
+        retention_batch_size=2,
+    )
+    yield built
+    built.close()
+
+
+@pytest.fixture
+def clock(container: Container) -> Iterator[FrozenDateTimeFactory]:
+    with freeze_time(T0) as frozen:
+        yield frozen
+
+
+@pytest.fixture
+def merchant(container: Container, clock: FrozenDateTimeFactory) -> ApiClient:
+    return new_merchant(container)
+
+
+def pay(container: Container, merchant: ApiClient, key: str, amount: int = 1000) -> PaymentRecord:
+    """Accept and process to the end with the fake provider: a finished payment with its
+    outcome row and ledger lines."""
+    record = accept(container, merchant, key, amount=amount)
+    result = process_payment(
+        container,
+        record.id,
+        record.lease_token,
+        owner="w",
+        sleep=lambda _s: None,
+        rng=random.Random(1),
+    )
+    assert result is ProcessResult.COMPLETED
+    return reload(container, record.id)
+
+
+def purged() -> float:
+    return REGISTRY.get_sample_value("payorch_idempotency_keys_purged_total") or 0.0
+
+
+def test_a_finished_payments_key_is_kept_until_the_window_ends_and_purged_after(
+    container, clock, merchant
+):
+    record = pay(container, merchant, "order-1")
+    assert record.completed_at == T0
+
+    clock.move_to(T0 + WINDOW)
+    assert Sweeper(container).purge_expired_idempotency_data() == 0
+    kept = reload(container, record.id)
+    assert kept.idempotency_key == "order-1"
+    assert kept.request_fingerprint is not None and kept.response_body is not None
+
+    clock.move_to(T0 + WINDOW + TICK)
+    before = purged()
+    assert Sweeper(container).run_once().purged_keys == 1
+    assert purged() == before + 1
+    gone = reload(container, record.id)
+    assert gone.idempotency_key is None
+    assert gone.request_fingerprint is None and gone.response_body is None
+    assert gone.status is PaymentStatus.SUCCEEDED  # the payment itself stays
+
+
+def test_the_window_counts_from_the_finish_of_a_slow_payment(container, clock, merchant):
+    record = accept(container, merchant, "slow")
+    clock.tick(timedelta(hours=10))
+    process_payment(container, record.id, record.lease_token, sleep=lambda _s: None)
+    finished_at = T0 + timedelta(hours=10)
+    assert reload(container, record.id).completed_at == finished_at
+
+    clock.move_to(T0 + WINDOW + timedelta(hours=1))  # created more than a window ago
+    assert Sweeper(container).purge_expired_idempotency_data() == 0
+    clock.move_to(finished_at + WINDOW + TICK)
+    assert Sweeper(container).purge_expired_idempotency_data() == 1
+
+
+def test_unfinished_payments_keep_their_keys_however_old(container, clock, merchant):
+    processing = accept(container, merchant, "still-processing")
+    parked = force(container, accept(container, merchant, "parked").id, status="needs_attention")
+
+    clock.move_to(T0 + 100 * WINDOW)
+    assert Sweeper(container).purge_expired_idempotency_data() == 0
+    assert reload(container, processing.id).idempotency_key == "still-processing"
+    assert reload(container, parked.id).idempotency_key == "parked"
+
+
+def test_after_the_purge_the_same_key_creates_a_new_payment(container, clock, merchant):
+    old = pay(container, merchant, "order-1", amount=1000)
+    clock.move_to(T0 + WINDOW + TICK)
+    Sweeper(container).run_once()
+
+    new = accept(container, merchant, "order-1", amount=1000)
+
+    assert new.id != old.id
+    assert new.status is PaymentStatus.PROCESSING
+    assert find_payment_by_key(container, merchant, "order-1") == new
+    assert get_payment(container, merchant, old.id) is not None  # still readable by id
+
+
+def test_the_purge_keeps_outcomes_ledger_lines_and_the_audit_trail(container, clock, merchant):
+    record = pay(container, merchant, "order-1")
+    ledger_before = count_rows(container, ledger_lines, record.id)
+    assert ledger_before > 0
+    # An audited operator action on an earlier payment of the same merchant.
+    stuck = accept(container, merchant, "order-2")
+    take_over_payment(
+        container, Actor.operator("cli:ops", "ops"), stuck.id, reason="test", force=True
+    )
+
+    clock.move_to(T0 + WINDOW + TICK)
+    Sweeper(container).purge_expired_idempotency_data()
+
+    assert reload(container, record.id).idempotency_key is None
+    assert outcome_rows(container, record.id) == 1
+    assert count_rows(container, ledger_lines, record.id) == ledger_before
+    with container.uow() as uow:
+        assert [e.payment_id for e in uow.audit.list()] == [stuck.id]
+
+
+def test_the_purge_works_through_a_backlog_in_batches(container, clock, merchant):
+    records = [pay(container, merchant, f"order-{n}") for n in range(5)]  # batch size: 2
+
+    clock.move_to(T0 + WINDOW + TICK)
+    assert Sweeper(container).purge_expired_idempotency_data() == 5
+    assert all(reload(container, r.id).idempotency_key is None for r in records)
+    assert Sweeper(container).purge_expired_idempotency_data() == 0
