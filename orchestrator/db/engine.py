@@ -36,10 +36,21 @@ def _postgres_engine(settings: Settings) -> Engine:
             # Without a connect timeout an unreachable host blocks an API thread for the
             # kernel's TCP timeout (minutes) instead of answering 503.
             "connect_timeout": 3,
-            "options": f"-c statement_timeout={settings.db_statement_timeout_ms}",
+            "options": (
+                f"-c statement_timeout={settings.db_statement_timeout_ms} "
+                f"-c idle_in_transaction_session_timeout={_idle_in_transaction_ms(settings)}"
+            ),
             "application_name": "payorch",
         },
     )
+
+
+def _idle_in_transaction_ms(settings: Settings) -> int:
+    """A process frozen inside one of its short transactions (SIGSTOP, a VM pause) keeps its
+    row locks, and the sweeper's SKIP LOCKED would skip that record until it woke up.  The
+    server ends such sessions well within a lease, so the takeover happens on time; a
+    healthy transaction here lasts milliseconds."""
+    return max(1000, int(settings.lease_seconds * 1000 / 3))
 
 
 def _sqlite_engine(url: str) -> Engine:

@@ -181,7 +181,9 @@ def _embedded_celery(settings: Settings) -> Celery:
     # The thread pool cannot interrupt a running task; leases and fencing do not rely on it.
     app.conf.task_soft_time_limit = None
     app.conf.task_time_limit = None
-    app.conf.broker_transport_options = {}
+    # kombu's in-memory transport polls its queues once a second by default, which would cap
+    # each worker thread at one task per second.
+    app.conf.broker_transport_options = {"polling_interval": 0.01}
     app.conf.worker_redirect_stdouts = False
     # Celery logs a traceback for the demo's simulated crash; keep it off the screen.
     logging.getLogger("celery").setLevel(logging.CRITICAL)

@@ -17,8 +17,12 @@ _ADMIN_TIMEOUT_SECONDS = 10.0
 
 class SimulatorAdmin:
     def __init__(self, base_url: str, *, transport: httpx.BaseTransport | None = None) -> None:
+        # trust_env=False: a proxy from the environment must not intercept a local admin call.
         self._http = httpx.Client(
-            base_url=base_url.rstrip("/"), timeout=_ADMIN_TIMEOUT_SECONDS, transport=transport
+            base_url=base_url.rstrip("/"),
+            timeout=_ADMIN_TIMEOUT_SECONDS,
+            transport=transport,
+            trust_env=False,
         )
 
     def _json(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
