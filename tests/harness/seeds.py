@@ -10,6 +10,7 @@ from orchestrator.bootstrap import Container
 from orchestrator.db.tables import ledger_lines, outbox_events, payment_outcomes, payments
 from orchestrator.domain.fingerprint import request_fingerprint
 from orchestrator.domain.model import ApiClient, PaymentRecord, PaymentRequest, Role
+from orchestrator.domain.states import Outcome, PaymentStatus
 from orchestrator.services.accept import accept_payment
 from orchestrator.services.api_keys import create_client
 
@@ -91,3 +92,35 @@ def outbox_types(container: Container, payment_id: str) -> list[str]:
                 )
             )
         ]
+
+
+def settle_success(container: Container, holder: PaymentRecord) -> PaymentRecord:
+    """The holder recorded a successful provider answer with the token it holds: only its
+    finishing write is left."""
+    with container.uow() as uow:
+        settled = uow.leases.record_settlement(
+            holder.id,
+            token=holder.lease_token,
+            outcome=Outcome.SUCCEEDED,
+            provider_payment_id="pi_" + holder.id,
+            provider_charge_id=None,
+            failure=None,
+            now=uow.now(),
+        )
+        uow.commit()
+    assert settled is not None
+    return settled
+
+
+def finish_with_token(container: Container, record: PaymentRecord) -> PaymentRecord | None:
+    """The holder's finishing write with the token it holds (None: fenced out)."""
+    with container.uow() as uow:
+        finished = uow.leases.finish(
+            record.id,
+            token=record.lease_token,
+            status=PaymentStatus.SUCCEEDED,
+            response_body={},
+            now=uow.now(),
+        )
+        uow.commit()
+    return finished

@@ -19,13 +19,20 @@ from orchestrator.bootstrap import Container
 from orchestrator.db.clock import FrozenClock
 from orchestrator.db.repositories.leases import LeaseState
 from orchestrator.domain.model import PaymentRecord
-from orchestrator.domain.states import Outcome, PaymentStatus, RecoveryPoint
+from orchestrator.domain.states import PaymentStatus, RecoveryPoint
 from orchestrator.leases.sweeper import Sweeper
 from orchestrator.leases.takeover import Actor, TakeoverResult, take_over_lease
 from orchestrator.ops.queries import list_leases
 from tests.fakes.publisher import RecordingPublisher
 from tests.harness.containers import build_container
-from tests.harness.seeds import accept, force, new_merchant, reload
+from tests.harness.seeds import (
+    accept,
+    finish_with_token,
+    force,
+    new_merchant,
+    reload,
+    settle_success,
+)
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 LEASE = 60.0
@@ -85,19 +92,6 @@ def renew(container: Container, record: PaymentRecord) -> PaymentRecord | None:
         )
         uow.commit()
     return renewed
-
-
-def finish(container: Container, record: PaymentRecord) -> PaymentRecord | None:
-    with container.uow() as uow:
-        finished = uow.leases.finish(
-            record.id,
-            token=record.lease_token,
-            status=PaymentStatus.SUCCEEDED,
-            response_body={"zombie": True},
-            now=uow.now(),
-        )
-        uow.commit()
-    return finished
 
 
 def takeovers(by: str = "sweeper") -> float:
@@ -176,30 +170,15 @@ def test_renewal_keeps_a_lease_alive(container, clock):
     assert Sweeper(container).run_once().taken_over == [record.id]
 
 
-def settle(container: Container, record: PaymentRecord) -> PaymentRecord:
-    """The holder recorded the provider's answer: only its finishing write is left."""
-    with container.uow() as uow:
-        settled = uow.leases.record_settlement(
-            record.id,
-            token=record.lease_token,
-            outcome=Outcome.SUCCEEDED,
-            provider_payment_id="pi_" + record.id,
-            provider_charge_id=None,
-            failure=None,
-            now=uow.now(),
-        )
-        uow.commit()
-    assert settled is not None
-    return settled
-
-
 def test_zombie_worker_cannot_renew_or_finish_after_takeover(container, clock, publisher):
-    zombie = settle(container, claim(container, accept(container, new_merchant(container), "k")))
+    zombie = settle_success(
+        container, claim(container, accept(container, new_merchant(container), "k"))
+    )
     clock.tick(timedelta(seconds=LEASE))
     assert Sweeper(container).run_once().taken_over == [zombie.id]
 
     assert renew(container, zombie) is None
-    assert finish(container, zombie) is None
+    assert finish_with_token(container, zombie) is None
     after = reload(container, zombie.id)
     assert after.status is PaymentStatus.PROCESSING
     assert after.lease_token == zombie.lease_token + 1
@@ -207,7 +186,7 @@ def test_zombie_worker_cannot_renew_or_finish_after_takeover(container, clock, p
     _, token = publisher.published[-1]
     successor = claim(container, after)
     assert successor.lease_token == token + 1
-    assert finish(container, successor) is not None
+    assert finish_with_token(container, successor) is not None
 
 
 def test_the_new_token_claims_and_the_old_message_does_not(container, clock, publisher):

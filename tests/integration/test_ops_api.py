@@ -15,11 +15,11 @@ from prometheus_client import REGISTRY
 from orchestrator.api.app import create_app
 from orchestrator.bootstrap import Container
 from orchestrator.domain.model import ApiClient, PaymentRecord, Role
-from orchestrator.domain.states import Outcome, PaymentStatus, RecoveryPoint
+from orchestrator.domain.states import PaymentStatus, RecoveryPoint
 from orchestrator.services.api_keys import create_client
 from tests.fakes.publisher import RecordingPublisher
 from tests.harness.containers import build_container
-from tests.harness.seeds import accept, force, reload
+from tests.harness.seeds import accept, finish_with_token, force, reload, settle_success
 from tests.harness.server import ServerThread
 from tests.integration.lease_helpers import expire_leases
 
@@ -78,33 +78,11 @@ class OpsApi:
     def settled(self, key: str) -> PaymentRecord:
         """A payment whose holder recorded the provider's answer and is about to finish:
         its finishing write succeeds unless it was fenced out."""
-        holder = self.claimed(key)
-        with self.container.uow() as uow:
-            settled = uow.leases.record_settlement(
-                holder.id,
-                token=holder.lease_token,
-                outcome=Outcome.SUCCEEDED,
-                provider_payment_id="pi_" + holder.id,
-                provider_charge_id=None,
-                failure=None,
-                now=uow.now(),
-            )
-            uow.commit()
-        assert settled is not None
-        return settled
+        return settle_success(self.container, self.claimed(key))
 
     def finish(self, record: PaymentRecord) -> PaymentRecord | None:
         """The holder's finishing write, with the token it holds."""
-        with self.container.uow() as uow:
-            finished = uow.leases.finish(
-                record.id,
-                token=record.lease_token,
-                status=PaymentStatus.SUCCEEDED,
-                response_body={},
-                now=uow.now(),
-            )
-            uow.commit()
-        return finished
+        return finish_with_token(self.container, record)
 
 
 @pytest.fixture(scope="module", params=["postgres", "sqlite"])

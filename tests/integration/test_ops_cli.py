@@ -11,10 +11,10 @@ import pytest
 
 from orchestrator.bootstrap import Container
 from orchestrator.domain.model import ApiClient, PaymentRecord, Role
-from orchestrator.domain.states import Outcome, PaymentStatus
+from orchestrator.domain.states import PaymentStatus
 from orchestrator.services.api_keys import create_client
 from tests.harness.containers import build_container
-from tests.harness.seeds import accept, force, reload
+from tests.harness.seeds import accept, finish_with_token, force, reload, settle_success
 from tests.integration.lease_helpers import (
     cli_environment,
     expire_leases,
@@ -45,31 +45,12 @@ class Cli:
                 now=now,
                 lease_until=now + timedelta(seconds=LEASE_SECONDS),
             )
-            assert claimed is not None
-            settled = uow.leases.record_settlement(
-                record.id,
-                token=claimed.lease_token,
-                outcome=Outcome.SUCCEEDED,
-                provider_payment_id="pi_" + record.id,
-                provider_charge_id=None,
-                failure=None,
-                now=now,
-            )
             uow.commit()
-        assert settled is not None
-        return settled
+        assert claimed is not None
+        return settle_success(self.container, claimed)
 
     def finish(self, record: PaymentRecord) -> PaymentRecord | None:
-        with self.container.uow() as uow:
-            finished = uow.leases.finish(
-                record.id,
-                token=record.lease_token,
-                status=PaymentStatus.SUCCEEDED,
-                response_body={},
-                now=uow.now(),
-            )
-            uow.commit()
-        return finished
+        return finish_with_token(self.container, record)
 
 
 @pytest.fixture(scope="module")
