@@ -265,8 +265,14 @@ class _Run:
                 raise Fenced()
             uow.commit()
         self.record = updated
-        if updated.unknown_outcomes >= self.container.settings.max_attempts:
-            raise Parked(f"{updated.unknown_outcomes} unknown outcomes: {_describe(error)}")
+        # A lost create is looked up before it may park the payment: the lookup can still
+        # find our intent and carry on (resolve_lost_create parks when it cannot).
+        if not owe_lookup:
+            self._park_if_out_of_attempts(_describe(error))
+
+    def _park_if_out_of_attempts(self, why: str) -> None:
+        if self.record.unknown_outcomes >= self.container.settings.max_attempts:
+            raise Parked(f"{self.record.unknown_outcomes} unknown outcomes: {why}")
 
     def finish(self) -> None:
         """One transaction: COMPLETED (fenced), outcome row, ledger lines, outbox event."""
@@ -442,6 +448,9 @@ class _Run:
         elif result.verdict is Verdict.ABSENT:
             # The whole window read, no intent names us: re-sending the same key is safe.
             self.end_lookup()
+            self._park_if_out_of_attempts(
+                f"creates with an unknown outcome, and no intent found: {self.record.last_error}"
+            )
             self.wait(None, "lookup found no intent; re-sending the create")
         elif result.verdict is Verdict.FOREIGN_ONLY:
             described = "; ".join(f"{r['id']} ({', '.join(r['reasons'])})" for r in result.rejected)
