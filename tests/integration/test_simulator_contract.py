@@ -15,7 +15,12 @@ from orchestrator.providers.base import Declined, Permanent, ProviderError, Retr
 from orchestrator.providers.simulator import RunningSimulator, SimulatorConfig, start_in_thread
 from orchestrator.providers.simulator.objects import fixture_payment_intent
 from orchestrator.providers.stripe_adapter import StripeProvider
-from tests.integration.simulator_helpers import create_intent, make_provider, record_id
+from tests.integration.simulator_helpers import (
+    create_intent,
+    find_listed,
+    make_provider,
+    record_id,
+)
 
 pytest_plugins = ["tests.integration.simulator_fixtures"]
 
@@ -42,9 +47,7 @@ def test_intents_carry_every_top_level_field_of_stripes_fixture_in_every_state(
     with pytest.raises(Declined):
         provider.confirm_intent(declined.id, record_id=other, attempt=1)
     after_decline = provider.retrieve_intent(declined.id)
-    listed = provider.find_intent_for_record(
-        record, created_after=datetime.now(UTC) - timedelta(minutes=5)
-    )
+    listed = find_listed(provider, record)
 
     assert listed is not None
     for intent in (paid, confirmed, declined, after_decline, listed):
@@ -382,9 +385,7 @@ def test_search_lags_behind_while_retrieve_and_list_are_current(
 
     assert found.data == []  # not yet indexed: never decide anything on search
     assert provider.retrieve_intent(intent.id).id == intent.id
-    listed = provider.find_intent_for_record(
-        record, created_after=datetime.now(UTC) - timedelta(minutes=1)
-    )
+    listed = find_listed(provider, record)
     assert listed is not None and listed.id == intent.id
 
 
