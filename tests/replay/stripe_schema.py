@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -99,3 +100,45 @@ def assert_stripe_shaped(method: str, path: str, status: int, body: Any) -> None
     problems = schema_errors(method, path, status, body)
     if problems:
         raise NotStripeShaped("\n".join(problems))
+
+
+class AnswerWatch:
+    """A simulator ``answer_observer``: keeps every answer and checks them afterwards.
+
+    Nothing is validated inside the request (about 10 ms an intent: a page of 100 would turn
+    into a client timeout).  Non-list answers are validated whole; of a list page, the
+    envelope and its first and last items (every item comes from the same renderer, and a
+    10,000-intent scan would otherwise cost minutes).  Search is outside the spec subset.
+    """
+
+    def __init__(self) -> None:
+        self.checked = 0
+        self.problems: list[str] = []
+        self._answers: list[tuple[str, str, int, bytes]] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, method: str, path: str, status: int, body: bytes) -> None:
+        if not path.startswith("/v1/") or path.endswith("/search"):
+            return
+        with self._lock:
+            self._answers.append((method, path, status, body))
+
+    def _check(self, method: str, path: str, status: int, body: bytes) -> None:
+        try:
+            parsed = json.loads(body)
+        except ValueError:
+            self.problems.append(f"{method} {path} {status}: not JSON: {body[:200]!r}")
+            return
+        data = parsed.get("data") if isinstance(parsed, dict) else None
+        if isinstance(data, list) and len(data) > 2:
+            parsed = {**parsed, "data": [data[0], data[-1]]}
+        self.checked += 1
+        self.problems.extend(schema_errors(method, path, status, parsed))
+
+    def assert_clean(self) -> None:
+        with self._lock:
+            answers, self._answers = self._answers, []
+        for answer in answers:
+            self._check(*answer)
+        if self.problems:
+            raise NotStripeShaped("\n".join(self.problems[:20]))

@@ -199,6 +199,8 @@ class Simulator:
         }
         if key:
             headers["Idempotency-Key"] = key
+        if self.config.answer_observer is not None:
+            self.config.answer_observer(method, request.url.path, answer.status, answer.body)
         with self._lock:
             entry.status = answer.status
             entry.replayed = answer.replayed
