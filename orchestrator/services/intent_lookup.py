@@ -17,11 +17,16 @@ Verdicts::
 
     FOUND        an intent that names our record AND matches it (amount, currency, customer,
                  capture method, payment method): adopt it
-    ABSENT       the whole window was read, no intent names our record: re-sending the same
-                 create key is safe (it either replays nothing or creates ours)
+    ABSENT       the whole window was read, no intent names our record
     FOREIGN_ONLY the whole window was read, intents name our record but none matches: not
-                 ours, never confirmed; a create cannot be proven safe -> needs_attention
+                 ours, never confirmed, kept on the record for ops
     UNFINISHED   the page budget ran out: the next attempt resumes from the cursor
+
+After ABSENT or FOREIGN_ONLY the worker re-sends the *same* create key (always safe: it
+replays our intent, answers 409 while our first create is still executing, or creates
+ours) and counts the unknown outcome; out of attempts, the payment parks and names the
+rejected intents.  Neither verdict proves our create will never land: the provider may
+still be executing a request the client gave up on.
 
 A failed page (timeout, 5xx, 429) raises the provider's error to the caller: an unknown
 outcome, never "absent".

@@ -445,21 +445,27 @@ class _Run:
             assert result.intent is not None
             self.checked_intent_id = result.intent.id
             self.mark_intent_created(result.intent)
-        elif result.verdict is Verdict.ABSENT:
-            # The whole window read, no intent names us: re-sending the same key is safe.
-            self.end_lookup()
-            self._park_if_out_of_attempts(
-                f"creates with an unknown outcome, and no intent found: {self.record.last_error}"
-            )
-            self.wait(None, "lookup found no intent; re-sending the create")
-        elif result.verdict is Verdict.FOREIGN_ONLY:
-            described = "; ".join(f"{r['id']} ({', '.join(r['reasons'])})" for r in result.rejected)
-            raise Parked(
-                "no provider intent matches this payment, and intents naming it do not "
-                f"(never confirmed): {described}"
-            )
-        else:
+        elif result.verdict is Verdict.UNFINISHED:
             raise Deferred(0.0, f"lookup continues after {self.record.lookup_pages} pages")
+        else:
+            self._resend_after_lookup(result.verdict, result.rejected)
+
+    def _resend_after_lookup(self, verdict: Verdict, rejected: list[dict[str, Any]]) -> None:
+        """The whole window was read and no intent of ours is in it.  Our create may still
+        be executing at the provider (the client gave up, the server did not), so neither
+        "absent" nor "only foreign intents" proves it never will land.  Re-sending the same
+        create key is what is always safe: it replays our intent, waits on the in-flight one
+        (409) or creates ours, and it can never adopt a foreign intent (``check_ours``).
+        Out of attempts, the payment parks and names every rejected intent."""
+        self.end_lookup()
+        if verdict is Verdict.FOREIGN_ONLY:
+            described = "; ".join(f"{r['id']} ({', '.join(r['reasons'])})" for r in rejected)
+            why = f"only intents that are not this payment's (never confirmed): {described}"
+            log.warning("provider_foreign_intents_only", payment_id=self.record.id, found=why)
+        else:
+            why = "no intent naming this payment"
+        self._park_if_out_of_attempts(f"creates with an unknown outcome; the lookup found {why}")
+        self.wait(None, f"lookup found {why}; re-sending the create (same key)")
 
     def drive_intent(self) -> None:
         """Step 3: query first (when a confirm may have been sent), then confirm."""

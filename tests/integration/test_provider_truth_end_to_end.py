@@ -66,14 +66,16 @@ def test_a_foreign_intent_with_another_amount_is_never_confirmed_and_the_payment
         metadata={RECORD_ID_METADATA_KEY: payment_id},
         created=int(time.time()) - 30,
     )
+    stack.start_sweeper(processes)  # backoffs between the re-sent creates live in the row
     stack.start_worker(processes)
 
-    parked = wait_status(stack, payment_id, "needs_attention")
+    parked = wait_status(stack, payment_id, "needs_attention", timeout=90)
 
     record = stack.record(payment_id)
     assert foreign in (record.last_error or "")
     assert "amount 523001 != 23001" in (record.last_error or "")
     assert [r["id"] for r in record.rejected_intents] == [foreign]
+    assert record.unknown_outcomes >= 6  # MAX_ATTEMPTS re-sends of the same key, then parked
     assert confirms_of(stack, foreign) == []
     assert stack.simulator.admin.movements()["total"] == 0
     assert stack.ledger_lines(payment_id) == 0
@@ -94,6 +96,7 @@ def test_our_intent_beside_an_older_foreign_one_is_confirmed_once_at_the_right_a
         metadata={RECORD_ID_METADATA_KEY: payment_id},
         created=int(time.time()) - 60,
     )
+    stack.start_sweeper(processes)  # a lookup that does not fit the task's budget is deferred
     stack.start_worker(processes)
 
     final = stack.wait_final(payment_id)

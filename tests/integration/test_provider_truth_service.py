@@ -87,6 +87,28 @@ def test_a_foreign_intent_naming_the_record_is_never_confirmed_and_parks_the_pay
     assert "confirm" not in operations(provider)
     assert provider.charges == {}
     assert count_rows(container, ledger_lines, record.id) == 0
+    # Each round re-sent the same create key (safe), until the attempts ran out.
+    assert operations(provider).count("create") == 4
+    assert {c.key for c in provider.calls if c.operation == "create"} == {
+        f"payorch-{record.id}-create"
+    }
+
+
+def test_a_create_still_in_flight_when_only_a_foreign_intent_is_listed_is_adopted_on_resend(
+    container, provider
+):
+    record = accept(container, new_merchant(container), "in-flight", amount=23005)
+    foreign = provider.add_intent(record_id=record.id, amount=523005)
+    provider.fail("create", 1, "unknown_before_effect")  # lands only on the resend
+
+    assert run(container, record.id, record.lease_token) is ProcessResult.COMPLETED
+
+    done = reload(container, record.id)
+    assert done.status is PaymentStatus.SUCCEEDED
+    assert done.provider_payment_id not in (None, foreign)
+    assert provider.charges == {done.provider_payment_id: 1}
+    assert [r["id"] for r in done.rejected_intents] == [foreign]  # still visible to ops
+    assert operations(provider) == ["create", "lookup", "create", "confirm"]
 
 
 def test_our_intent_beside_an_older_foreign_one_is_the_one_confirmed(container, provider):
