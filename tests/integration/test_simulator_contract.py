@@ -4,6 +4,7 @@ against a real simulator server: object shapes, payment methods, idempotency, co
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -373,6 +374,34 @@ def test_list_filters_by_created_time_and_pages_newest_first(provider: StripePro
     assert page.has_more is True
     assert every == list(reversed(ids))
     assert none.data == []
+
+
+def test_list_orders_by_creation_time_not_arrival_and_pages_a_seeded_busy_account(
+    simulator: RunningSimulator, provider: StripeProvider
+) -> None:
+    now = int(time.time())
+    ours = create_intent(provider, record_id())
+    # Seeded later but created earlier: Stripe lists by ``created``, not by arrival.
+    older = simulator.simulator.seed_intent(amount=777, created=now - 100)
+    simulator.simulator.seed_intents(250, created_from=now + 10, created_step=0.1)
+
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = provider.list_intents(
+            created_gte=now - 200, created_lte=now + 200, starting_after=cursor, limit=100
+        )
+        seen.extend(i.id for i in page.intents)
+        if not page.has_more:
+            break
+        cursor = page.intents[-1].id
+
+    assert len(seen) == 252 and len(set(seen)) == 252
+    assert seen[-2:] == [ours.id, older]
+    outside = provider.list_intents(
+        created_gte=now - 200, created_lte=now + 5, starting_after=None, limit=100
+    )
+    assert [i.id for i in outside.intents] == [ours.id, older]
 
 
 def test_search_lags_behind_while_retrieve_and_list_are_current(
