@@ -15,6 +15,8 @@ from typing import Literal
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from orchestrator.providers.stripe_version import PINNED_API_VERSION
+
 PLACEHOLDER_SECRETS = frozenset({"", "changeme", "change-me", "secret", "dev-secret-key"})
 MIN_SECRET_LENGTH = 32
 DEV_SECRET_KEY = "dev-secret-key"  # noqa: S105 - the dev-only placeholder, refused outside dev
@@ -46,6 +48,22 @@ class Settings(BaseSettings):
     # TCP connect timeout.  A refused or unroutable connect proves the request never left,
     # so it can be short.
     provider_connect_timeout_seconds: float = Field(default=3.0, gt=0)
+    # The Stripe API version sent as ``Stripe-Version`` on every request.  Pinned: object
+    # shapes change between versions, and the adapter, the cassettes and the simulator are
+    # written for this one.  Move it only together with them (README, "Stripe API version").
+    stripe_api_version: str = Field(default=PINNED_API_VERSION, min_length=1)
+
+    # The lookup after a create whose outcome is unknown (README, "The lookup").  Its window
+    # is [first create - margin, latest create + provider timeout + margin].  The margin
+    # covers Stripe's clock against the database's: too small and an intent stamped by a
+    # clock behind ours is missed (the scan then wrongly finds nothing, though the create key
+    # still protects against a second intent); too large and busy accounts mean more pages.
+    lookup_clock_margin_seconds: float = Field(default=300.0, ge=0)
+    # Pages (of 100 intents) one task reads before handing the rest to a later attempt,
+    # which resumes from the stored cursor.  Too many: one attempt outlives its time budget
+    # (it is cut off anyway, and resumes); too few: a busy window needs many attempts, and
+    # MAX_ATTEMPTS claims park the payment.  Default: 100 pages = 10,000 intents a task.
+    lookup_pages_per_attempt: int = Field(default=100, ge=1)
 
     # Leases.  Too short: a healthy worker is taken over mid-call and its work is fenced off
     # (wasted, never doubled); too long: a crashed worker's payment waits that long.

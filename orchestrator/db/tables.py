@@ -66,6 +66,18 @@ payments = sa.Table(
     sa.Column("decline_code", sa.String(100), nullable=True),
     sa.Column("failure_message", sa.String(1000), nullable=True),
     sa.Column("last_error", sa.String(2000), nullable=True),
+    # The lookup after a create whose outcome is unknown (processing.py): the window is
+    # bounded by the create attempts (database clock), and the scan resumes from the cursor.
+    sa.Column("first_create_at", UtcDateTime(), nullable=True),
+    sa.Column("last_create_at", UtcDateTime(), nullable=True),
+    sa.Column("lookup_pending", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("lookup_cursor", sa.String(255), nullable=True),
+    sa.Column("lookup_pages", sa.Integer, nullable=False, server_default="0"),
+    # Intents that named this record but did not match it (never confirmed), for ops.
+    sa.Column("rejected_intents", JsonDocument, nullable=True),
+    # What the provider actually moved, as it said when the payment settled.
+    sa.Column("settled_amount", sa.BigInteger, nullable=True),
+    sa.Column("settled_currency", sa.String(3), nullable=True),
     sa.Column("created_at", UtcDateTime(), nullable=False),
     sa.Column("updated_at", UtcDateTime(), nullable=False),
     sa.Column("completed_at", UtcDateTime(), nullable=True),

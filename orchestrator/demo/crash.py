@@ -10,9 +10,8 @@ and the next worker must find the charge by querying, not charge again.
 from __future__ import annotations
 
 import threading
-from datetime import datetime
 
-from orchestrator.providers.base import PaymentProvider, ProviderIntent
+from orchestrator.providers.base import IntentPage, PaymentProvider, ProviderIntent
 
 
 class SimulatedWorkerCrash(Exception):
@@ -65,7 +64,12 @@ class CrashAfterChargeOnce:
     def retrieve_intent(self, intent_id: str) -> ProviderIntent:
         return self._inner.retrieve_intent(intent_id)
 
-    def find_intent_for_record(
-        self, record_id: str, *, created_after: datetime
-    ) -> ProviderIntent | None:
-        return self._inner.find_intent_for_record(record_id, created_after=created_after)
+    def list_intents(
+        self, *, created_gte: int, created_lte: int, starting_after: str | None, limit: int
+    ) -> IntentPage:
+        return self._inner.list_intents(
+            created_gte=created_gte,
+            created_lte=created_lte,
+            starting_after=starting_after,
+            limit=limit,
+        )

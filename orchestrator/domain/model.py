@@ -70,6 +70,18 @@ class PaymentRecord:
     created_at: datetime
     updated_at: datetime
     completed_at: datetime | None
+    # The lookup after a create whose outcome is unknown: create attempts bound its window,
+    # ``lookup_pending`` says a scan is owed, the cursor says where it resumes.
+    first_create_at: datetime | None = None
+    last_create_at: datetime | None = None
+    lookup_pending: bool = False
+    lookup_cursor: str | None = None
+    lookup_pages: int = 0
+    # Intents that named this record but did not match it: never confirmed, shown to ops.
+    rejected_intents: tuple[dict[str, Any], ...] = ()
+    # What the provider said it moved when the payment settled (the ledger books this).
+    settled_amount: int | None = None
+    settled_currency: str | None = None
 
     @property
     def state(self) -> State:

@@ -28,6 +28,9 @@ def lease_representation(record: PaymentRecord, now: datetime) -> dict[str, Any]
         "amount": record.request.amount,
         "currency": record.request.currency,
         "provider_payment_id": record.provider_payment_id,
+        "lookup_pending": record.lookup_pending,
+        "lookup_pages": record.lookup_pages,
+        "rejected_intents": [dict(r) for r in record.rejected_intents],
         "created_at": iso(record.created_at),
         "updated_at": iso(record.updated_at),
     }

@@ -1,6 +1,7 @@
 """The provider protocol and our error taxonomy.
 
-Everything the worker needs from a provider is these four operations.  Each call either
+Everything the worker needs from a provider is these four operations (create, confirm,
+retrieve, list).  Each call either
 returns a ``ProviderIntent`` or raises one of::
 
     ProviderError
@@ -20,7 +21,6 @@ the same step after a crash is the same request to the provider.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Protocol
 
 
@@ -31,6 +31,9 @@ class PaymentError:
     code: str | None
     decline_code: str | None
     message: str | None
+    # The payment method the failed attempt used (Stripe detaches it from a declined intent
+    # and names it here instead).
+    payment_method: str | None = None
 
 
 @dataclass(frozen=True)
@@ -45,7 +48,20 @@ class ProviderIntent:
     latest_charge: str | None = None
     last_payment_error: PaymentError | None = None
     created: int | None = None
+    # What the intent would charge, or charged: compared with the record before any intent
+    # is adopted, confirmed or settled (``domain.intent_match``).
+    payment_method: str | None = None
+    customer: str | None = None
+    capture_method: str = "automatic"
+    # Money the provider actually received (a succeeded intent): what the ledger books.
+    amount_received: int | None = None
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class IntentPage:
+    intents: tuple[ProviderIntent, ...]
+    has_more: bool
 
 
 class ProviderError(Exception):
@@ -122,8 +138,9 @@ class PaymentProvider(Protocol):
     def retrieve_intent(self, intent_id: str) -> ProviderIntent:
         """Strongly consistent read of the intent."""
 
-    def find_intent_for_record(
-        self, record_id: str, *, created_after: datetime
-    ) -> ProviderIntent | None:
-        """The intent whose metadata names ``record_id`` (list by creation time, strongly
-        consistent; never the eventually consistent search)."""
+    def list_intents(
+        self, *, created_gte: int, created_lte: int, starting_after: str | None, limit: int
+    ) -> IntentPage:
+        """One page of the intents created in ``[created_gte, created_lte]`` (provider
+        timestamps, seconds), newest first, after ``starting_after``.  Listing is strongly
+        consistent; the provider's search is not and is never used to prove absence."""

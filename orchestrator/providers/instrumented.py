@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import datetime
 from typing import TypeVar
 
 from orchestrator import metrics
 from orchestrator.providers.base import (
     Declined,
+    IntentPage,
     OutcomeUnknown,
     PaymentProvider,
     Permanent,
@@ -80,10 +80,15 @@ class InstrumentedProvider:
     def retrieve_intent(self, intent_id: str) -> ProviderIntent:
         return self._observe("retrieve", lambda: self._inner.retrieve_intent(intent_id))
 
-    def find_intent_for_record(
-        self, record_id: str, *, created_after: datetime
-    ) -> ProviderIntent | None:
+    def list_intents(
+        self, *, created_gte: int, created_lte: int, starting_after: str | None, limit: int
+    ) -> IntentPage:
         return self._observe(
             "lookup",
-            lambda: self._inner.find_intent_for_record(record_id, created_after=created_after),
+            lambda: self._inner.list_intents(
+                created_gte=created_gte,
+                created_lte=created_lte,
+                starting_after=starting_after,
+                limit=limit,
+            ),
         )

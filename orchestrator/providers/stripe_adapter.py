@@ -29,6 +29,9 @@ How SDK failures become our taxonomy (``base``)::
 
     anything else raised inside the HTTP stack -> propagates unchanged
 
+    then, when the answer carries ``Stripe-Should-Retry`` (see ``map_stripe_error``):
+    true  -> Retryable            false -> a Retryable becomes OutcomeUnknown
+
 Hazard behind the last two lines: the SDK's own HTTP clients wrap *any* exception raised while
 sending into ``APIConnectionError`` -- a vcrpy cassette miss, a bug in a transport, even a
 ``DeprecationWarning`` turned into an error by ``-W error`` (the SDK's HTTPXClient passes a
@@ -43,7 +46,6 @@ import email.utils
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +55,7 @@ import stripe
 from orchestrator.providers import keys
 from orchestrator.providers.base import (
     Declined,
+    IntentPage,
     OutcomeUnknown,
     PaymentError,
     Permanent,
@@ -60,19 +63,13 @@ from orchestrator.providers.base import (
     ProviderIntent,
     Retryable,
 )
+from orchestrator.providers.stripe_version import PINNED_API_VERSION
 
 if TYPE_CHECKING:
     from orchestrator.settings import Settings
 
-# Intents in these states moved (or are moving) money; a lookup prefers them.
-_MONEY_STATUSES = ("succeeded", "processing", "requires_capture")
-# How far before the caller's bound the lookup starts.  Too small: an intent stamped by a
-# Stripe clock behind ours is missed and the worker wrongly concludes "never created" (its
-# create key still protects it, for 24 hours); too large: more pages to read.
-_CLOCK_SKEW_MARGIN = timedelta(minutes=5)
-# Page size of the lookup by record id.  Larger pages mean fewer round trips; 100 is
-# Stripe's maximum.
-_LIST_PAGE_SIZE = 100
+# Stripe's maximum page size for list endpoints.
+LIST_PAGE_LIMIT = 100
 
 
 class ProviderBug(Exception):
@@ -134,6 +131,7 @@ class StripeProvider:
         connect_timeout: float,
         read_timeout: float,
         transport: httpx.BaseTransport | None = None,
+        api_version: str = PINNED_API_VERSION,
     ) -> None:
         # The SDK offers telemetry (a request-metrics header, a telemetry id written under
         # ~/.config/stripe, the platform string) only as a module switch; it is one-way and
@@ -152,6 +150,9 @@ class StripeProvider:
             base_addresses={"api": api_base},
             http_client=self._http_client,
             max_network_retries=0,
+            # Sent as ``Stripe-Version`` on every request: never whatever the SDK or the
+            # account default happens to be.
+            stripe_version=api_version,
         )
 
     @property
@@ -167,6 +168,7 @@ class StripeProvider:
             api_base=settings.stripe_api_base,
             connect_timeout=settings.provider_connect_timeout_seconds,
             read_timeout=settings.provider_timeout_seconds,
+            api_version=settings.stripe_api_version,
         )
 
     # -- the protocol ------------------------------------------------------------------
@@ -213,34 +215,28 @@ class StripeProvider:
             intent = self._client.v1.payment_intents.retrieve(intent_id)
         return parse_intent(intent)
 
-    def find_intent_for_record(
-        self, record_id: str, *, created_after: datetime
-    ) -> ProviderIntent | None:
-        """List intents created since ``created_after`` (strongly consistent, unlike search)
-        and match our record id in metadata.  Several matches mean more than one create got
-        through (e.g. a key expired); an intent that moved money wins, else the oldest.
-
-        The window starts ``_CLOCK_SKEW_MARGIN`` before ``created_after``: Stripe stamps
-        ``created`` with its clock, not ours.  A naive datetime is taken as UTC.
-        """
-        if created_after.tzinfo is None:
-            created_after = created_after.replace(tzinfo=UTC)
-        since = int((created_after - _CLOCK_SKEW_MARGIN).timestamp())
-        matches: list[ProviderIntent] = []
+    def list_intents(
+        self, *, created_gte: int, created_lte: int, starting_after: str | None, limit: int
+    ) -> IntentPage:
+        """One page of ``GET /v1/payment_intents`` (newest first, strongly consistent)."""
+        params: dict[str, Any] = {
+            "created": {"gte": created_gte, "lte": created_lte},
+            "limit": min(max(limit, 1), LIST_PAGE_LIMIT),
+        }
+        if starting_after is not None:
+            params["starting_after"] = starting_after
         with _mapped_errors():
-            page = self._client.v1.payment_intents.list(
-                {"created": {"gte": since}, "limit": _LIST_PAGE_SIZE}
-            )
-            for listed in page.auto_paging_iter():
-                candidate = parse_intent(listed)
-                if candidate.metadata.get(keys.RECORD_ID_METADATA_KEY) == record_id:
-                    matches.append(candidate)
-        if not matches:
-            return None
-        for match in matches:
-            if match.status in _MONEY_STATUSES:
-                return match
-        return min(matches, key=lambda i: i.created or 0)
+            # raw_request: same requestor, headers, version and error mapping as the typed
+            # call, but the answer stays plain JSON.  The typed call builds a StripeObject
+            # tree per intent (about 3 ms each), which made a busy account's lookup spend
+            # most of its time converting pages it only scans.
+            response = self._client.raw_request("get", "/v1/payment_intents", **params)
+        raw = response.data if isinstance(response.data, Mapping) else {}
+        listed = raw.get("data")
+        return IntentPage(
+            intents=tuple(parse_intent(i) for i in listed) if isinstance(listed, list) else (),
+            has_more=bool(raw.get("has_more")),
+        )
 
     def close(self) -> None:
         self._http_client.close()
@@ -273,6 +269,7 @@ def parse_intent(intent: Any) -> ProviderIntent:
     latest_charge = raw.get("latest_charge")
     if isinstance(latest_charge, Mapping):  # expanded
         latest_charge = latest_charge.get("id")
+    amount_received = raw.get("amount_received")
     return ProviderIntent(
         id=str(raw["id"]),
         status=str(raw["status"]),
@@ -285,13 +282,25 @@ def parse_intent(intent: Any) -> ProviderIntent:
                 code=error.get("code"),
                 decline_code=error.get("decline_code"),
                 message=error.get("message"),
+                payment_method=_id_of(error.get("payment_method")),
             )
             if isinstance(error, Mapping)
             else None
         ),
         created=int(raw["created"]) if raw.get("created") is not None else None,
+        payment_method=_id_of(raw.get("payment_method")),
+        customer=_id_of(raw.get("customer")),
+        capture_method=str(raw.get("capture_method") or "automatic"),
+        amount_received=int(amount_received) if amount_received is not None else None,
         raw=raw,
     )
+
+
+def _id_of(value: Any) -> str | None:
+    """An id field, expanded (an object) or not (a string)."""
+    if isinstance(value, Mapping):
+        value = value.get("id")
+    return str(value) if value else None
 
 
 # -- errors ----------------------------------------------------------------------------
@@ -348,8 +357,43 @@ def _error_field(exc: stripe.StripeError, name: str) -> Any:
     return getattr(exc.error, name, None) if exc.error is not None else None
 
 
+def _header(headers: Mapping[str, str] | None, name: str) -> str | None:
+    for key, value in (headers or {}).items():
+        if key.lower() == name:
+            return value.strip().lower()
+    return None
+
+
 def map_stripe_error(exc: stripe.StripeError) -> ProviderError | ProviderBug:
-    """The taxonomy exception for an SDK exception (see the tree in the module docstring)."""
+    """The taxonomy exception for an SDK exception (see the tree in the module docstring),
+    then ``Stripe-Should-Retry`` when Stripe sent it: Stripe knows better than our guess.
+
+    * ``true``: retrying the same request is safe and may succeed -> ``Retryable`` (a 5xx
+      that would have been an unknown outcome, a 4xx we would have called permanent).
+    * ``false``: the same request must not simply be sent again -> a ``Retryable`` becomes
+      ``OutcomeUnknown``, so the worker asks the provider before anything else.
+    Declines are outcomes, not failures, and a ``ProviderBug`` never reached Stripe: the
+    header does not apply to them.
+    """
+    mapped = _classify(exc)
+    should_retry = _header(exc.headers, "stripe-should-retry")
+    if isinstance(mapped, Declined | ProviderBug) or should_retry is None:
+        return mapped
+    if should_retry == "true" and not isinstance(mapped, Retryable):
+        return Retryable(
+            f"{mapped.message} (Stripe-Should-Retry: true)",
+            retry_after=retry_after_seconds(exc.headers),
+            code=getattr(mapped, "code", None),
+            http_status=mapped.http_status,
+        )
+    if should_retry == "false" and isinstance(mapped, Retryable):
+        return OutcomeUnknown(
+            f"{mapped.message} (Stripe-Should-Retry: false)", http_status=mapped.http_status
+        )
+    return mapped
+
+
+def _classify(exc: stripe.StripeError) -> ProviderError | ProviderBug:
     status = exc.http_status
     message = exc.user_message or str(exc)
     code = exc.code or _error_field(exc, "code")

@@ -17,6 +17,13 @@ alone between two of them (commit the intent, call out, commit the outcome)::
   resend: the next confirm happens only after a retrieve proved the intent unconfirmed.
 * Short waits happen here; longer ones are stored as ``next_attempt_at`` and the lease
   is released, so the sweeper re-queues the record when it is due.
+* Every intent we read is compared with the record (``domain.intent_match``) before it is
+  adopted, confirmed or settled: an intent that names our record but asks for another
+  amount, currency, customer, capture or payment method is never confirmed; it is kept on
+  the record (``rejected_intents``) and the payment goes to needs_attention.
+* A create whose outcome is unknown owes a lookup (``services.intent_lookup``): bounded by
+  the create attempts stamped on the record, paged under a budget, resumed from a stored
+  cursor; a failed page is an unknown outcome, never "absent".
 """
 
 from __future__ import annotations
@@ -29,10 +36,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import Any
 
 from orchestrator import metrics
 from orchestrator.bootstrap import Container
 from orchestrator.domain.backoff import backoff_delay
+from orchestrator.domain.intent_match import ExpectedIntent, intent_mismatches, reject
 from orchestrator.domain.intent_outcome import Next, Reading, UnexpectedIntentStatus, read_intent
 from orchestrator.domain.ledger import lines_for
 from orchestrator.domain.model import Failure, PaymentRecord
@@ -47,6 +56,7 @@ from orchestrator.providers.base import (
     ProviderIntent,
     Retryable,
 )
+from orchestrator.services.intent_lookup import Verdict, lookup_window, scan_for_intent
 
 log = get_logger(__name__)
 
@@ -56,9 +66,6 @@ log = get_logger(__name__)
 _OPERATOR_ERRORS = frozenset({"idempotency_error"})
 _OPERATOR_HTTP_STATUSES = frozenset({401, 403})
 UNEXPECTED_STATE = "payment_intent_unexpected_state"
-# How far before our record's creation the list lookup starts: provider and database
-# clocks differ, and a lookup that starts too late would miss the intent it looks for.
-LOOKUP_CLOCK_SKEW = timedelta(minutes=10)
 
 
 class ProcessResult(StrEnum):
@@ -101,10 +108,16 @@ class _Run:
     sleep: Callable[[float], None]
     rng: random.Random
     retries: int = 0
+    # The intent this run last read and found to be ours: confirming it needs no new read.
+    checked_intent_id: str | None = None
 
     @property
     def token(self) -> int:
         return self.record.lease_token
+
+    @property
+    def expected(self) -> ExpectedIntent:
+        return ExpectedIntent.for_record(self.record)
 
     # -- transactions ---------------------------------------------------------------------
 
@@ -128,6 +141,76 @@ class _Run:
             uow.commit()
         self.record = renewed
 
+    def renew_for_create(self) -> None:
+        """Before a create: renew, and stamp the attempt that bounds the lookup's window."""
+        self._check_budget()
+        with self.container.uow() as uow:
+            now = uow.now()
+            renewed = uow.leases.renew_for_create(
+                self.record.id, token=self.token, now=now, lease_until=self._lease_until(now)
+            )
+            if renewed is None:
+                raise Fenced()
+            uow.commit()
+        self.record = renewed
+
+    def save_lookup(self, cursor: str | None, pages: int, rejected: list[dict[str, Any]]) -> None:
+        """Before every page of the lookup: renew, store where it resumes, then check the
+        time budget (a deferral here loses nothing: the cursor is already stored)."""
+        with self.container.uow() as uow:
+            now = uow.now()
+            saved = uow.leases.save_lookup_progress(
+                self.record.id,
+                token=self.token,
+                now=now,
+                lease_until=self._lease_until(now),
+                cursor=cursor,
+                pages=pages,
+                rejected=rejected,
+            )
+            if saved is None:
+                raise Fenced()
+            uow.commit()
+        self.record = saved
+        self._check_budget()
+
+    def end_lookup(self) -> None:
+        with self.container.uow() as uow:
+            updated = uow.leases.end_lookup(self.record.id, token=self.token, now=uow.now())
+            if updated is None:
+                raise Fenced()
+            uow.commit()
+        self.record = updated
+
+    def record_rejected(self, rejected: list[dict[str, Any]]) -> None:
+        with self.container.uow() as uow:
+            updated = uow.leases.record_rejected(
+                self.record.id, token=self.token, rejected=rejected, now=uow.now()
+            )
+            if updated is None:
+                raise Fenced()
+            uow.commit()
+        self.record = updated
+
+    def check_ours(self, intent: ProviderIntent) -> None:
+        """Stop (needs_attention) on an intent that is not what the record asked for; it is
+        kept on the record for ops and never confirmed or settled."""
+        problems = intent_mismatches(intent, self.expected)
+        if not problems:
+            self.checked_intent_id = intent.id
+            return
+        rejected = reject(intent, problems)
+        entry = rejected.to_json()
+        kept = [r for r in self.record.rejected_intents if r.get("id") != intent.id]
+        self.record_rejected([*kept, entry])
+        log.warning(
+            "provider_intent_mismatch",
+            payment_id=self.record.id,
+            intent_id=intent.id,
+            reasons=list(problems),
+        )
+        raise Parked(f"provider intent is not this payment's: {rejected.describe()}")
+
     def mark_intent_created(self, intent: ProviderIntent) -> None:
         with self.container.uow() as uow:
             updated = uow.leases.mark_intent_created(
@@ -138,8 +221,18 @@ class _Run:
             uow.commit()
         self.record = updated
 
-    def settle(self, reading: Reading, intent_id: str | None) -> None:
+    def settle(
+        self, reading: Reading, intent_id: str | None, intent: ProviderIntent | None = None
+    ) -> None:
         assert reading.outcome is not None
+        settled_amount: int | None = None
+        settled_currency: str | None = None
+        if intent is not None and reading.outcome is Outcome.SUCCEEDED:
+            # What the provider says it moved, not what we asked for: the ledger books this.
+            settled_amount = (
+                intent.amount_received if intent.amount_received is not None else intent.amount
+            )
+            settled_currency = intent.currency.lower()
         with self.container.uow() as uow:
             updated = uow.leases.record_settlement(
                 self.record.id,
@@ -149,30 +242,53 @@ class _Run:
                 provider_charge_id=reading.charge_id,
                 failure=reading.failure,
                 now=uow.now(),
+                settled_amount=settled_amount,
+                settled_currency=settled_currency,
             )
             if updated is None:
                 raise Fenced()
             uow.commit()
         self.record = updated
 
-    def note_unknown(self, error: ProviderError) -> None:
-        """Count an unknown outcome; out of attempts -> needs_attention."""
+    def note_unknown(self, error: ProviderError, *, owe_lookup: bool = False) -> None:
+        """Count an unknown outcome; out of attempts -> needs_attention.  ``owe_lookup``: a
+        create whose outcome is unknown, so a fresh lookup is owed before anything else."""
         with self.container.uow() as uow:
             updated = uow.leases.record_unknown_outcome(
-                self.record.id, token=self.token, error=_describe(error), now=uow.now()
+                self.record.id,
+                token=self.token,
+                error=_describe(error),
+                now=uow.now(),
+                owe_lookup=owe_lookup,
             )
             if updated is None:
                 raise Fenced()
             uow.commit()
         self.record = updated
-        if updated.unknown_outcomes >= self.container.settings.max_attempts:
-            raise Parked(f"{updated.unknown_outcomes} unknown outcomes: {_describe(error)}")
+        # A lost create is looked up before it may park the payment: the lookup can still
+        # find our intent and carry on (resolve_lost_create parks when it cannot).
+        if not owe_lookup:
+            self._park_if_out_of_attempts(_describe(error))
+
+    def _park_if_out_of_attempts(self, why: str) -> None:
+        if self.record.unknown_outcomes >= self.container.settings.max_attempts:
+            raise Parked(f"{self.record.unknown_outcomes} unknown outcomes: {why}")
 
     def finish(self) -> None:
         """One transaction: COMPLETED (fenced), outcome row, ledger lines, outbox event."""
         record = self.record
         assert record.provider_outcome is not None
         status = PaymentStatus(record.provider_outcome.value)
+        amount, currency = record.request.amount, record.request.currency
+        if record.provider_outcome is Outcome.SUCCEEDED and record.settled_amount is not None:
+            # Never finish a success at an amount the provider did not move: the checks
+            # before confirm make this unreachable, and this keeps it so.
+            amount, currency = record.settled_amount, record.settled_currency or currency
+            if (amount, currency) != (record.request.amount, record.request.currency):
+                raise Parked(
+                    f"provider moved {amount} {currency}, the payment asked for "
+                    f"{record.request.amount} {record.request.currency}"
+                )
         with self.container.uow() as uow:
             now = uow.now()
             final = replace(
@@ -196,8 +312,8 @@ class _Run:
                 record.id,
                 lines_for(
                     record.provider_outcome,
-                    amount=record.request.amount,
-                    currency=record.request.currency,
+                    amount=amount,
+                    currency=currency,
                     provider=record.provider,
                     client_id=record.client_id,
                 ),
@@ -257,10 +373,13 @@ class _Run:
 
     def create_intent(self) -> None:
         """Step 2: an unconfirmed intent moves no money, so resending the same create key
-        is always safe; a create whose outcome is unknown is resolved by the list lookup."""
+        is always safe; a create whose outcome is unknown is resolved by the lookup first."""
+        if self.record.lookup_pending:
+            self.resolve_lost_create()
+            return
         record = self.record
         provider = self.container.provider
-        self.renew()
+        self.renew_for_create()
         try:
             intent = provider.create_intent(
                 record_id=record.id,
@@ -274,35 +393,88 @@ class _Run:
             self.wait(error.retry_after, _describe(error))
             return
         except OutcomeUnknown as error:
-            self.note_unknown(error)
-            found = self._lookup_created_intent()
-            if found is None:
-                self.wait(None, _describe(error))
-                return
-            intent = found
+            # Even a saved 500 replaying under the fixed key gets here every time: each
+            # unknown create owes a lookup before the next create.
+            self.note_unknown(error, owe_lookup=True)
+            self.resolve_lost_create()
+            return
         except Declined as error:
             self._settle_failure(error, intent_id=error.intent_id)
             return
         except Permanent as error:
             self._settle_permanent(error, intent_id=None)
             return
+        self.check_ours(intent)
         self.mark_intent_created(intent)
 
-    def _lookup_created_intent(self) -> ProviderIntent | None:
-        self.renew()
+    def resolve_lost_create(self) -> None:
+        """The bounded, resumable lookup (``services.intent_lookup``), then what it proved."""
+        record = self.record
+        settings = self.container.settings
+        assert record.first_create_at is not None and record.last_create_at is not None
+        window = lookup_window(
+            record.first_create_at,
+            record.last_create_at,
+            margin_seconds=settings.lookup_clock_margin_seconds,
+            call_seconds=settings.provider_timeout_seconds,
+        )
         try:
-            return self.container.provider.find_intent_for_record(
-                self.record.id, created_after=self.record.created_at - LOOKUP_CLOCK_SKEW
+            result = scan_for_intent(
+                self.container.provider,
+                self.expected,
+                window,
+                cursor=record.lookup_cursor,
+                pages_read=record.lookup_pages,
+                rejected=list(record.rejected_intents),
+                page_budget=settings.lookup_pages_per_attempt,
+                save=self.save_lookup,
             )
-        except (OutcomeUnknown, Retryable):
-            return None
+        except Retryable as error:
+            self.wait(error.retry_after, f"lookup: {_describe(error)}")
+            return
+        except OutcomeUnknown as error:
+            # A failed page proves nothing: the lookup stays owed and resumes at its cursor.
+            self.note_unknown(error)
+            self.wait(None, f"lookup: {_describe(error)}")
+            return
+        except Permanent as error:
+            raise Parked(f"cannot list provider intents: {_describe(error)}") from error
+        if result.rejected != list(self.record.rejected_intents):
+            self.record_rejected(result.rejected)
+        if result.verdict is Verdict.FOUND:
+            assert result.intent is not None
+            self.checked_intent_id = result.intent.id
+            self.mark_intent_created(result.intent)
+        elif result.verdict is Verdict.UNFINISHED:
+            raise Deferred(0.0, f"lookup continues after {self.record.lookup_pages} pages")
+        else:
+            self._resend_after_lookup(result.verdict, result.rejected)
+
+    def _resend_after_lookup(self, verdict: Verdict, rejected: list[dict[str, Any]]) -> None:
+        """The whole window was read and no intent of ours is in it.  Our create may still
+        be executing at the provider (the client gave up, the server did not), so neither
+        "absent" nor "only foreign intents" proves it never will land.  Re-sending the same
+        create key is what is always safe: it replays our intent, waits on the in-flight one
+        (409) or creates ours, and it can never adopt a foreign intent (``check_ours``).
+        Out of attempts, the payment parks and names every rejected intent."""
+        self.end_lookup()
+        if verdict is Verdict.FOREIGN_ONLY:
+            described = "; ".join(f"{r['id']} ({', '.join(r['reasons'])})" for r in rejected)
+            why = f"only intents that are not this payment's (never confirmed): {described}"
+            log.warning("provider_foreign_intents_only", payment_id=self.record.id, found=why)
+        else:
+            why = "no intent naming this payment"
+        self._park_if_out_of_attempts(f"creates with an unknown outcome; the lookup found {why}")
+        self.wait(None, f"lookup found {why}; re-sending the create (same key)")
 
     def drive_intent(self) -> None:
         """Step 3: query first (when a confirm may have been sent), then confirm."""
         intent_id = self.record.provider_payment_id
         assert intent_id is not None, "intent_created without a provider id"
         provider = self.container.provider
-        if self.record.confirm_attempts > 0:
+        # Query first when a confirm may have been sent, and before confirming an intent this
+        # run has not read and compared with the record (resumed after a crash or takeover).
+        if self.record.confirm_attempts > 0 or self.checked_intent_id != intent_id:
             self.renew()
             try:
                 intent = provider.retrieve_intent(intent_id)
@@ -346,12 +518,13 @@ class _Run:
         self._act_on(intent)
 
     def _act_on(self, intent: ProviderIntent) -> Next:
+        self.check_ours(intent)
         try:
             reading = read_intent(intent)
         except UnexpectedIntentStatus as error:
             raise Parked(str(error)) from error
         if reading.next is Next.SETTLE:
-            self.settle(reading, intent.id)
+            self.settle(reading, intent.id, intent)
         elif reading.next is Next.WAIT:
             self.wait(None, f"provider still processing {intent.id}")
         return reading.next

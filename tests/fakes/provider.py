@@ -9,12 +9,13 @@ operation and per call number, e.g. ``fail("confirm", 1, "unknown_after_effect")
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Literal
 
 from orchestrator.providers.base import (
     Declined,
+    IntentPage,
     OutcomeUnknown,
     PaymentError,
     Permanent,
@@ -55,6 +56,7 @@ class _Intent:
     status: str = "requires_confirmation"
     charge: str | None = None
     error: PaymentError | None = None
+    created: int = 0
 
 
 @dataclass
@@ -93,7 +95,31 @@ class FakeProvider:
             metadata=dict(intent.metadata),
             latest_charge=intent.charge,
             last_payment_error=intent.error,
+            created=intent.created,
+            payment_method=intent.payment_method,
+            amount_received=intent.amount if intent.status == "succeeded" else 0,
         )
+
+    def add_intent(
+        self,
+        *,
+        record_id: str | None,
+        amount: int,
+        currency: str = "usd",
+        payment_method: str = "pm_card_visa",
+        created: int | None = None,
+    ) -> str:
+        """An intent made outside payorch (another integration, the Dashboard)."""
+        intent = _Intent(
+            id=f"pi_fake{next(self._ids)}",
+            amount=amount,
+            currency=currency,
+            payment_method=payment_method,
+            metadata={RECORD_ID_METADATA_KEY: record_id} if record_id else {},
+            created=int(time.time()) if created is None else created,
+        )
+        self.intents[intent.id] = intent
+        return intent.id
 
     def _with_key(self, key: str, fault: Fault | None, act: callable) -> ProviderIntent:  # type: ignore[valid-type]
         if key in self.saved:
@@ -143,6 +169,7 @@ class FakeProvider:
                 currency=currency,
                 payment_method=payment_method,
                 metadata={**metadata, RECORD_ID_METADATA_KEY: record_id},
+                created=int(time.time()),
             )
             self.intents[intent.id] = intent
             return self._view(intent)
@@ -186,12 +213,23 @@ class FakeProvider:
             raise Retryable("rate limited (fake)", retry_after=self.retry_after, http_status=429)
         return self._view(self.intents[intent_id])
 
-    def find_intent_for_record(
-        self, record_id: str, *, created_after: datetime
-    ) -> ProviderIntent | None:
-        self.calls.append(Call("lookup", None, None))
-        self._fault("lookup")
-        for intent in self.intents.values():
-            if intent.metadata.get(RECORD_ID_METADATA_KEY) == record_id:
-                return self._view(intent)
-        return None
+    def list_intents(
+        self, *, created_gte: int, created_lte: int, starting_after: str | None, limit: int
+    ) -> IntentPage:
+        """Newest first (insertion order stands for creation order), like Stripe's list."""
+        self.calls.append(Call("lookup", starting_after, None))
+        fault = self._fault("lookup")
+        if fault in ("unknown_before_effect", "unknown_after_effect", "saved_500_after_effect"):
+            raise OutcomeUnknown("list failed (fake)")
+        if fault == "rate_limited":
+            raise Retryable("rate limited (fake)", retry_after=self.retry_after, http_status=429)
+        newest_first = [
+            i for i in reversed(self.intents.values()) if created_gte <= i.created <= created_lte
+        ]
+        if starting_after is not None:
+            ids = [i.id for i in newest_first]
+            newest_first = newest_first[ids.index(starting_after) + 1 :]
+        page = newest_first[:limit]
+        return IntentPage(
+            intents=tuple(self._view(i) for i in page), has_more=len(newest_first) > len(page)
+        )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
@@ -25,6 +25,7 @@ from orchestrator.providers.simulator import RunningSimulator, SimulatorConfig, 
 from orchestrator.services.api_keys import create_client
 from tests.harness.containers import TEST_SECRET_KEY, test_settings
 from tests.harness.server import ServerThread
+from tests.replay.stripe_schema import AnswerWatch
 from tests.support.processes import ManagedProcess, ProcessManager
 
 SIMULATOR_KEY = "sk_test_payorch_e2e"
@@ -216,7 +217,10 @@ def running_stack(
 ) -> Iterator[Stack]:
     """Everything but the workers and sweepers, which tests start (and kill) themselves."""
     upgrade(database_url)
-    simulator = start_in_thread(simulator_config or SimulatorConfig(seed=1))
+    watch = AnswerWatch()
+    simulator = start_in_thread(
+        replace(simulator_config or SimulatorConfig(seed=1), answer_observer=watch)
+    )
     values = {
         **E2E_SETTINGS,
         "broker_url": broker_url,
@@ -252,3 +256,5 @@ def running_stack(
     finally:
         container.close()
         simulator.stop()
+    # Every simulator answer the workers saw must be one the real Stripe could send.
+    watch.assert_clean()

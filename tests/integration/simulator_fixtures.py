@@ -20,13 +20,20 @@ from tests.integration.simulator_helpers import (
     STALL_SECONDS,
     make_provider,
 )
+from tests.replay.stripe_schema import AnswerWatch
 
 
 @pytest.fixture(scope="module")
 def running_simulator() -> Iterator[RunningSimulator]:
-    config = SimulatorConfig(stall_seconds=STALL_SECONDS, search_lag_seconds=SEARCH_LAG_SECONDS)
+    watch = AnswerWatch()
+    config = SimulatorConfig(
+        stall_seconds=STALL_SECONDS, search_lag_seconds=SEARCH_LAG_SECONDS, answer_observer=watch
+    )
     with start_in_thread(config) as simulator:
         yield simulator
+    # Every answer these tests saw must be one the real Stripe could send.
+    watch.assert_clean()
+    assert watch.checked > 0
 
 
 @pytest.fixture

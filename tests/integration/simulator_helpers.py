@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 
 from orchestrator.providers.base import ProviderIntent
@@ -42,3 +43,12 @@ def create_intent(
         description=None,
         metadata={},
     )
+
+
+def find_listed(provider: StripeProvider, record: str) -> ProviderIntent | None:
+    """The intent naming ``record`` on the first page of the last five minutes' list."""
+    now = int(time.time())
+    page = provider.list_intents(
+        created_gte=now - 300, created_lte=now + 60, starting_after=None, limit=100
+    )
+    return next((i for i in page.intents if i.metadata.get("payorch_record_id") == record), None)

@@ -4,6 +4,7 @@ against a real simulator server: object shapes, payment methods, idempotency, co
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -15,7 +16,12 @@ from orchestrator.providers.base import Declined, Permanent, ProviderError, Retr
 from orchestrator.providers.simulator import RunningSimulator, SimulatorConfig, start_in_thread
 from orchestrator.providers.simulator.objects import fixture_payment_intent
 from orchestrator.providers.stripe_adapter import StripeProvider
-from tests.integration.simulator_helpers import create_intent, make_provider, record_id
+from tests.integration.simulator_helpers import (
+    create_intent,
+    find_listed,
+    make_provider,
+    record_id,
+)
 
 pytest_plugins = ["tests.integration.simulator_fixtures"]
 
@@ -42,9 +48,7 @@ def test_intents_carry_every_top_level_field_of_stripes_fixture_in_every_state(
     with pytest.raises(Declined):
         provider.confirm_intent(declined.id, record_id=other, attempt=1)
     after_decline = provider.retrieve_intent(declined.id)
-    listed = provider.find_intent_for_record(
-        record, created_after=datetime.now(UTC) - timedelta(minutes=5)
-    )
+    listed = find_listed(provider, record)
 
     assert listed is not None
     for intent in (paid, confirmed, declined, after_decline, listed):
@@ -372,6 +376,34 @@ def test_list_filters_by_created_time_and_pages_newest_first(provider: StripePro
     assert none.data == []
 
 
+def test_list_orders_by_creation_time_not_arrival_and_pages_a_seeded_busy_account(
+    simulator: RunningSimulator, provider: StripeProvider
+) -> None:
+    now = int(time.time())
+    ours = create_intent(provider, record_id())
+    # Seeded later but created earlier: Stripe lists by ``created``, not by arrival.
+    older = simulator.simulator.seed_intent(amount=777, created=now - 100)
+    simulator.simulator.seed_intents(250, created_from=now + 10, created_step=0.1)
+
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = provider.list_intents(
+            created_gte=now - 200, created_lte=now + 200, starting_after=cursor, limit=100
+        )
+        seen.extend(i.id for i in page.intents)
+        if not page.has_more:
+            break
+        cursor = page.intents[-1].id
+
+    assert len(seen) == 252 and len(set(seen)) == 252
+    assert seen[-2:] == [ours.id, older]
+    outside = provider.list_intents(
+        created_gte=now - 200, created_lte=now + 5, starting_after=None, limit=100
+    )
+    assert [i.id for i in outside.intents] == [ours.id, older]
+
+
 def test_search_lags_behind_while_retrieve_and_list_are_current(
     provider: StripeProvider,
 ) -> None:
@@ -382,9 +414,7 @@ def test_search_lags_behind_while_retrieve_and_list_are_current(
 
     assert found.data == []  # not yet indexed: never decide anything on search
     assert provider.retrieve_intent(intent.id).id == intent.id
-    listed = provider.find_intent_for_record(
-        record, created_after=datetime.now(UTC) - timedelta(minutes=1)
-    )
+    listed = find_listed(provider, record)
     assert listed is not None and listed.id == intent.id
 
 

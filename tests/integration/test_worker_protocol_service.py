@@ -270,7 +270,9 @@ def test_resume_from_accepted_creates_the_intent_once(container, provider, sleep
     assert provider.movements(record.id) == 1
 
 
-def test_resume_from_intent_created_without_a_confirm_confirms(container, provider, sleeps):
+def test_resume_from_intent_created_reads_and_checks_the_intent_then_confirms(
+    container, provider, sleeps
+):
     record = accept(container, new_merchant(container), "resume-created")
     intent = create_intent_at_provider(provider, record)
     provider.calls.clear()
@@ -283,7 +285,8 @@ def test_resume_from_intent_created_without_a_confirm_confirms(container, provid
     )
 
     assert run(container, record.id, seeded.lease_token, sleeps) is ProcessResult.COMPLETED
-    assert [c.operation for c in provider.calls] == ["confirm"]
+    # This run did not read the stored intent: it is compared with the record first.
+    assert [c.operation for c in provider.calls] == ["retrieve", "confirm"]
     assert provider.movements(record.id) == 1
 
 

@@ -3,6 +3,7 @@ exception, and the ``Cassette`` handle a test receives (see conftest.py for the 
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from vcr.request import Request as VcrRequest
 
 from orchestrator.providers.simulator import RunningSimulator
 from orchestrator.providers.stripe_adapter import StripeProvider
+from tests.replay.stripe_schema import assert_stripe_shaped
 
 Mode = Literal["replay", "simulator", "stripe"]
 
@@ -75,6 +77,14 @@ def match_idempotency_key(r1: VcrRequest, r2: VcrRequest) -> None:
         raise AssertionError(f"Idempotency-Key {k1!r} != {k2!r}")
 
 
+def match_stripe_version(r1: VcrRequest, r2: VcrRequest) -> None:
+    """The API version is part of the request: a cassette recorded with another version is
+    a miss (a loud failure), never a silent replay of shapes from another version."""
+    v1, v2 = _header(r1, "Stripe-Version"), _header(r2, "Stripe-Version")
+    if v1 != v2:
+        raise AssertionError(f"Stripe-Version {v1!r} != {v2!r}")
+
+
 def _before_record_request(mode: Mode) -> Callable[[VcrRequest], VcrRequest | None]:
     def prepare(request: VcrRequest) -> VcrRequest | None:
         if urlsplit(request.uri).path.startswith("/_sim/") or _header(request, UNRECORDED_HEADER):
@@ -92,13 +102,14 @@ def recorder(mode: Mode) -> vcr.VCR:
     configured = vcr.VCR(
         cassette_library_dir=str(CASSETTE_DIR),
         serializer="yaml",
-        match_on=("method", "path", "query", "form_body", "idempotency_key"),
+        match_on=("method", "path", "query", "form_body", "idempotency_key", "stripe_version"),
         filter_headers=FILTERED_HEADERS,
         before_record_request=_before_record_request(mode),
         decode_compressed_response=True,
     )
     configured.register_matcher("form_body", match_form_body)
     configured.register_matcher("idempotency_key", match_idempotency_key)
+    configured.register_matcher("stripe_version", match_stripe_version)
     return configured
 
 
@@ -144,6 +155,15 @@ class Cassette:
         """Inject a fault while recording; on replay the cassette already holds its effect."""
         if self.simulator is not None:
             self.simulator.admin.add_fault(spec)
+
+    def check_bodies(self) -> None:
+        """Every answer of this recording or replay, against Stripe's schemas."""
+        for request, response in zip(self.recorded.requests, self.recorded.responses, strict=True):
+            raw = response["body"]["string"]
+            body = json.loads(raw.decode() if isinstance(raw, bytes) else raw)
+            assert_stripe_shaped(
+                request.method, urlsplit(request.uri).path, response["status"]["code"], body
+            )
 
     def response_headers(self, index: int) -> dict[str, str]:
         headers = self.recorded.responses[index]["headers"]

@@ -122,10 +122,12 @@ def _open_cassette(
             request.getfixturevalue("socket_guard")
             with vcr_recorder.use_cassette(final.name, record_mode="none") as recorded:
                 run = str(recorded.get_metadata("run", None))
-                yield Cassette(
+                handle = Cassette(
                     target.mode, provider, recorded, None, run, scenario, target.api_base
                 )
+                yield handle
                 assert recorded.all_played, f"{final.name}: the test skipped recorded requests"
+                handle.check_bodies()
             return
         scratch = CASSETTE_DIR / f"{name}.recording.yaml"
         scratch.unlink(missing_ok=True)
@@ -136,7 +138,7 @@ def _open_cassette(
                 recorded.get_metadata("source", target.mode)
                 recorded.get_metadata("recorded_at", time.strftime("%Y-%m-%dT%H:%M:%SZ"))
                 recorded.get_metadata("stripe_python", stripe.VERSION)
-                yield Cassette(
+                handle = Cassette(
                     target.mode,
                     provider,
                     recorded,
@@ -145,6 +147,9 @@ def _open_cassette(
                     scenario,
                     target.api_base,
                 )
+                yield handle
+                # A recording is only kept when every answer is one Stripe could send.
+                handle.check_bodies()
             if request.node.stash.get(_CALL_PASSED, False):
                 scratch.replace(final)
         finally:

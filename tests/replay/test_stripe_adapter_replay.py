@@ -11,12 +11,13 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from datetime import UTC, datetime
+from dataclasses import replace
 
 import httpx
 import pytest
 from vcr.errors import CannotOverwriteExistingCassetteException
 
+from orchestrator.domain.intent_match import ExpectedIntent, intent_mismatches
 from orchestrator.providers import keys
 from orchestrator.providers.base import (
     Declined,
@@ -246,23 +247,31 @@ def test_a_500_after_the_effect_is_an_unknown_outcome_and_retrieve_tells_the_tru
 # -- lookup ----------------------------------------------------------------------------
 
 
-def test_the_lookup_by_record_id_lists_by_creation_time_and_matches_metadata(
+def test_the_lookup_lists_a_bounded_creation_window_and_our_intent_matches_the_record(
     cassette: Cassette,
 ) -> None:
     record = cassette.record_id("order")
     intent = _create(cassette, record)
     assert intent.created is not None
     # From the recorded intent, so the list query is the same on every replay.
-    since = datetime.fromtimestamp(intent.created - 120, tz=UTC)
-
-    found = cassette.provider.find_intent_for_record(record, created_after=since)
-    stranger = cassette.provider.find_intent_for_record(
-        cassette.record_id("never-created"), created_after=since
+    page = cassette.provider.list_intents(
+        created_gte=intent.created - 120,
+        created_lte=intent.created + 120,
+        starting_after=None,
+        limit=100,
     )
 
-    assert found is not None
-    assert found.id == intent.id
-    assert stranger is None
+    named = [i for i in page.intents if i.metadata.get(keys.RECORD_ID_METADATA_KEY) == record]
+    assert [i.id for i in named] == [intent.id]
+    expected = ExpectedIntent(
+        record_id=record, amount=2000, currency="usd", payment_method="pm_card_visa"
+    )
+    assert intent_mismatches(named[0], expected) == ()
+    assert intent_mismatches(named[0], replace(expected, amount=2001)) != ()
+    stranger = cassette.record_id("never-created")
+    assert all(i.metadata.get(keys.RECORD_ID_METADATA_KEY) != stranger for i in page.intents)
+    [listed] = [r for r in cassette.recorded.requests if r.method == "GET"]
+    assert "created%5Blte%5D" in listed.uri or "created[lte]" in listed.uri
     assert all("/search" not in r.path for r in cassette.recorded.requests)
 
 

@@ -12,6 +12,7 @@ import pytest
 from starlette.applications import Starlette
 
 from orchestrator.providers.simulator import SimulatorConfig, create_app, parse_fault_spec
+from orchestrator.providers.stripe_version import PINNED_API_VERSION
 
 AUTH = {"Authorization": "Bearer sk_test_inprocess"}
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
@@ -26,7 +27,12 @@ class InProcessClient:
     def request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
         async def call() -> httpx.Response:
             transport = httpx.ASGITransport(app=self._app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://sim") as http:
+            # Like the SDK: every request names the API version (the simulator insists).
+            async with httpx.AsyncClient(
+                transport=transport,
+                base_url="http://sim",
+                headers={"Stripe-Version": PINNED_API_VERSION},
+            ) as http:
                 return await http.request(method, url, **kwargs)
 
         return anyio.run(call)
@@ -52,6 +58,23 @@ def test_a_missing_api_key_is_401_like_stripe(client: InProcessClient) -> None:
 
     assert response.status_code == 401
     assert "You did not provide an API key" in response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("version", ["2023-08-16", "2025-03-31.basil", ""])
+def test_another_stripe_version_is_refused_loudly(client: InProcessClient, version: str) -> None:
+    response = client.get("/v1/payment_intents", headers={**AUTH, "Stripe-Version": version})
+
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "api_version_unexpected"
+    assert PINNED_API_VERSION in error["message"]
+
+
+def test_the_pinned_stripe_version_is_answered_and_echoed(client: InProcessClient) -> None:
+    response = client.get("/v1/payment_intents", headers=AUTH)
+
+    assert response.status_code == 200
+    assert response.headers["Stripe-Version"] == PINNED_API_VERSION
 
 
 def test_basic_auth_with_the_key_as_user_is_accepted(client: InProcessClient) -> None:

@@ -30,6 +30,7 @@ from orchestrator.providers.stripe_adapter import (
     map_stripe_error,
     retry_after_seconds,
 )
+from orchestrator.providers.stripe_version import PINNED_API_VERSION
 from orchestrator.settings import Settings
 
 Handler = Callable[[httpx.Request], httpx.Response]
@@ -181,38 +182,7 @@ def test_building_a_provider_turns_the_sdks_telemetry_off(
     assert "telemetry_id" not in fake.requests[1].headers["X-Stripe-Client-User-Agent"]
 
 
-def test_lookup_pages_through_the_list_by_created_time_and_never_searches(
-    provider: StripeProvider, fake: FakeStripe
-) -> None:
-    pages = {
-        None: {
-            "object": "list",
-            "url": "/v1/payment_intents",
-            "has_more": True,
-            "data": [_intent(id="pi_other", metadata={"payorch_record_id": "rec-0"})],
-        },
-        "pi_other": {
-            "object": "list",
-            "url": "/v1/payment_intents",
-            "has_more": False,
-            "data": [_intent(id="pi_ours", status="succeeded")],
-        },
-    }
-    fake.handler = lambda request: httpx.Response(
-        200, json=pages[request.url.params.get("starting_after")]
-    )
-    since = datetime(2024, 1, 1, tzinfo=UTC)
-
-    found = provider.find_intent_for_record("rec-1", created_after=since)
-
-    assert found is not None
-    assert found.id == "pi_ours"
-    assert [r.url.path for r in fake.requests] == ["/v1/payment_intents"] * 2
-    # Five minutes earlier than asked: Stripe's clock may be behind ours.
-    assert fake.requests[0].url.params["created[gte]"] == str(int(since.timestamp()) - 300)
-
-
-def test_lookup_prefers_the_intent_that_moved_money_when_two_name_the_record(
+def test_list_asks_for_one_page_of_a_bounded_creation_window_and_never_searches(
     provider: StripeProvider, fake: FakeStripe
 ) -> None:
     fake.answer(
@@ -221,24 +191,32 @@ def test_lookup_prefers_the_intent_that_moved_money_when_two_name_the_record(
             json={
                 "object": "list",
                 "url": "/v1/payment_intents",
-                "has_more": False,
+                "has_more": True,
                 "data": [
-                    _intent(id="pi_newer_paid", status="succeeded", created=1_700_000_100),
-                    _intent(id="pi_older_unpaid", created=1_700_000_000),
+                    _intent(id="pi_newer", metadata={"payorch_record_id": "rec-0"}),
+                    _intent(id="pi_older", status="succeeded", amount_received=1000),
                 ],
             },
         )
     )
 
-    found = provider.find_intent_for_record("rec-1", created_after=datetime(2024, 1, 1, tzinfo=UTC))
+    page = provider.list_intents(
+        created_gte=1_700_000_000, created_lte=1_700_000_900, starting_after="pi_x", limit=500
+    )
 
-    assert found is not None
-    assert found.id == "pi_newer_paid"
+    assert [i.id for i in page.intents] == ["pi_newer", "pi_older"]
+    assert page.has_more is True
+    assert page.intents[1].amount_received == 1000
+    [request] = fake.requests
+    assert request.url.path == "/v1/payment_intents"
+    params = request.url.params
+    assert params["created[gte]"] == "1700000000"
+    assert params["created[lte]"] == "1700000900"
+    assert params["starting_after"] == "pi_x"
+    assert params["limit"] == "100"  # Stripe's maximum, whatever the caller asks
 
 
-def test_lookup_answers_none_when_no_intent_names_the_record(
-    provider: StripeProvider, fake: FakeStripe
-) -> None:
+def test_the_first_page_has_no_cursor(provider: StripeProvider, fake: FakeStripe) -> None:
     fake.answer(
         httpx.Response(
             200,
@@ -246,7 +224,59 @@ def test_lookup_answers_none_when_no_intent_names_the_record(
         )
     )
 
-    assert provider.find_intent_for_record("rec-9", created_after=datetime.now(UTC)) is None
+    page = provider.list_intents(created_gte=1, created_lte=2, starting_after=None, limit=10)
+
+    assert page.intents == () and page.has_more is False
+    assert "starting_after" not in fake.requests[0].url.params
+
+
+def test_every_request_carries_the_pinned_stripe_version(
+    provider: StripeProvider, fake: FakeStripe
+) -> None:
+    provider.retrieve_intent("pi_fake")
+
+    assert fake.requests[0].headers["Stripe-Version"] == PINNED_API_VERSION
+
+
+def test_the_stripe_version_is_configurable(fake: FakeStripe) -> None:
+    with StripeProvider(
+        api_key="sk_test_unit",
+        api_base="https://stripe.invalid",
+        connect_timeout=1.0,
+        read_timeout=1.0,
+        transport=fake.transport(),
+        api_version="2099-01-01.future",
+    ) as provider:
+        provider.retrieve_intent("pi_fake")
+
+    assert fake.requests[0].headers["Stripe-Version"] == "2099-01-01.future"
+
+
+def test_parse_reads_what_the_match_needs(provider: StripeProvider, fake: FakeStripe) -> None:
+    fake.answer(
+        httpx.Response(
+            200,
+            json=_intent(
+                status="requires_payment_method",
+                payment_method=None,
+                customer={"id": "cus_1", "object": "customer"},
+                capture_method="automatic_async",
+                last_payment_error={
+                    "type": "card_error",
+                    "code": "card_declined",
+                    "payment_method": {"id": "pm_used", "object": "payment_method"},
+                },
+            ),
+        )
+    )
+
+    intent = provider.retrieve_intent("pi_fake")
+
+    assert intent.payment_method is None
+    assert intent.customer == "cus_1"
+    assert intent.capture_method == "automatic_async"
+    assert intent.last_payment_error is not None
+    assert intent.last_payment_error.payment_method == "pm_used"
 
 
 # -- what we make of the answers -------------------------------------------------------
@@ -356,6 +386,79 @@ def test_server_errors_are_unknown_outcomes(
         _confirm(provider)
 
     assert caught.value.http_status == status
+
+
+def test_stripe_should_retry_true_makes_a_server_error_retryable(
+    provider: StripeProvider, fake: FakeStripe
+) -> None:
+    fake.answer(_error(500, "api_error", headers={"Stripe-Should-Retry": "true"}))
+
+    with pytest.raises(Retryable) as caught:
+        _confirm(provider)
+
+    assert caught.value.http_status == 500
+
+
+def test_stripe_should_retry_true_makes_a_request_error_retryable(
+    provider: StripeProvider, fake: FakeStripe
+) -> None:
+    fake.answer(
+        _error(
+            400,
+            "invalid_request_error",
+            code="lock_timeout",
+            headers={"Stripe-Should-Retry": "true"},
+        )
+    )
+
+    with pytest.raises(Retryable) as caught:
+        _confirm(provider)
+
+    assert caught.value.code == "lock_timeout"
+
+
+def test_stripe_should_retry_false_turns_a_retryable_conflict_into_query_first(
+    provider: StripeProvider, fake: FakeStripe
+) -> None:
+    fake.answer(
+        _error(
+            409,
+            "invalid_request_error",
+            code="idempotency_key_in_use",
+            headers={"Stripe-Should-Retry": "false"},
+        )
+    )
+
+    with pytest.raises(OutcomeUnknown) as caught:
+        _confirm(provider)
+
+    assert caught.value.http_status == 409
+
+
+def test_stripe_should_retry_false_leaves_a_server_error_unknown(
+    provider: StripeProvider, fake: FakeStripe
+) -> None:
+    fake.answer(_error(500, "api_error", headers={"Stripe-Should-Retry": "false"}))
+
+    with pytest.raises(OutcomeUnknown):
+        _confirm(provider)
+
+
+def test_stripe_should_retry_never_turns_a_decline_into_a_retry(
+    provider: StripeProvider, fake: FakeStripe
+) -> None:
+    fake.answer(
+        _error(
+            402,
+            "card_error",
+            code="card_declined",
+            decline_code="generic_decline",
+            headers={"Stripe-Should-Retry": "true"},
+        )
+    )
+
+    with pytest.raises(Declined):
+        _confirm(provider)
 
 
 @pytest.mark.parametrize("status", [200, 502])

@@ -60,6 +60,14 @@ class RetryRequest(BaseModel):
     reason: Reason
 
 
+class RejectedIntentOut(BaseModel):
+    id: str
+    status: str
+    amount: int
+    currency: str
+    reasons: list[str] = Field(description="How the intent differs from the payment.")
+
+
 class LeaseOut(BaseModel):
     payment_id: str
     client_id: str
@@ -76,6 +84,14 @@ class LeaseOut(BaseModel):
     amount: int
     currency: str
     provider_payment_id: str | None
+    lookup_pending: bool = Field(
+        description="A create's outcome is unknown and the provider lookup is still owed."
+    )
+    lookup_pages: int = Field(description="Pages of the provider lookup read so far.")
+    rejected_intents: list[RejectedIntentOut] = Field(
+        description="Provider intents that named this payment but did not match it "
+        "(amount, currency, customer, capture or payment method); never confirmed."
+    )
     created_at: str
     updated_at: str
 

@@ -102,6 +102,77 @@ class LeaseRepository:
             **values,
         )
 
+    def renew_for_create(
+        self, payment_id: str, *, token: int, now: datetime, lease_until: datetime
+    ) -> PaymentRecord | None:
+        """Renew before a create and stamp the attempt (database clock): the first and the
+        latest create bound the window in which the provider can have created our intent."""
+        return self._update_one(
+            sa.and_(
+                c.id == payment_id,
+                c.lease_token == token,
+                c.status == PaymentStatus.PROCESSING.value,
+            ),
+            locked_until=lease_until,
+            first_create_at=sa.func.coalesce(c.first_create_at, now),
+            last_create_at=now,
+            updated_at=now,
+        )
+
+    def save_lookup_progress(
+        self,
+        payment_id: str,
+        *,
+        token: int,
+        now: datetime,
+        lease_until: datetime,
+        cursor: str | None,
+        pages: int,
+        rejected: list[dict[str, Any]],
+    ) -> PaymentRecord | None:
+        """Renew while paging and store where the scan resumes (and what it rejected), so an
+        interrupted lookup (kill, time limit, takeover) continues instead of starting over."""
+        return self._update_one(
+            sa.and_(
+                c.id == payment_id,
+                c.lease_token == token,
+                c.status == PaymentStatus.PROCESSING.value,
+            ),
+            locked_until=lease_until,
+            lookup_cursor=cursor,
+            lookup_pages=pages,
+            rejected_intents=rejected or None,
+            updated_at=now,
+        )
+
+    def record_rejected(
+        self, payment_id: str, *, token: int, rejected: list[dict[str, Any]], now: datetime
+    ) -> PaymentRecord | None:
+        """Keep the intents that named this record but did not match it (never confirmed)."""
+        return self._update_one(
+            sa.and_(
+                c.id == payment_id,
+                c.lease_token == token,
+                c.status == PaymentStatus.PROCESSING.value,
+            ),
+            rejected_intents=rejected or None,
+            updated_at=now,
+        )
+
+    def end_lookup(self, payment_id: str, *, token: int, now: datetime) -> PaymentRecord | None:
+        """The scan read its whole window: nothing owed until the next unknown create."""
+        return self._update_one(
+            sa.and_(
+                c.id == payment_id,
+                c.lease_token == token,
+                c.status == PaymentStatus.PROCESSING.value,
+            ),
+            lookup_pending=False,
+            lookup_cursor=None,
+            lookup_pages=0,
+            updated_at=now,
+        )
+
     def mark_intent_created(
         self, payment_id: str, *, token: int, provider_payment_id: str, now: datetime
     ) -> PaymentRecord | None:
@@ -109,12 +180,26 @@ class LeaseRepository:
             sa.and_(c.id == payment_id, c.lease_token == token, _guard(Event.INTENT_CREATED)),
             provider_payment_id=provider_payment_id,
             recovery_point=RecoveryPoint.INTENT_CREATED.value,
+            lookup_pending=False,
+            lookup_cursor=None,
+            lookup_pages=0,
             updated_at=now,
         )
 
     def record_unknown_outcome(
-        self, payment_id: str, *, token: int, error: str, now: datetime
+        self,
+        payment_id: str,
+        *,
+        token: int,
+        error: str,
+        now: datetime,
+        owe_lookup: bool = False,
     ) -> PaymentRecord | None:
+        """Count an unknown outcome.  ``owe_lookup`` (a create): a fresh scan of the window
+        is owed before anything else, from the top (the window may have grown)."""
+        values: dict[str, Any] = {}
+        if owe_lookup:
+            values = {"lookup_pending": True, "lookup_cursor": None, "lookup_pages": 0}
         return self._update_one(
             sa.and_(
                 c.id == payment_id,
@@ -124,6 +209,7 @@ class LeaseRepository:
             unknown_outcomes=c.unknown_outcomes + 1,
             last_error=error[:2000],
             updated_at=now,
+            **values,
         )
 
     def record_settlement(
@@ -136,6 +222,8 @@ class LeaseRepository:
         provider_charge_id: str | None,
         failure: Failure | None,
         now: datetime,
+        settled_amount: int | None = None,
+        settled_currency: str | None = None,
     ) -> PaymentRecord | None:
         """Store what the provider settled (recovery point ``provider_settled``), so a worker
         that dies before finishing leaves a record that needs no further provider call."""
@@ -148,6 +236,8 @@ class LeaseRepository:
             failure_code=failure.code if failure else None,
             decline_code=failure.decline_code if failure else None,
             failure_message=failure.message[:1000] if failure else None,
+            settled_amount=settled_amount,
+            settled_currency=settled_currency,
             updated_at=now,
         )
 

@@ -58,6 +58,14 @@ def to_payment(row: sa.RowMapping | Any) -> PaymentRecord:
         created_at=m["created_at"],
         updated_at=m["updated_at"],
         completed_at=m["completed_at"],
+        first_create_at=m["first_create_at"],
+        last_create_at=m["last_create_at"],
+        lookup_pending=bool(m["lookup_pending"]),
+        lookup_cursor=m["lookup_cursor"],
+        lookup_pages=m["lookup_pages"],
+        rejected_intents=tuple(m["rejected_intents"] or ()),
+        settled_amount=m["settled_amount"],
+        settled_currency=m["settled_currency"],
     )
 
 

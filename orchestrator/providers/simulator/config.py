@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from orchestrator.providers.simulator.faults import FaultRule
+from orchestrator.providers.stripe_version import PINNED_API_VERSION
 
 
 @dataclass(frozen=True)
@@ -27,5 +29,12 @@ class SimulatorConfig:
     min_amount: int = 50
     # Stripe prunes idempotency keys once they are at least 24 hours old.
     idempotency_ttl_seconds: float = 24 * 3600.0
+    # The only ``Stripe-Version`` accepted (any other, or none, is a loud 400).
+    api_version: str = PINNED_API_VERSION
+    # Called with (method, path, status, body) for every Stripe API answer: tests check each
+    # one against Stripe's OpenAPI schemas.  It must not raise (it runs inside a request).
+    answer_observer: Callable[[str, str, int, bytes], None] | None = field(
+        default=None, compare=False
+    )
     # The request log is a ring: a long-running simulator must not grow without bound.
     max_logged_requests: int = 200_000

@@ -50,7 +50,6 @@ from orchestrator.providers.simulator.idempotency import (
 from orchestrator.providers.simulator.requestlog import LoggedRequest, RequestLog
 from orchestrator.providers.simulator.state import Outcome, PaymentState, amount_hint
 
-API_VERSION = "2025-03-31.basil"
 _TEST_KEY = re.compile(r"^sk_test_[A-Za-z0-9_]+$")
 # How often a stalled request checks whether the simulator is stopping.
 _STALL_POLL_SECONDS = 0.05
@@ -166,6 +165,16 @@ class Simulator:
             },
         }
 
+    def seed_intent(self, **fields: Any) -> str:
+        """See ``PaymentState.seed_intent`` (tests: an intent made outside payorch)."""
+        with self._lock:
+            return self.state.seed_intent(**fields)
+
+    def seed_intents(self, count: int, **fields: Any) -> None:
+        """See ``PaymentState.seed_intents`` (tests: a busy account, in bulk)."""
+        with self._lock:
+            self.state.seed_intents(count, **fields)
+
     # -- the pipeline ------------------------------------------------------------------
 
     async def handle(
@@ -185,11 +194,13 @@ class Simulator:
             answer = answer_from_error(error)
         headers = {
             "Request-Id": answer.request_id,
-            "Stripe-Version": request.headers.get("stripe-version", API_VERSION),
+            "Stripe-Version": self.config.api_version,
             **answer.headers,
         }
         if key:
             headers["Idempotency-Key"] = key
+        if self.config.answer_observer is not None:
+            self.config.answer_observer(method, request.url.path, answer.status, answer.body)
         with self._lock:
             entry.status = answer.status
             entry.replayed = answer.replayed
@@ -209,6 +220,7 @@ class Simulator:
         entry: LoggedRequest,
     ) -> Answer:
         scope = self._authenticate(request)
+        self._check_version(request)
         params = await self._params(request)
         with self._lock:
             if operation == "create":
@@ -360,6 +372,20 @@ class Simulator:
             if remaining <= 0:
                 return
             await anyio.sleep(min(remaining, _STALL_POLL_SECONDS))
+
+    def _check_version(self, request: Request) -> None:
+        """Real Stripe answers any valid version, each with its own object shapes; the
+        simulator speaks one (``config.api_version``, the version the adapter pins) and
+        refuses every other, or a missing ``Stripe-Version``, with a 400: a client that
+        drifted fails loudly instead of being served shapes written for another version."""
+        sent = request.headers.get("stripe-version")
+        if sent != self.config.api_version:
+            raise errors.invalid_request(
+                f"Unexpected Stripe-Version {sent!r}: the payorch simulator speaks "
+                f"{self.config.api_version!r} only (see orchestrator/providers/stripe_version.py)",
+                code="api_version_unexpected",
+                param="Stripe-Version",
+            )
 
     @staticmethod
     def _authenticate(request: Request) -> str:

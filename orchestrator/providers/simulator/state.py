@@ -13,6 +13,7 @@ and an hour during outages).
 
 from __future__ import annotations
 
+import bisect
 import copy
 import itertools
 import re
@@ -289,9 +290,7 @@ class PaymentState:
             statement_descriptor=request.statement_descriptor,
             statement_descriptor_suffix=request.statement_descriptor_suffix,
         )
-        self.intents[intent.id] = intent
-        self._ordered.append(intent)
-        self._remember(intent)
+        self._add(intent)
         if request.confirm:
             return self.execute_confirm(
                 intent.id,
@@ -443,17 +442,17 @@ class PaymentState:
             exact = _integer(params, "created")
             assert exact is not None
             bounds = {"gte": exact, "lte": exact}
-        # Newest first, like Stripe; ``seq`` orders intents created in the same second.
+        # Newest first by ``created``, like Stripe; ``seq`` orders intents of the same second.
         candidates = [i for i in reversed(self._ordered) if _within(i.created, bounds)]
         starting_after = _string(params, "starting_after")
         ending_before = _string(params, "ending_before")
         if starting_after is not None:
-            anchor = self._get(starting_after, param="starting_after", saved=False)
-            candidates = [i for i in candidates if i.seq < anchor.seq]
+            anchor = _order(self._get(starting_after, param="starting_after", saved=False))
+            candidates = [i for i in candidates if _order(i) < anchor]
             page = candidates[:limit]
         elif ending_before is not None:
-            anchor = self._get(ending_before, param="ending_before", saved=False)
-            candidates = [i for i in candidates if i.seq > anchor.seq]
+            anchor = _order(self._get(ending_before, param="ending_before", saved=False))
+            candidates = [i for i in candidates if _order(i) > anchor]
             page = candidates[-limit:]
         else:
             page = candidates[:limit]
@@ -501,7 +500,53 @@ class PaymentState:
             record_id=None,
         )
 
+    # -- seeding (tests: a busy account, intents made outside payorch) -------------------
+
+    def seed_intent(
+        self,
+        *,
+        amount: int,
+        currency: str = "usd",
+        metadata: dict[str, str] | None = None,
+        payment_method: str | None = "pm_card_visa",
+        created: int | None = None,
+    ) -> str:
+        """An intent made by someone else on the same account (another integration, the
+        Dashboard): unconfirmed, with a payment method, so confirming it would charge."""
+        method = self._resolve_payment_method(payment_method) if payment_method else None
+        intent_id = objects.new_id("pi")
+        self._add(
+            Intent(
+                id=intent_id,
+                seq=next(self._seq),
+                created=int(time.time()) if created is None else created,
+                amount=amount,
+                currency=currency,
+                client_secret=f"{intent_id}_secret_{objects.random_token(25)}",
+                status="requires_confirmation" if method else "requires_payment_method",
+                metadata=dict(metadata or {}),
+                payment_method_types=["card"],
+                automatic_payment_methods=None,
+                payment_method=method.id if method else None,
+            )
+        )
+        return intent_id
+
+    def seed_intents(
+        self, count: int, *, amount: int = 1000, created_from: int, created_step: float = 0.0
+    ) -> None:
+        """``count`` unrelated intents, created from ``created_from`` on (a busy account)."""
+        for n in range(count):
+            self.seed_intent(
+                amount=amount, payment_method=None, created=int(created_from + n * created_step)
+            )
+
     # -- helpers -----------------------------------------------------------------------
+
+    def _add(self, intent: Intent) -> None:
+        self.intents[intent.id] = intent
+        bisect.insort(self._ordered, intent, key=_order)
+        self._remember(intent)
 
     def intent_amount(self, intent_id: str) -> int | None:
         intent = self.intents.get(intent_id)
@@ -566,6 +611,10 @@ class PaymentState:
             intent_id=intent.id,
             record_id=intent.metadata.get(keys.RECORD_ID_METADATA_KEY),
         )
+
+
+def _order(intent: Intent) -> tuple[int, int]:
+    return (intent.created, intent.seq)
 
 
 def _within(created: int, bounds: dict[str, int]) -> bool:
