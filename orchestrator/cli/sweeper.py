@@ -22,6 +22,7 @@ from orchestrator.bootstrap import bootstrap
 from orchestrator.cli.output import print_json, print_table
 from orchestrator.cli.serve import MetricsHost, MetricsPort, load_settings
 from orchestrator.leases.sweeper import Sweeper, SweepReport
+from orchestrator.logging import capture_standard_logging
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
@@ -69,6 +70,8 @@ def beat(
 
 def _run_loop(metrics_port: int | None, metrics_host: str) -> None:
     container = bootstrap(load_settings())
+    # A long-running process: the libraries' lines (SQLAlchemy, the broker client) as JSON.
+    capture_standard_logging(container.settings)
     if metrics_port is not None:
         metrics.start_metrics_server(metrics_port, metrics_host)
     stop = threading.Event()
