@@ -137,7 +137,7 @@ def worker(
     assert app is not None
     # The parent builds no engine of its own use; pool children build theirs after fork.
     container.close()
-    _log_celery_as_json(settings, loglevel)
+    log_celery_as_json(settings, loglevel)
     if metrics_port is not None:
         metrics.start_metrics_server(metrics_port, metrics_host)
     argv = [
@@ -153,7 +153,7 @@ def worker(
     app.worker_main(argv)
 
 
-def _log_celery_as_json(settings: Settings, loglevel: str) -> None:
+def log_celery_as_json(settings: Settings, loglevel: str) -> None:
     """Celery configures logging itself unless someone answers its ``setup_logging``
     signal; we answer it, so its lines (task received, task failed with a traceback) are
     JSON like ours."""
