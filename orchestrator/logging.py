@@ -10,7 +10,11 @@ insert would otherwise print the key, and a failed finish the stored response ho
 Every line is one JSON object with ``timestamp``, ``level`` and ``event``; the API adds
 ``request_id`` and, once authenticated, ``client_id``.  ``capture_standard_logging`` sends
 the standard library's loggers (uvicorn, Celery, kombu) through the same renderer, so a
-long-running process writes nothing but JSON lines.
+long-running process writes nothing but JSON lines.  Both write through
+``orchestrator.log_output``: one ``write`` per complete line, serialised across the
+processes and threads sharing stderr, so records from a pool's processes never run into
+one another on a line.  Every process role configures its logging with these two
+functions, so every role gets that guarantee.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any
 
 import structlog
 
+from orchestrator.log_output import LineHandler, LineLoggerFactory
 from orchestrator.settings import Settings
 
 _configured = False
@@ -49,7 +54,7 @@ def configure_logging(settings: Settings, *, force: bool = False) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=LineLoggerFactory(sys.stderr),
         cache_logger_on_first_use=False,
     )
     _configured = True
@@ -71,7 +76,7 @@ def capture_standard_logging(settings: Settings) -> None:
             _renderer(settings),
         ],
     )
-    handler = logging.StreamHandler(sys.stderr)
+    handler = LineHandler(sys.stderr)
     handler.setFormatter(formatter)
     root = logging.getLogger()
     root.handlers = [handler]

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from orchestrator import metrics
 from orchestrator.bootstrap import bootstrap
-from orchestrator.logging import capture_standard_logging
+from orchestrator.logging import capture_standard_logging, configure_logging
 from orchestrator.settings import Settings
 
 EX_CONFIG = 78  # sysexits.h: configuration error
@@ -98,7 +98,11 @@ def api(
     workers: Annotated[int, typer.Option(help="Server processes.")] = 1,
 ) -> None:
     """Serve the HTTP API (uvicorn)."""
-    load_settings()  # refuse bad configuration before binding a port
+    settings = load_settings()  # refuse bad configuration before binding a port
+    # This process's own lines (with --workers N, the supervisor's) are JSON lines too;
+    # each server process configures its own in the app factory.
+    configure_logging(settings)
+    capture_standard_logging(settings)
     if workers > 1:
         # Each server process counts its own requests; /metrics must show their sum.
         use_multiprocess_metrics()
@@ -133,7 +137,7 @@ def worker(
     assert app is not None
     # The parent builds no engine of its own use; pool children build theirs after fork.
     container.close()
-    _log_celery_as_json(settings, loglevel)
+    log_celery_as_json(settings, loglevel)
     if metrics_port is not None:
         metrics.start_metrics_server(metrics_port, metrics_host)
     argv = [
@@ -149,7 +153,7 @@ def worker(
     app.worker_main(argv)
 
 
-def _log_celery_as_json(settings: Settings, loglevel: str) -> None:
+def log_celery_as_json(settings: Settings, loglevel: str) -> None:
     """Celery configures logging itself unless someone answers its ``setup_logging``
     signal; we answer it, so its lines (task received, task failed with a traceback) are
     JSON like ours."""
@@ -161,3 +165,21 @@ def _log_celery_as_json(settings: Settings, loglevel: str) -> None:
 
     setup()  # now too: Celery warns (running as root, say) before it sets up logging
     signals.setup_logging.connect(setup, weak=False)
+    _log_celery_notices()
+
+
+def _log_celery_notices() -> None:
+    """Celery writes its shutdown notices ("worker: Warm shutdown (MainProcess)") straight
+    to the terminal with ``safe_say``, around logging and wrapped in blank lines: in a log
+    of JSON lines, that is one empty and one non-JSON line per shutdown.  They become log
+    records instead.  ``safe_say`` is a module global the signal handlers look up when they
+    run, so replacing it is enough; it runs inside a signal handler, which the writer
+    allows (its lock is reentrant)."""
+    from celery.apps import worker as celery_worker
+
+    notices = logging.getLogger("celery.apps.worker")
+
+    def say(message: str, _file: object = None) -> None:
+        notices.warning(message.strip())
+
+    celery_worker.safe_say = say

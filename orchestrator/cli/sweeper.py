@@ -20,8 +20,9 @@ import typer
 from orchestrator import metrics
 from orchestrator.bootstrap import bootstrap
 from orchestrator.cli.output import print_json, print_table
-from orchestrator.cli.serve import MetricsHost, MetricsPort, load_settings
+from orchestrator.cli.serve import MetricsHost, MetricsPort, load_settings, log_celery_as_json
 from orchestrator.leases.sweeper import Sweeper, SweepReport
+from orchestrator.logging import capture_standard_logging
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
@@ -64,11 +65,15 @@ def beat(
     assert app is not None
     app.conf.beat_schedule = sweep_beat_schedule(container.settings.sweep_interval_seconds)
     container.close()
-    app.Beat(loglevel=loglevel, schedule=str(schedule_file)).run()
+    log_celery_as_json(container.settings, loglevel)
+    # quiet: no banner, so beat's output is JSON lines like every other process's.
+    app.Beat(loglevel=loglevel, schedule=str(schedule_file), quiet=True).run()
 
 
 def _run_loop(metrics_port: int | None, metrics_host: str) -> None:
     container = bootstrap(load_settings())
+    # A long-running process: the libraries' lines (SQLAlchemy, the broker client) as JSON.
+    capture_standard_logging(container.settings)
     if metrics_port is not None:
         metrics.start_metrics_server(metrics_port, metrics_host)
     stop = threading.Event()

@@ -22,7 +22,17 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 class ServerThread:
     def __init__(self, app: Any, port: int | None = None, host: str = "127.0.0.1") -> None:
-        self.port = port or free_port(host)
+        # Bound now and handed to uvicorn, not chosen now and bound later in the thread: on
+        # a busy machine another process (another test session's server, any outgoing
+        # connection's source port) can take a port in between, and a client would then
+        # talk to a stranger's server or the start would fail.
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            self._socket.bind((host, port or 0))
+        except OSError:
+            self._socket.close()
+            raise
+        self.port: int = self._socket.getsockname()[1]
         self.url = f"http://{host}:{self.port}"
         config = uvicorn.Config(
             app,
@@ -35,7 +45,13 @@ class ServerThread:
             backlog=4096,
         )
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, name="api", daemon=True)
+        self._thread = threading.Thread(target=self._serve, name="api", daemon=True)
+
+    def _serve(self) -> None:
+        try:
+            self._server.run(sockets=[self._socket])
+        finally:
+            self._socket.close()
 
     def __enter__(self) -> ServerThread:
         self._thread.start()

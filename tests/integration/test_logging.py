@@ -8,6 +8,10 @@ PostgreSQL, RabbitMQ and the provider simulator) takes real traffic, error paths
 * the API's lines are JSON objects with ``request_id``, the authenticated ones with
   ``client_id``, and the accept/reuse lines carry ``key_hmac`` = HMAC(SECRET_KEY, key).
 
+Every line of every process's output is exactly one JSON object (issue 17): the shutdown
+notice Celery writes around logging included, and a worker with several pool processes
+(or threads) logging a burst of payments at once never runs two records into one line.
+
 Outside dev mode a missing or placeholder ``PAYORCH_SECRET_KEY`` stops ``payorch api`` and
 ``payorch worker`` before they start, with the message alone (no traceback) and a non-zero
 exit status.
@@ -21,6 +25,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +40,7 @@ from orchestrator.logging import key_digest
 from orchestrator.providers.simulator import start_in_thread
 from orchestrator.services.api_keys import create_client
 from tests.harness.containers import TEST_SECRET_KEY, build_container
+from tests.harness.stack import running_stack
 from tests.integration.hardening_helpers import BODY, payorch_environment
 from tests.support.processes import (
     ManagedProcess,
@@ -233,16 +239,60 @@ def test_accept_and_reuse_lines_carry_the_key_hmac_under_the_secret_key(traffic:
 
 
 def test_worker_and_sweeper_logs_are_json_and_show_the_work(traffic: Traffic) -> None:
-    worker_lines = [
-        line
-        for line in traffic.worker.output().splitlines()
-        # Celery writes its shutdown notice straight to the terminal, not through logging.
-        if line.strip() and not line.startswith("worker: ")
-    ]
-    worker_events = [json.loads(line)["event"] for line in worker_lines]
+    worker_events = [line["event"] for line in _every_line_one_json_object(traffic.worker)]
     assert "payment_finished" in worker_events
-    sweeper_events = _json_lines(traffic.sweeper.output())
+    # Celery's shutdown notice, which it writes around logging, is a record like the rest.
+    assert "worker: Warm shutdown (MainProcess)" in worker_events
+    sweeper_events = _every_line_one_json_object(traffic.sweeper)
     assert any(line["event"] == "sweep_pass" and line["taken_over"] >= 1 for line in sweeper_events)
+    _every_line_one_json_object(traffic.api)
+
+
+def _every_line_one_json_object(process: ManagedProcess) -> list[dict[str, Any]]:
+    """Each line of the process's output as exactly one JSON object: no blank line, no
+    plain text, no two records run together (json.loads refuses '{...}{...}')."""
+    records = []
+    for number, line in enumerate(process.output().splitlines(), start=1):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            problem = f"{process.name} line {number} is not one JSON object: {line!r}"
+            raise AssertionError(problem) from error
+        assert isinstance(record, dict), (process.name, number, line)
+        records.append(record)
+    return records
+
+
+# Many pool processes logging at once (issue 17) ---------------------------------------------
+
+BURST = 60
+
+
+@pytest.mark.parametrize(("pool", "concurrency"), [("prefork", 4), ("threads", 4)])
+def test_a_busy_pool_writes_every_record_on_its_own_line(
+    pool: str, concurrency: int, make_postgres_database, make_broker_url, processes
+) -> None:
+    """Several pool processes (or threads) log the same moments of a burst of payments
+    into one stderr; a log shipper reads it one JSON object per line."""
+    with running_stack(make_postgres_database(), make_broker_url()) as stack:
+        worker = stack.start_worker(processes, pool=pool, concurrency=concurrency)
+        # On a busy machine a task can spend its time budget and hand the payment back to
+        # the row for later: the sweeper is what dispatches it again.
+        sweeper = stack.start_sweeper(processes)
+        run = uuid.uuid4().hex[:8]
+        with ThreadPoolExecutor(max_workers=12) as senders:
+            accepted = list(senders.map(lambda n: stack.pay(f"burst-{run}-{n}"), range(BURST)))
+        for payment in accepted:
+            assert stack.wait_final(payment["id"])["status"] == "succeeded"
+        assert worker.stop() == 0  # a graceful stop: Celery's shutdown notice is logged too
+        sweeper.stop()
+
+    _every_line_one_json_object(sweeper)
+    records = _every_line_one_json_object(worker)
+    finished = [r for r in records if r["event"] == "payment_finished"]
+    assert len(finished) == BURST
+    assert {r["payment_id"] for r in finished} == {p["id"] for p in accepted}
+    assert "worker: Warm shutdown (MainProcess)" in {r["event"] for r in records}
 
 
 # Start-up refuses a missing or placeholder secret ------------------------------------------

@@ -11,6 +11,7 @@ simulator, the API, and real ``payorch worker`` / ``payorch sweeper`` processes.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -147,7 +148,7 @@ def test_celery_beat_has_the_workers_sweep_when_no_sweeper_loop_runs(
     finally:
         lost.close()
     stack.start_worker(processes)
-    processes.payorch(
+    beat = processes.payorch(
         "beat", "--schedule-file", str(tmp_path / "beat-schedule"), name="beat", env=stack.env
     )
 
@@ -156,3 +157,7 @@ def test_celery_beat_has_the_workers_sweep_when_no_sweeper_loop_runs(
     assert final.status.value == "succeeded"
     assert stack.movements(record.id) == 1
     assert final.lease_token >= record.lease_token + 2  # the sweep's takeover, then a claim
+    beat.stop()
+    # Beat's output, like every process's, is one JSON object per line (no banner).
+    beat_lines = beat.output().splitlines()
+    assert beat_lines and all(isinstance(json.loads(line), dict) for line in beat_lines)

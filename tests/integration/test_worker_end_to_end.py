@@ -17,12 +17,22 @@ def stack(make_postgres_database, make_broker_url) -> Iterator[Stack]:
         yield built
 
 
+def start_worker_and_sweeper(stack: Stack, processes):
+    """A worker with the sweeper beside it, as deployed.  Not optional on a busy machine:
+    a task whose steps ran slowly stops starting provider calls that could outlive its
+    soft time limit and hands the payment back to the row (``payment_deferred``), and
+    only the sweeper dispatches it again; a test with a worker alone would then wait for
+    ever for a payment the protocol rightly put aside."""
+    stack.start_sweeper(processes)
+    return stack.start_worker(processes)
+
+
 def confirms(requests: list[dict]) -> list[dict]:
     return [r for r in requests if r["operation"] == "confirm"]
 
 
 def test_happy_path_succeeds_with_one_money_movement_and_a_balanced_ledger(stack, processes):
-    stack.start_worker(processes)
+    start_worker_and_sweeper(stack, processes)
     accepted = stack.pay("e2e-happy", amount=4200)
     assert accepted["status"] == "processing"
 
@@ -39,7 +49,7 @@ def test_happy_path_succeeds_with_one_money_movement_and_a_balanced_ledger(stack
 
 
 def test_a_decline_fails_with_the_decline_code_and_moves_no_money(stack, processes):
-    stack.start_worker(processes)
+    start_worker_and_sweeper(stack, processes)
     accepted = stack.pay("e2e-decline", payment_method="pm_card_chargeDeclinedInsufficientFunds")
 
     final = stack.wait_final(accepted["id"])
@@ -55,7 +65,7 @@ def test_after_a_confirm_timeout_the_next_request_for_the_intent_is_a_status_que
     stack, processes
 ):
     stack.simulator.admin.add_fault("confirm:timeout_after_effect:amounts=1301:times=1")
-    stack.start_worker(processes)
+    start_worker_and_sweeper(stack, processes)
     accepted = stack.pay("e2e-timeout", amount=1301)
 
     final = stack.wait_final(accepted["id"])
@@ -71,7 +81,7 @@ def test_after_a_confirm_timeout_the_next_request_for_the_intent_is_a_status_que
 
 def test_a_saved_500_after_the_effect_is_queried_not_replayed_in_a_loop(stack, processes):
     stack.simulator.admin.add_fault("confirm:error_500_after:amounts=1302:times=1")
-    stack.start_worker(processes)
+    start_worker_and_sweeper(stack, processes)
     accepted = stack.pay("e2e-500", amount=1302)
 
     final = stack.wait_final(accepted["id"])
@@ -85,8 +95,7 @@ def test_a_saved_500_after_the_effect_is_queried_not_replayed_in_a_loop(stack, p
 
 def test_a_429_with_retry_after_delays_the_next_attempt_by_at_least_that(stack, processes):
     stack.simulator.admin.add_fault("confirm:rate_limit:amounts=1303:times=1:retry_after=2")
-    stack.start_worker(processes)
-    stack.start_sweeper(processes)  # a wait that does not fit the task's budget is the row's
+    start_worker_and_sweeper(stack, processes)  # a wait beyond the task's budget is the row's
     accepted = stack.pay("e2e-429", amount=1303)
 
     final = stack.wait_final(accepted["id"])
@@ -159,7 +168,7 @@ def test_a_payment_accepted_with_no_worker_running_is_processed_when_one_starts(
     accepted = stack.pay("e2e-late-worker")
     assert stack.payment(accepted["id"])["status"] == "processing"
 
-    stack.start_worker(processes)
+    start_worker_and_sweeper(stack, processes)
 
     assert stack.wait_final(accepted["id"])["status"] == "succeeded"
     assert stack.movements(accepted["id"]) == 1
