@@ -19,8 +19,9 @@ import typer
 
 from orchestrator import metrics
 from orchestrator.bootstrap import bootstrap
+from orchestrator.cli.config import load_settings
 from orchestrator.cli.output import print_json, print_table
-from orchestrator.cli.serve import MetricsHost, MetricsPort, load_settings
+from orchestrator.cli.serve import MetricsHost, MetricsPort
 from orchestrator.leases.sweeper import Sweeper, SweepReport
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON.")]
@@ -70,7 +71,7 @@ def beat(
 def _run_loop(metrics_port: int | None, metrics_host: str) -> None:
     container = bootstrap(load_settings())
     if metrics_port is not None:
-        metrics.start_metrics_server(metrics_port, metrics_host)
+        metrics.start_metrics_server(metrics_port, metrics_host, metrics.Role.SWEEPER)
     stop = threading.Event()
 
     def request_stop(_signum: int, _frame: FrameType | None) -> None:
