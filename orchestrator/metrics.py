@@ -195,7 +195,8 @@ class _RoleFilter(Collector):
 
     def __init__(self, source: Collector, role: Role) -> None:
         self._source = source
-        self._allowed = ROLE_SERIES[role]
+        # prometheus_client names a counter's family without its "_total" suffix.
+        self._allowed = frozenset(name.removesuffix("_total") for name in ROLE_SERIES[role])
 
     def collect(self) -> Iterable[Metric]:
         return _only(self._source.collect(), self._allowed)
