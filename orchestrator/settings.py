@@ -34,8 +34,10 @@ class Settings(BaseSettings):
     env: Literal["dev", "test", "production"] = "dev"
 
     # Storage and broker.  SQLite is the embedded default (one file, no server).
-    database_url: str = "sqlite:///payorch.sqlite3"
-    broker_url: str = "amqp://guest:guest@127.0.0.1:5672//"
+    # URLs carry passwords: kept out of repr() (they stay plain str, which every engine and
+    # broker client takes; errors never show them, see model_config).
+    database_url: str = Field(default="sqlite:///payorch.sqlite3", repr=False)
+    broker_url: str = Field(default="amqp://guest:guest@127.0.0.1:5672//", repr=False)
     # Connections per process.  Too small: concurrent requests queue for a connection and
     # hit db_pool_timeout_seconds; too large: API + workers exceed PostgreSQL's max_connections.
     db_pool_size: int = Field(default=20, ge=1)

@@ -24,9 +24,16 @@ def _settings(**values: Any) -> Settings:
 
 
 def test_secrets_do_not_appear_in_repr_or_str() -> None:
-    settings = _settings(stripe_api_key=STRIPE_KEY, secret_key=SECRET)
+    password = "db-password-never-printed"
+    settings = _settings(
+        stripe_api_key=STRIPE_KEY,
+        secret_key=SECRET,
+        database_url=f"postgresql+psycopg://payorch:{password}@db/payorch",
+        broker_url=f"amqp://payorch:{password}@mq//",
+    )
     for text in (repr(settings), str(settings), repr(settings.model_dump())):
         assert STRIPE_KEY not in text and SECRET not in text
+    assert password not in repr(settings) and password not in str(settings)
     assert settings.stripe_api_key.get_secret_value() == STRIPE_KEY
 
 
