@@ -1,6 +1,7 @@
 # One image for every payorch process (api, worker, sweeper, migrate, provider-sim);
-# docker-compose.yml picks the command.  Not built on the development machine (no Docker
-# engine there): kept correct by reading, see README "Production stack".
+# docker-compose.yml builds it once (the migrate service) and picks each command.  The
+# build context is the allow-list in .dockerignore.  Not built on the development machine
+# (no Docker engine there); tests/integration/test_compose_files.py checks what it copies.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \

@@ -157,8 +157,9 @@ def _stack(
 ) -> Iterator[Stack]:
     values: dict[str, Any] = {
         # Production settings, except what points at the bench's own database, broker and
-        # provider.  A real secret, so that PAYORCH_ENV=production accepts it.
-        "env": "production",
+        # provider.  ENV=test: it checks the secret like production does, but allows the
+        # simulator (which production refuses).
+        "env": "test",
         "secret_key": secrets.token_urlsafe(32),
         "database_url": database_url,
         "broker_url": broker_url,

@@ -1,23 +1,30 @@
-"""Prometheus metrics.  Defined once here; every process exposes its own.
+"""Prometheus metrics.  Defined once here; every process exposes its own, and only its own.
 
-* The API serves them on ``GET /metrics`` and samples the database gauges (records by
-  status, oldest processing age) at each scrape.
-* ``payorch worker --metrics-port P`` serves the worker's (provider calls, finished
-  payments, fenced writes, takeovers by the beat-driven sweep) on port P.  Celery's prefork
-  pool runs tasks in child processes, so the worker runs prometheus_client's multiprocess
-  mode (``PROMETHEUS_MULTIPROC_DIR``) and port P serves the sum over its children.
-* the sweeper loop, one process, serves its own (takeovers by the sweeper, parked
-  payments, keys purged) the same way: ``start_metrics_server`` on its own port
-  (``orchestrator.cli.serve.MetricsPort`` is the option to give ``payorch sweeper``).
+Each series belongs to the process roles that can move it (``ROLE_SERIES``); a process
+exports its role's series and nothing else, so the API's ``/metrics`` does not show the
+workers' provider calls at a reassuring 0:
+
+* ``api``: ``GET /metrics`` on the API's port; accepts, replays, HTTP requests, operator
+  takeovers, and the database gauges (records by status, oldest processing age), sampled at
+  each scrape.
+* ``worker``: ``payorch worker --metrics-port P``; provider calls, finished payments,
+  fenced writes, and what a beat-driven sweep does.  Celery's prefork pool runs tasks in
+  child processes, so the worker runs prometheus_client's multiprocess mode
+  (``PROMETHEUS_MULTIPROC_DIR``) and port P serves the sum over its children.
+* ``sweeper``: ``payorch sweeper --metrics-port P``; takeovers, parked payments, publish
+  failures, keys purged.
 
 One port per process, not one shared multiprocess directory for everything: the API,
 workers and sweeper run on different hosts (containers), and a scrape per process is what
-Prometheus service discovery expects anyway.
+Prometheus service discovery expects anyway.  The ``*_created`` series are disabled: they
+double the exposition and no alert or dashboard here uses them.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator
+from enum import StrEnum
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -26,10 +33,24 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
+    disable_created_metrics,
     generate_latest,
     multiprocess,
     start_http_server,
 )
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+disable_created_metrics()  # type: ignore[no-untyped-call]
+
+
+class Role(StrEnum):
+    """Which kind of process exports the metrics."""
+
+    API = "api"
+    WORKER = "worker"
+    SWEEPER = "sweeper"
+
 
 MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 PAYMENT_STATUSES = ("processing", "succeeded", "failed", "needs_attention")
@@ -94,6 +115,55 @@ OLDEST_PROCESSING_AGE = Gauge(
 RETENTION_PURGED = Counter(
     "payorch_idempotency_keys_purged_total", "Idempotency keys purged by retention."
 )
+# HTTP, by route template (never the raw path: one series per payment id would grow
+# without bound).  Requests no route matched are "unmatched"; those the middleware refused
+# before routing (431, control characters) are "refused".
+HTTP_REQUESTS = Counter(
+    "payorch_http_requests_total",
+    "HTTP requests answered by the API, by method, route template and status code.",
+    ["method", "route", "status"],
+)
+HTTP_LATENCY = Histogram(
+    "payorch_http_request_duration_seconds",
+    "Time to answer an HTTP request, by method and route template.",
+    ["method", "route"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+
+# Who moves what.  The sweep runs in the sweeper loop and, under ``payorch beat``, inside
+# workers, so workers export the sweep's series too.
+_SWEEP_SERIES = (
+    "payorch_lease_takeovers_total",
+    "payorch_payments_needs_attention_total",
+    "payorch_task_publish_failures_total",
+    "payorch_idempotency_keys_purged_total",
+)
+ROLE_SERIES: dict[Role, frozenset[str]] = {
+    Role.API: frozenset(
+        {
+            "payorch_payments_accepted_total",
+            "payorch_idempotent_replays_total",
+            "payorch_idempotency_key_reuse_conflicts_total",
+            "payorch_task_publish_failures_total",
+            "payorch_lease_takeovers_total",  # operator takeovers through the ops API
+            "payorch_payments_needs_attention_total",  # a takeover that parks
+            "payorch_payment_records",
+            "payorch_oldest_processing_age_seconds",
+            "payorch_http_requests_total",
+            "payorch_http_request_duration_seconds",
+        }
+    ),
+    Role.WORKER: frozenset(
+        {
+            "payorch_provider_calls_total",
+            "payorch_provider_call_seconds",
+            "payorch_fenced_writes_total",
+            "payorch_payments_finished_total",
+            *_SWEEP_SERIES,
+        }
+    ),
+    Role.SWEEPER: frozenset(_SWEEP_SERIES),
+}
 
 
 def _initialise_label_sets() -> None:
@@ -119,21 +189,47 @@ def multiprocess_mode() -> bool:
     return bool(os.environ.get(MULTIPROC_DIR_ENV))
 
 
-def exposition_registry() -> CollectorRegistry:
-    """This process's registry, or in multiprocess mode the sum over every process that
-    shares the directory (a prefork worker's children, ``payorch api --workers N``)."""
-    if not multiprocess_mode():
-        return REGISTRY
-    registry = CollectorRegistry()
-    multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+class _RoleFilter(Collector):
+    """The payorch series of one role from another collector; other series (the process
+    and platform collectors' ``process_*``, ``python_*``) pass through."""
+
+    def __init__(self, source: Collector, role: Role) -> None:
+        self._source = source
+        # prometheus_client names a counter's family without its "_total" suffix.
+        self._allowed = frozenset(name.removesuffix("_total") for name in ROLE_SERIES[role])
+
+    def collect(self) -> Iterable[Metric]:
+        return _only(self._source.collect(), self._allowed)
+
+    def describe(self) -> Iterable[Metric]:
+        return []  # no name-collision checks: the names come from the source
+
+
+def _only(families: Iterable[Metric], allowed: frozenset[str]) -> Iterator[Metric]:
+    for family in families:
+        if not family.name.startswith("payorch_") or family.name in allowed:
+            yield family
+
+
+def exposition_registry(role: Role) -> CollectorRegistry:
+    """The role's series from this process, or in multiprocess mode the sum over every
+    process that shares the directory (a prefork worker's children, ``api --workers N``)."""
+    source: Collector
+    if multiprocess_mode():
+        source = CollectorRegistry()
+        multiprocess.MultiProcessCollector(source)  # type: ignore[no-untyped-call]
+    else:
+        source = REGISTRY
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_RoleFilter(source, role))
     return registry
 
 
-def render() -> tuple[bytes, str]:
+def render(role: Role) -> tuple[bytes, str]:
     """The text exposition format and its content type (for ``GET /metrics``)."""
-    return generate_latest(exposition_registry()), CONTENT_TYPE_LATEST
+    return generate_latest(exposition_registry(role)), CONTENT_TYPE_LATEST
 
 
-def start_metrics_server(port: int, host: str = "127.0.0.1") -> None:
-    """Serve ``/metrics`` on ``host:port`` from a daemon thread of this process."""
-    start_http_server(port, addr=host, registry=exposition_registry())
+def start_metrics_server(port: int, host: str, role: Role) -> None:
+    """Serve ``/metrics`` of ``role`` on ``host:port`` from a daemon thread of this process."""
+    start_http_server(port, addr=host, registry=exposition_registry(role))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from orchestrator.providers.stripe_version import PINNED_API_VERSION
@@ -20,16 +20,26 @@ from orchestrator.providers.stripe_version import PINNED_API_VERSION
 PLACEHOLDER_SECRETS = frozenset({"", "changeme", "change-me", "secret", "dev-secret-key"})
 MIN_SECRET_LENGTH = 32
 DEV_SECRET_KEY = "dev-secret-key"  # noqa: S105 - the dev-only placeholder, refused outside dev
+# The key the simulator accepts; a production process configured with it (or with a
+# plain-http provider) would "charge" a fake and report success: refused in production.
+SIMULATOR_STRIPE_API_KEY = "sk_test_payorch_simulator"
+STRIPE_KEY_PREFIXES = ("sk_live_", "sk_test_", "rk_live_", "rk_test_")
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="PAYORCH_", extra="ignore")
+    # hide_input_in_errors: a ValidationError's text must never carry a value (the Stripe
+    # key, a database password), whoever prints it.
+    model_config = SettingsConfigDict(
+        env_prefix="PAYORCH_", extra="ignore", hide_input_in_errors=True
+    )
 
     env: Literal["dev", "test", "production"] = "dev"
 
     # Storage and broker.  SQLite is the embedded default (one file, no server).
-    database_url: str = "sqlite:///payorch.sqlite3"
-    broker_url: str = "amqp://guest:guest@127.0.0.1:5672//"
+    # URLs carry passwords: kept out of repr() (they stay plain str, which every engine and
+    # broker client takes; errors never show them, see model_config).
+    database_url: str = Field(default="sqlite:///payorch.sqlite3", repr=False)
+    broker_url: str = Field(default="amqp://guest:guest@127.0.0.1:5672//", repr=False)
     # Connections per process.  Too small: concurrent requests queue for a connection and
     # hit db_pool_timeout_seconds; too large: API + workers exceed PostgreSQL's max_connections.
     db_pool_size: int = Field(default=20, ge=1)
@@ -40,7 +50,8 @@ class Settings(BaseSettings):
     db_statement_timeout_ms: int = Field(default=5000, ge=100)
 
     # Provider.
-    stripe_api_key: str = "sk_test_payorch_simulator"
+    # SecretStr: printed as '**********' by repr(), logs and tracebacks.
+    stripe_api_key: SecretStr = SecretStr(SIMULATOR_STRIPE_API_KEY)
     stripe_api_base: str = "https://api.stripe.com"
     # Read timeout of one provider call.  Too short: slow-but-successful calls turn into
     # "outcome unknown" and cost a status query; too long: a hung provider eats the lease.
@@ -88,7 +99,7 @@ class Settings(BaseSettings):
     retention_batch_size: int = Field(default=500, ge=1)
 
     # HMAC key for idempotency keys in logs.  Refused outside dev when missing or a placeholder.
-    secret_key: str = DEV_SECRET_KEY
+    secret_key: SecretStr = SecretStr(DEV_SECRET_KEY)
 
     # Threads serving synchronous API handlers; keep <= pool size + overflow so a burst waits
     # in the threadpool queue, not on the connection pool.
@@ -105,8 +116,9 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
+        secret_key = self.secret_key.get_secret_value()
         if self.env != "dev" and (
-            self.secret_key in PLACEHOLDER_SECRETS or len(self.secret_key) < MIN_SECRET_LENGTH
+            secret_key in PLACEHOLDER_SECRETS or len(secret_key) < MIN_SECRET_LENGTH
         ):
             # A short key makes the HMACs in logs guessable for short idempotency keys.
             raise ValueError(
@@ -115,6 +127,8 @@ class Settings(BaseSettings):
                 "(for example: python -c 'import secrets; print(secrets.token_urlsafe(48))') "
                 "or run with PAYORCH_ENV=dev"
             )
+        if self.env == "production":
+            self._check_real_provider()
         if self.provider_timeout_seconds >= self.task_soft_time_limit:
             raise ValueError(
                 "PAYORCH_PROVIDER_TIMEOUT_SECONDS must be well below PAYORCH_LEASE_SECONDS "
@@ -122,6 +136,21 @@ class Settings(BaseSettings):
                 f"{self.task_soft_time_limit:.1f}s, which is 0.6 x the lease)"
             )
         return self
+
+    def _check_real_provider(self) -> None:
+        """Production talks to a real provider: a forgotten variable must not leave it
+        "charging" the simulator (or anything else over plain http) and reporting success."""
+        if not self.stripe_api_base.startswith("https://"):
+            raise ValueError(
+                "PAYORCH_STRIPE_API_BASE must be an https:// URL in production (Stripe's is "
+                "https://api.stripe.com); the simulator is for PAYORCH_ENV=dev or test"
+            )
+        key = self.stripe_api_key.get_secret_value()
+        if key == SIMULATOR_STRIPE_API_KEY or not key.startswith(STRIPE_KEY_PREFIXES):
+            raise ValueError(
+                "PAYORCH_STRIPE_API_KEY must be set to a Stripe secret or restricted key "
+                "(sk_live_..., rk_live_..., or sk_test_... for Stripe's test mode) in production"
+            )
 
     @cached_property
     def task_time_limit(self) -> float:

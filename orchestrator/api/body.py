@@ -14,6 +14,7 @@ from fastapi import Request
 from pydantic import BaseModel, ValidationError
 
 from orchestrator.api.problems import Problem
+from orchestrator.validation_messages import error_message
 
 MAX_BODY_BYTES = 64 * 1024
 M = TypeVar("M", bound=BaseModel)
@@ -77,7 +78,7 @@ def validation_problem(error: ValidationError, *, location: str = "body") -> Pro
     fields = [
         {
             "field": ".".join(str(part) for part in item["loc"]) or location,
-            "message": item["msg"],
+            "message": error_message(item),
         }
         for item in error.errors(include_url=False, include_input=False)
     ]

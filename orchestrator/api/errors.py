@@ -16,6 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from orchestrator.api.problems import Problem, problem_response
 from orchestrator.logging import get_logger
+from orchestrator.validation_messages import error_message
 
 log = get_logger(__name__)
 
@@ -45,7 +46,8 @@ async def _on_validation(request: Request, exc: Exception) -> JSONResponse:
         )
     else:
         fields = [
-            {"field": ".".join(str(p) for p in e["loc"]), "message": str(e["msg"])} for e in errors
+            {"field": ".".join(str(p) for p in e["loc"]), "message": error_message(e)}
+            for e in errors
         ]
         listed = "; ".join(f"{f['field']}: {f['message']}" for f in fields)
         problem = Problem(400, "invalid-request", f"Fix these fields: {listed}", errors=fields)

@@ -22,6 +22,7 @@ from urllib.parse import unquote_to_bytes
 import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from orchestrator import metrics
 from orchestrator.api.problems import Problem, problem_response
 from orchestrator.logging import get_logger
 
@@ -68,6 +69,7 @@ class RequestContextMiddleware:
         scope.setdefault("state", {})
         started = time.perf_counter()
         status = 500
+        route = "unmatched"  # until the router names one
 
         async def send_with_id(message: Message) -> None:
             nonlocal status
@@ -81,20 +83,42 @@ class RequestContextMiddleware:
         try:
             refusal = _refusal(scope)
             if refusal is not None:
+                route = "refused"
                 response = problem_response(refusal, instance=None)
                 await response(scope, receive, send_with_id)
             else:
                 await self.app(scope, receive, send_with_id)
         finally:
+            elapsed = time.perf_counter() - started
+            route = _route_template(scope, route)
+            method = _method_label(scope["method"])
+            metrics.HTTP_REQUESTS.labels(method=method, route=route, status=str(status)).inc()
+            metrics.HTTP_LATENCY.labels(method=method, route=route).observe(elapsed)
             log.info(
                 "http_request",
                 method=scope["method"],
                 path=_printable(scope["path"]),
                 status=status,
                 client_id=scope["state"].get("client_id"),
-                duration_ms=round((time.perf_counter() - started) * 1000, 2),
+                duration_ms=round(elapsed * 1000, 2),
             )
             structlog.contextvars.clear_contextvars()
+
+
+_KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+def _route_template(scope: Scope, fallback: str) -> str:
+    """The matched route's template (``/v1/payments/{payment_id}``), never the raw path:
+    one series per payment id would grow the metrics without bound."""
+    matched = scope.get("route")
+    path = getattr(matched, "path", None)
+    return path if isinstance(path, str) else fallback
+
+
+def _method_label(method: str) -> str:
+    # A client may send any token as a method; keep the label set bounded.
+    return method if method in _KNOWN_METHODS else "other"
 
 
 def _printable(path: str) -> str:

@@ -79,18 +79,36 @@ def _any_case_pattern(codes: frozenset[str]) -> str:
 
 
 def _metadata(value: dict[str, str]) -> dict[str, str]:
+    """Every message names the offending key: with 50 keys, "keys must be ..." alone leaves
+    the merchant guessing which one."""
     if len(value) > MAX_METADATA_KEYS:
-        raise ValueError(f"may have at most {MAX_METADATA_KEYS} keys")
+        raise ValueError(f"may have at most {MAX_METADATA_KEYS} keys, not {len(value)}")
     for key, item in value.items():
+        name = _quoted_key(key)
         if not key or len(key) > MAX_METADATA_KEY_LENGTH:
-            raise ValueError(f"keys must be 1-{MAX_METADATA_KEY_LENGTH} characters")
+            raise ValueError(f"key {name} must be 1-{MAX_METADATA_KEY_LENGTH} characters")
         if "[" in key or "]" in key:
-            raise ValueError("keys must not contain square brackets")
-        _clean_identifier(key)
+            raise ValueError(f"key {name} must not contain square brackets")
+        try:
+            _clean_identifier(key)
+        except ValueError as error:
+            raise ValueError(f"key {name} {error}") from None
         if len(item) > MAX_METADATA_VALUE_LENGTH:
-            raise ValueError(f"values must be at most {MAX_METADATA_VALUE_LENGTH} characters")
-        _clean_text(item)
+            raise ValueError(
+                f"the value of key {name} must be at most {MAX_METADATA_VALUE_LENGTH} characters"
+            )
+        try:
+            _clean_text(item)
+        except ValueError as error:
+            raise ValueError(f"the value of key {name} {error}") from None
     return value
+
+
+def _quoted_key(key: str) -> str:
+    # repr() shows control characters and lone surrogates as escapes, so the message stays
+    # one printable line; a very long key is cut (the client knows the rest).
+    shown = key if len(key) <= MAX_METADATA_KEY_LENGTH else key[:MAX_METADATA_KEY_LENGTH] + "..."
+    return ascii(shown)
 
 
 def _metadata_schema(schema: dict[str, Any]) -> None:

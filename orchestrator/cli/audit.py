@@ -7,8 +7,8 @@ from typing import Annotated
 import typer
 
 from orchestrator.bootstrap import bootstrap
+from orchestrator.cli.config import load_settings
 from orchestrator.cli.output import print_json, print_table
-from orchestrator.cli.serve import load_settings
 from orchestrator.ops.queries import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, list_audit
 from orchestrator.ops.representation import audit_representation
 from orchestrator.services.dispatch import NullPublisher

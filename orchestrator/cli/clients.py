@@ -7,7 +7,8 @@ from typing import Annotated
 import typer
 
 from orchestrator.bootstrap import bootstrap
-from orchestrator.cli.output import errors, print_json, print_table
+from orchestrator.cli.config import load_settings
+from orchestrator.cli.output import errors, print_json, print_secret, print_table
 from orchestrator.domain.model import ApiClient, Role
 from orchestrator.services.api_keys import create_client, list_clients, revoke_client
 from orchestrator.services.dispatch import NullPublisher
@@ -37,7 +38,7 @@ def create(
     as_json: JsonFlag = False,
 ) -> None:
     """Create a client and print its API key (shown once; only a hash is stored)."""
-    container = bootstrap(publisher=NullPublisher())
+    container = bootstrap(load_settings(), publisher=NullPublisher())
     issued = create_client(container, name, role)
     data = {
         "id": issued.client.id,
@@ -47,15 +48,18 @@ def create(
     }
     if as_json:
         print_json(data)
-    else:
-        print_table("API client", ["id", "name", "role", "api_key"], [list(data.values())])
-        errors.print("Store the key now: it cannot be shown again.")
+        return
+    # The key alone on its own line, whole: never in a table that a narrow terminal cuts.
+    typer.echo(f"created API client {issued.client.id} ({issued.client.name}, {data['role']})")
+    typer.echo("API key (store it now: it cannot be shown again):")
+    print_secret(issued.api_key)
 
 
 @app.command("list")
 def list_command(as_json: JsonFlag = False) -> None:
     """List clients (key prefixes only)."""
-    clients = [_describe(c) for c in list_clients(bootstrap(publisher=NullPublisher()))]
+    container = bootstrap(load_settings(), publisher=NullPublisher())
+    clients = [_describe(c) for c in list_clients(container)]
     if as_json:
         print_json(clients)
         return
@@ -66,7 +70,7 @@ def list_command(as_json: JsonFlag = False) -> None:
 @app.command()
 def revoke(client_id: str, as_json: JsonFlag = False) -> None:
     """Revoke a client's key: its next request gets 401."""
-    client = revoke_client(bootstrap(publisher=NullPublisher()), client_id)
+    client = revoke_client(bootstrap(load_settings(), publisher=NullPublisher()), client_id)
     if client is None:
         errors.print(f"no client {client_id!r}")
         raise typer.Exit(1)

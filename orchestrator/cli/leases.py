@@ -7,11 +7,11 @@ from typing import Annotated
 import typer
 
 from orchestrator.bootstrap import bootstrap
+from orchestrator.cli.config import load_settings
 from orchestrator.cli.operator import OperatorOption, cli_operator
 from orchestrator.cli.ops_output import fail, print_action
 from orchestrator.cli.output import print_json, print_table
-from orchestrator.cli.serve import load_settings
-from orchestrator.db.repositories.leases import LeaseState
+from orchestrator.db.repositories.leases import LeaseState, lease_state_of
 from orchestrator.ops.commands import take_over_payment
 from orchestrator.ops.errors import OpsError
 from orchestrator.ops.queries import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, list_leases
@@ -25,15 +25,15 @@ ReasonOption = Annotated[
     str, typer.Option("--reason", help="Why (recorded in the audit trail).", show_default=False)
 ]
 
+# The table is for people at a terminal: the lease state says what status, lease_expired
+# and next_attempt_at say in three columns (--json has every field).
 _COLUMNS = [
     "payment_id",
-    "status",
+    "lease",
     "recovery_point",
     "lease_owner",
     "lease_token",
     "locked_until",
-    "lease_expired",
-    "next_attempt_at",
     "attempts",
     "last_error",
 ]
@@ -42,20 +42,32 @@ _MAX_ERROR_WIDTH = 60
 
 @app.command("list")
 def list_command(
-    state: Annotated[LeaseState, typer.Option(help="Which leases.")] = LeaseState.EXPIRED,
+    state: Annotated[
+        LeaseState,
+        typer.Option(
+            help="unfinished: every payment not finished; active: a worker holds a live "
+            "lease; deferred: waiting for a stored retry time, nobody holds it; expired: "
+            "the sweeper's next work; needs_attention: parked for an operator."
+        ),
+    ] = LeaseState.UNFINISHED,
     limit: Annotated[int, typer.Option(min=1, max=MAX_LIST_LIMIT)] = DEFAULT_LIST_LIMIT,
     as_json: JsonFlag = False,
 ) -> None:
-    """List payments whose lease is expired or active, or that need attention."""
+    """List unfinished payments and their leases (all of them by default, or one --state)."""
     listing = list_leases(bootstrap(load_settings(), publisher=NullPublisher()), state, limit=limit)
     leases = [lease_representation(r, listing.now) for r in listing.records]
     if as_json:
         print_json({"state": listing.state.value, "now": listing.now.isoformat(), "data": leases})
         return
     rows = []
-    for lease in leases:
+    for record, lease in zip(listing.records, leases, strict=True):
         error = lease["last_error"] or ""
-        lease = {**lease, "last_error": error[:_MAX_ERROR_WIDTH]}
+        current = lease_state_of(record, listing.now)
+        lease = {
+            **lease,
+            "lease": current.value if current is not None else "-",
+            "last_error": error[:_MAX_ERROR_WIDTH],
+        }
         rows.append([lease[column] for column in _COLUMNS])
     print_table(f"{state.value} leases at {listing.now.isoformat()}", _COLUMNS, rows)
 

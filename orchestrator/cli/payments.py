@@ -7,9 +7,9 @@ from typing import Annotated
 import typer
 
 from orchestrator.bootstrap import bootstrap
+from orchestrator.cli.config import load_settings
 from orchestrator.cli.operator import OperatorOption, cli_operator
 from orchestrator.cli.ops_output import fail, print_action
-from orchestrator.cli.serve import load_settings
 from orchestrator.ops.commands import retry_payment
 from orchestrator.ops.errors import OpsError
 

@@ -1,8 +1,7 @@
 """Long-running processes: the API server and the Celery worker.
 
-Both refuse bad configuration before they start anything: the message names the setting
-and says what to do, the exit status is ``EX_CONFIG`` (78), and no traceback buries it
-(which matters in a container log, where it may be the only line an operator reads).
+Both refuse bad configuration before they start anything, through
+``orchestrator.cli.config.load_settings`` like every other command.
 
 Metrics: the API serves ``/metrics`` on its own port; a worker serves them on
 ``--metrics-port`` (see ``orchestrator.metrics`` for why one port per process).
@@ -20,14 +19,16 @@ from typing import Annotated, Any
 
 import typer
 import uvicorn
-from pydantic import ValidationError
+from uvicorn.supervisors import Multiprocess
 
 from orchestrator import metrics
 from orchestrator.bootstrap import bootstrap
-from orchestrator.logging import capture_standard_logging, configure_logging
+from orchestrator.cli.config import load_settings
+from orchestrator.logging import capture_standard_logging, configure_logging, get_logger
 from orchestrator.settings import Settings
 
-EX_CONFIG = 78  # sysexits.h: configuration error
+log = get_logger("payorch.cli")
+UVICORN_STARTUP_FAILURE = 3  # what ``uvicorn.run`` exits with when the server never started
 
 MetricsPort = Annotated[
     int | None,
@@ -39,28 +40,6 @@ MetricsPort = Annotated[
     ),
 ]
 MetricsHost = Annotated[str, typer.Option("--metrics-host", help="Interface for --metrics-port.")]
-
-
-def describe_configuration_error(error: ValidationError) -> str:
-    """One line per problem, naming the environment variable.  Never the input values:
-    they include the database URL's password and the provider's secret key."""
-    lines = []
-    for item in error.errors(include_url=False, include_input=False):
-        message = str(item["msg"]).removeprefix("Value error, ")
-        location = "".join(str(part) for part in item["loc"][:1])
-        lines.append(f"PAYORCH_{location.upper()}: {message}" if location else message)
-    return "\n".join(lines)
-
-
-def load_settings() -> Settings:
-    """Settings from the environment, or a clear message and exit status 78."""
-    try:
-        return Settings()
-    except ValidationError as error:
-        typer.echo(
-            f"payorch: invalid configuration:\n{describe_configuration_error(error)}", err=True
-        )
-        raise typer.Exit(EX_CONFIG) from None
 
 
 def use_multiprocess_metrics() -> None:
@@ -94,7 +73,7 @@ def _remove_if_owner(directory: str, owner: int) -> None:
 
 def api(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    port: Annotated[int, typer.Option(help="TCP port (0: any free port).")] = 8000,
     workers: Annotated[int, typer.Option(help="Server processes.")] = 1,
 ) -> None:
     """Serve the HTTP API (uvicorn)."""
@@ -106,7 +85,7 @@ def api(
     if workers > 1:
         # Each server process counts its own requests; /metrics must show their sum.
         use_multiprocess_metrics()
-    uvicorn.run(
+    config = uvicorn.Config(
         "orchestrator.api.asgi:app_from_environment",
         factory=True,
         host=host,
@@ -119,6 +98,26 @@ def api(
         # Keep-alive longer than typical client pools so idle connections are reused.
         timeout_keep_alive=30,
     )
+    server = uvicorn.Server(config)
+    if workers == 1:
+        config.load()  # build the app first: a failure here is not "listening"
+    # Bind here rather than inside uvicorn, so that the one start-up line can say where
+    # the API listens (uvicorn's own "running on" line is below our log level).
+    sock = config.bind_socket()
+    bound_host, bound_port = sock.getsockname()[:2]
+    shown_host = f"[{bound_host}]" if ":" in bound_host else bound_host
+    log.info(
+        "api_listening", url=f"http://{shown_host}:{bound_port}", workers=workers, pid=os.getpid()
+    )
+    try:
+        if workers > 1:
+            Multiprocess(config, sockets=[sock]).run()
+        else:
+            server.run(sockets=[sock])
+    except KeyboardInterrupt:
+        pass
+    if workers == 1 and not server.started:
+        raise typer.Exit(UVICORN_STARTUP_FAILURE)
 
 
 def worker(
@@ -139,7 +138,7 @@ def worker(
     container.close()
     log_celery_as_json(settings, loglevel)
     if metrics_port is not None:
-        metrics.start_metrics_server(metrics_port, metrics_host)
+        metrics.start_metrics_server(metrics_port, metrics_host, metrics.Role.WORKER)
     argv = [
         "--quiet",  # no banner: the log stays one JSON object per line
         "worker",

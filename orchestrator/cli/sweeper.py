@@ -19,8 +19,9 @@ import typer
 
 from orchestrator import metrics
 from orchestrator.bootstrap import bootstrap
+from orchestrator.cli.config import load_settings
 from orchestrator.cli.output import print_json, print_table
-from orchestrator.cli.serve import MetricsHost, MetricsPort, load_settings, log_celery_as_json
+from orchestrator.cli.serve import MetricsHost, MetricsPort, log_celery_as_json
 from orchestrator.leases.sweeper import Sweeper, SweepReport
 from orchestrator.logging import capture_standard_logging
 
@@ -75,7 +76,7 @@ def _run_loop(metrics_port: int | None, metrics_host: str) -> None:
     # A long-running process: the libraries' lines (SQLAlchemy, the broker client) as JSON.
     capture_standard_logging(container.settings)
     if metrics_port is not None:
-        metrics.start_metrics_server(metrics_port, metrics_host)
+        metrics.start_metrics_server(metrics_port, metrics_host, metrics.Role.SWEEPER)
     stop = threading.Event()
 
     def request_stop(_signum: int, _frame: FrameType | None) -> None:

@@ -164,7 +164,7 @@ class StripeProvider:
     @classmethod
     def from_settings(cls, settings: Settings) -> StripeProvider:
         return cls(
-            api_key=settings.stripe_api_key,
+            api_key=settings.stripe_api_key.get_secret_value(),
             api_base=settings.stripe_api_base,
             connect_timeout=settings.provider_connect_timeout_seconds,
             read_timeout=settings.provider_timeout_seconds,

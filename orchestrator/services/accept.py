@@ -47,7 +47,7 @@ def accept_payment(
     fingerprint: str,
 ) -> Accepted:
     """Raises IdempotencyKeyReused when the key names a different request."""
-    key_tag = key_digest(container.settings.secret_key, idempotency_key)
+    key_tag = key_digest(container.settings.secret_key.get_secret_value(), idempotency_key)
     record, created = _claim(container, client, idempotency_key, request, fingerprint)
     if not created:
         if record.request_fingerprint != fingerprint:

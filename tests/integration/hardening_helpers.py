@@ -146,9 +146,10 @@ def metric(text: str, name: str, **labels: str) -> float:
 
 
 def payorch_environment(database_url: str, **extra: str) -> dict[str, str]:
-    """The environment of a ``payorch`` subprocess: production mode with a real secret."""
+    """The environment of a ``payorch`` subprocess: a real secret, as outside dev (``test``,
+    not ``production``, which refuses the simulator)."""
     env = {
-        "PAYORCH_ENV": "production",
+        "PAYORCH_ENV": "test",
         "PAYORCH_DATABASE_URL": database_url,
         "PAYORCH_SECRET_KEY": TEST_SECRET_KEY,
     }

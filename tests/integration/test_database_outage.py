@@ -3,9 +3,8 @@ never a 500 with a trace; when the database is back, every payment is accepted e
 and charged exactly once; a worker that loses the database mid-payment leaves the record
 for the sweeper, and nothing is charged twice.
 
-These tests really stop the shared PostgreSQL server (``service_control``) and start it
-again, holding the service lock for the whole test so that no other session stops or
-starts it meanwhile.
+These tests really stop a PostgreSQL server and start it again: the session's private
+cluster (``service_control``), never the machine's shared one.
 """
 
 from __future__ import annotations
@@ -43,17 +42,14 @@ CLIENT_TIMEOUT_SECONDS = 20.0
 
 
 @pytest.fixture
-def control(service_control: ServiceControl) -> Iterator[ServiceControl]:
-    """The service lock for the whole test: another session's outage test must not stop
-    PostgreSQL again while this one checks the recovery."""
-    with service_control.exclusive():
-        yield service_control
+def control(service_control: ServiceControl) -> ServiceControl:
+    return service_control
 
 
 @pytest.fixture
-def database_url(make_postgres_database) -> str:  # type: ignore[no-untyped-def]
-    url: str = make_postgres_database()
-    return url
+def database_url(control: ServiceControl) -> str:
+    """A database on the private cluster: the one these tests stop."""
+    return control.make_database()
 
 
 @pytest.fixture

@@ -1,9 +1,12 @@
-"""Prometheus metrics (issue 7): every series the contract names is exposed from the start,
-and each one moves with the traffic that should move it.
+"""Prometheus metrics (issues 7 and 16): every series the contract names is exposed from
+the start by the process role that moves it, and by no other; each one moves with the
+traffic that should move it.
 
-The API's ``/metrics`` is read over real HTTP around real requests, worker protocol runs,
-a sweep and an operator takeover.  A real ``payorch worker --metrics-port`` (prefork pool,
-so the tasks run in child processes) shows the provider calls its children made.
+The API's ``/metrics`` is read over real HTTP around real requests and an operator
+takeover; the worker's and the sweeper's series are read through the same exposition their
+metrics ports serve (``metrics.render(Role...)``), in this process, around worker protocol
+runs and a sweep.  A real ``payorch worker --metrics-port`` (prefork pool, so the tasks run
+in child processes) shows the provider calls its children made, and no API series.
 
 Counters are process-wide, so the in-process tests assert exact *differences* around
 traffic they alone send.
@@ -12,12 +15,13 @@ traffic they alone send.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 
 import httpx
 import pytest
 
+from orchestrator import metrics
 from orchestrator.domain.model import Role
 from orchestrator.leases.sweeper import Sweeper
 from orchestrator.providers.simulator import start_in_thread
@@ -38,24 +42,47 @@ from tests.support.processes import ProcessManager, free_port, wait_for_http
 from workers.celery_app import create_celery_app
 from workers.publisher import CeleryPublisher
 
-EXPOSED = [
+API_EXPOSED = [
     ("payorch_payments_accepted_total", {}),
     ("payorch_idempotent_replays_total", {"state": "processing"}),
     ("payorch_idempotent_replays_total", {"state": "succeeded"}),
     ("payorch_idempotency_key_reuse_conflicts_total", {}),
+    ("payorch_lease_takeovers_total", {"by": "operator"}),
+    ("payorch_payment_records", {"status": "processing"}),
+    ("payorch_payment_records", {"status": "needs_attention"}),
+    ("payorch_oldest_processing_age_seconds", {}),
+    ("payorch_task_publish_failures_total", {}),
+]
+WORKER_EXPOSED = [
     ("payorch_provider_calls_total", {"operation": "create", "outcome": "ok"}),
     ("payorch_provider_calls_total", {"operation": "confirm", "outcome": "declined"}),
     ("payorch_provider_calls_total", {"operation": "retrieve", "outcome": "unknown"}),
     ("payorch_provider_call_seconds_count", {"operation": "confirm"}),
     ("payorch_provider_call_seconds_bucket", {"operation": "confirm", "le": "0.1"}),
-    ("payorch_lease_takeovers_total", {"by": "sweeper"}),
-    ("payorch_lease_takeovers_total", {"by": "operator"}),
-    ("payorch_payment_records", {"status": "processing"}),
-    ("payorch_payment_records", {"status": "needs_attention"}),
-    ("payorch_oldest_processing_age_seconds", {}),
     ("payorch_payments_finished_total", {"status": "succeeded"}),
-    ("payorch_task_publish_failures_total", {}),
+    ("payorch_fenced_writes_total", {}),
+    ("payorch_lease_takeovers_total", {"by": "sweeper"}),  # a beat-driven sweep
 ]
+SWEEPER_EXPOSED = [
+    ("payorch_lease_takeovers_total", {"by": "sweeper"}),
+    ("payorch_task_publish_failures_total", {}),
+    ("payorch_payments_needs_attention_total", {}),
+    ("payorch_idempotency_keys_purged_total", {}),
+]
+WORKER_ONLY = ["payorch_provider_calls", "payorch_provider_call_seconds",
+               "payorch_fenced_writes", "payorch_payments_finished"]  # fmt: skip
+API_ONLY = ["payorch_payments_accepted", "payorch_http_requests", "payorch_payment_records",
+            "payorch_idempotent_replays"]  # fmt: skip
+
+
+def families(text: str) -> set[str]:
+    """The metric family names of an exposition (``# TYPE name kind`` lines)."""
+    return {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")}
+
+
+def role_text(role: metrics.Role) -> Callable[[], str]:
+    """What ``role``'s metrics port serves, read in this process."""
+    return lambda: metrics.render(role)[0].decode()
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
@@ -77,25 +104,71 @@ def scrape(api: Api) -> str:
 
 
 class Delta:
-    """Metric values before and after some traffic."""
+    """Metric values before and after some traffic, from the API or a role's exposition."""
 
-    def __init__(self, api: Api) -> None:
-        self._api = api
-        self.before = scrape(api)
+    def __init__(self, source: Api | Callable[[], str]) -> None:
+        self._read = (lambda: scrape(source)) if isinstance(source, Api) else source
+        self.before = self._read()
         self.after = ""
 
     def take(self) -> None:
-        self.after = scrape(self._api)
+        self.after = self._read()
 
     def __call__(self, name: str, **labels: str) -> float:
-        return metric(self.after, name, **labels) - metric(self.before, name, **labels)
+        try:
+            before = metric(self.before, name, **labels)
+        except KeyError:  # a label set seen for the first time (HTTP routes and statuses)
+            before = 0.0
+        return metric(self.after, name, **labels) - before
 
 
-@pytest.mark.parametrize(("name", "labels"), EXPOSED)
-def test_every_series_is_exposed_before_any_traffic(
+@pytest.mark.parametrize(("name", "labels"), API_EXPOSED)
+def test_every_api_series_is_exposed_before_any_traffic(
     api: Api, name: str, labels: dict[str, str]
 ) -> None:
     metric(scrape(api), name, **labels)  # KeyError when absent
+
+
+@pytest.mark.parametrize(
+    ("role", "name", "labels"),
+    [(metrics.Role.WORKER, name, labels) for name, labels in WORKER_EXPOSED]
+    + [(metrics.Role.SWEEPER, name, labels) for name, labels in SWEEPER_EXPOSED],
+)
+def test_every_worker_and_sweeper_series_is_exposed_before_any_traffic(
+    role: metrics.Role, name: str, labels: dict[str, str]
+) -> None:
+    metric(role_text(role)(), name, **labels)
+
+
+def test_each_role_exports_only_its_own_series_and_no_created_series(api: Api) -> None:
+    api_families = families(scrape(api))
+    worker_families = families(role_text(metrics.Role.WORKER)())
+    sweeper_families = families(role_text(metrics.Role.SWEEPER)())
+
+    assert not api_families & set(WORKER_ONLY)  # no reassuring zeros for worker work
+    assert not worker_families & set(API_ONLY)
+    assert not sweeper_families & set(WORKER_ONLY + API_ONLY)
+    for text in (scrape(api), role_text(metrics.Role.WORKER)()):
+        assert "_created" not in text
+
+
+def test_http_requests_are_counted_by_route_template_method_and_status(api: Api) -> None:
+    delta = Delta(api)
+    with api.client() as client:
+        paid = post_payment(client, "metrics-http").json()
+        assert client.get(f"/v1/payments/{paid['id']}").status_code == 200
+        assert client.get("/v1/payments/pay_" + "f" * 32).status_code == 404
+        assert client.get("/no/such/route").status_code == 404
+    delta.take()
+    route = "/v1/payments/{payment_id}"
+    assert (
+        delta("payorch_http_requests_total", method="POST", route="/v1/payments", status="202") == 1
+    )
+    assert delta("payorch_http_requests_total", method="GET", route=route, status="200") == 1
+    assert delta("payorch_http_requests_total", method="GET", route=route, status="404") == 1
+    assert delta("payorch_http_requests_total", method="GET", route="unmatched", status="404") == 1
+    assert delta("payorch_http_request_duration_seconds_count", method="GET", route=route) == 2
+    assert paid["id"] not in delta.after  # never the raw path as a label
 
 
 def test_accepts_replays_and_key_reuse_move_their_counters(api: Api) -> None:
@@ -117,7 +190,7 @@ def test_accepts_replays_and_key_reuse_move_their_counters(api: Api) -> None:
 
 
 def test_provider_calls_are_counted_by_operation_and_outcome_with_latency(api: Api) -> None:
-    delta = Delta(api)
+    delta = Delta(role_text(metrics.Role.WORKER))
     with api.client() as client:
         paid = post_payment(client, "metrics-paid").json()
         declined = post_payment(
@@ -150,6 +223,7 @@ def test_takeovers_are_counted_by_sweeper_and_by_operator(api: Api) -> None:
         past = uow.now() - timedelta(minutes=5)
     force(api.container, lost["id"], locked_until=past)
     delta = Delta(api)
+    swept = Delta(role_text(metrics.Role.SWEEPER))
     report = Sweeper(api.container, name="metrics-sweeper").run_once()
     with api.client(api.ops_key) as ops:
         taken = ops.post(
@@ -157,9 +231,10 @@ def test_takeovers_are_counted_by_sweeper_and_by_operator(api: Api) -> None:
             json={"reason": "metrics test", "force": True},
         )
     delta.take()
+    swept.take()
     assert lost["id"] in report.taken_over
     assert taken.status_code == 200, taken.text
-    assert delta("payorch_lease_takeovers_total", by="sweeper") == len(report.taken_over)
+    assert swept("payorch_lease_takeovers_total", by="sweeper") == len(report.taken_over)
     assert delta("payorch_lease_takeovers_total", by="operator") == 1
 
 
@@ -226,3 +301,4 @@ def test_a_prefork_worker_serves_its_childrens_metrics_on_its_own_port(
     assert metric(after, "payorch_provider_calls_total", operation="confirm", outcome="ok") == 3
     assert metric(after, "payorch_payments_finished_total", status="succeeded") == 3
     assert metric(after, "payorch_provider_call_seconds_count", operation="confirm") == 3
+    assert not families(after) & set(API_ONLY)

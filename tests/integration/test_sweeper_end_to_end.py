@@ -41,9 +41,20 @@ def stack(make_postgres_database, make_broker_url) -> Iterator[Stack]:
         yield built
 
 
+@pytest.fixture
+def outage_stack(make_postgres_database, service_control) -> Iterator[Stack]:
+    """Like ``stack``, on the session's private RabbitMQ node: the one the test stops."""
+    with running_stack(
+        make_postgres_database(),
+        service_control.make_broker_url(),
+        dispatch_lease_seconds=2.0,
+        max_attempts=3,
+    ) as built:
+        yield built
+
+
 def accept_while_broker_down(stack: Stack, count: int) -> list[httpx.Response]:
-    """Concurrent merchants: each accept waits for the failed publish, and the outage of
-    the shared broker should stay short."""
+    """Concurrent merchants: each accept waits for the failed publish."""
     body = {"amount": 1000, "currency": "usd", "payment_method": "pm_card_visa"}
 
     def post(n: int) -> httpx.Response:
@@ -77,25 +88,23 @@ def wait_all_final(stack: Stack, ids: list[str], timeout: float) -> dict[str, di
 
 
 def test_payments_accepted_while_the_broker_is_down_complete_once_it_is_back(
-    stack, processes, service_control
+    outage_stack, processes, service_control
 ):
+    stack = outage_stack
     sweeper = stack.start_sweeper(processes)
 
-    # Exclusive: no other test session on this machine stops PostgreSQL or RabbitMQ while
-    # this test needs them (the outage below is the only one it wants).
-    with service_control.exclusive():
-        with service_control.broker_stopped():
-            responses = accept_while_broker_down(stack, BROKER_OUTAGE_PAYMENTS)
-            # The sweeper keeps taking the expired dispatch leases over and failing to
-            # publish: each failure leaves a dispatch lease that expires back to it.
-            time.sleep(3.0)
+    with service_control.broker_stopped():
+        responses = accept_while_broker_down(stack, BROKER_OUTAGE_PAYMENTS)
+        # The sweeper keeps taking the expired dispatch leases over and failing to
+        # publish: each failure leaves a dispatch lease that expires back to it.
+        time.sleep(3.0)
 
-        assert [r.status_code for r in responses] == [202] * BROKER_OUTAGE_PAYMENTS
-        ids = [r.json()["id"] for r in responses]
-        assert len(set(ids)) == BROKER_OUTAGE_PAYMENTS
-        stack.start_worker(processes, concurrency=4)
+    assert [r.status_code for r in responses] == [202] * BROKER_OUTAGE_PAYMENTS
+    ids = [r.json()["id"] for r in responses]
+    assert len(set(ids)) == BROKER_OUTAGE_PAYMENTS
+    stack.start_worker(processes, concurrency=4)
 
-        final = wait_all_final(stack, ids, timeout=180)
+    final = wait_all_final(stack, ids, timeout=180)
 
     assert {p["status"] for p in final.values()} == {"succeeded"}
     for payment_id in ids:

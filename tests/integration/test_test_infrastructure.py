@@ -1,7 +1,8 @@
-"""The test infrastructure itself: per-run databases and vhosts, outage recovery, processes.
+"""The test infrastructure itself: per-run databases and vhosts, outages, processes.
 
-The outage tests really stop PostgreSQL and RabbitMQ on this machine and prove the helpers
-detect it and bring them back; each takes a few seconds.
+The outage tests really stop a PostgreSQL cluster and a RabbitMQ node, the session's
+private ones (``service_control``), and prove that the machine's shared servers stay up
+meanwhile and that the private ones come back.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import sqlalchemy as sa
 from tests.support import postgres, rabbitmq
 from tests.support.locking import LOCK_PATH, SERVICE_LOCK
 from tests.support.plugin import DatabaseFactory
+from tests.support.private_servers import OWNER_FILE, ROOT, reap_dead_sessions
 from tests.support.processes import (
     ManagedProcess,
     ProcessExited,
@@ -31,7 +33,7 @@ from tests.support.processes import (
     wait_for_http,
     wait_for_port,
 )
-from tests.support.services import ServiceControl, ensure_services
+from tests.support.services import PrivateServices, ServiceControl
 
 
 def _user_tables(url: str) -> list[str]:
@@ -111,37 +113,36 @@ def test_a_database_with_open_connections_is_still_dropped(postgres_server: None
         assert remaining.fetchone() is None
 
 
-def test_stopped_postgres_is_detected_and_started_again(
-    service_control: ServiceControl, postgres_url: str
+def test_a_postgres_outage_stops_the_private_cluster_never_the_shared_one(
+    service_control: ServiceControl, postgres_server: None
 ) -> None:
-    with service_control.exclusive():  # no other session may restart it under us
-        service_control.stop_postgres()
-        try:
-            assert postgres.probe_postgres().kind == "refused"
-
-            # The same call the session makes before the first test that needs PostgreSQL.
-            (ensured,) = ensure_services(want_rabbitmq=False, allow_install=False)
-        finally:
-            service_control.start_postgres()
-
-    assert any("started cluster" in action for action in ensured.actions), ensured.actions
-    assert postgres.probe_postgres().ok
-    with postgres.connection_to(postgres_url) as connection:  # the run's database survived
-        assert connection.execute("SELECT 1").fetchone() == (1,)
+    url = service_control.make_database()
+    port = int(url.split("@127.0.0.1:", 1)[1].split("/", 1)[0])
+    assert port != postgres.PORT
+    engine = sa.create_engine(url, pool_pre_ping=True)
+    try:
+        with service_control.postgres_stopped():
+            with pytest.raises(sa.exc.OperationalError), engine.connect():
+                pass
+            assert postgres.probe_postgres().ok  # the shared server did not notice
+        with engine.connect() as connection:  # the private one is back, data intact
+            assert connection.scalar(sa.text("SELECT current_database()")) == url.rsplit("/")[-1]
+    finally:
+        engine.dispose()
 
 
 def test_postgres_outage_ends_even_when_the_test_body_fails(
-    service_control: ServiceControl, postgres_server: None
+    service_control: ServiceControl, private_services: PrivateServices
 ) -> None:
     def outage_with_a_failing_body() -> None:
         with service_control.postgres_stopped():
-            assert not postgres.probe_postgres().ok
+            assert not private_services.postgres.is_ready()
             raise RuntimeError("body failed")
 
     with pytest.raises(RuntimeError, match="body failed"):
         outage_with_a_failing_body()
 
-    assert postgres.probe_postgres().ok
+    assert private_services.postgres.is_ready()
 
 
 def test_trust_auth_goes_first_in_pg_hba_and_is_added_once(
@@ -179,56 +180,70 @@ def test_per_run_vhost_exists_and_accepts_amqp(broker_url: str, broker_vhost: st
     assert _amqp_round_trip(broker_url) == {"hello": "broker"}
 
 
-def test_stopped_rabbitmq_application_is_detected_and_started_again(
-    service_control: ServiceControl, broker_url: str
+@pytest.mark.parametrize("mode", ["app", "node"])
+def test_a_broker_outage_stops_the_private_node_never_the_shared_one(
+    service_control: ServiceControl,
+    private_services: PrivateServices,
+    broker_url: str,
+    mode: str,
 ) -> None:
-    with service_control.exclusive():
-        service_control.stop_broker("app")
-        try:
-            assert rabbitmq.probe_rabbitmq().kind == "refused"
-            assert rabbitmq.node_running()  # stop_app leaves the Erlang VM up
+    private_url = service_control.make_broker_url()
+    assert f":{rabbitmq.PORT}/" not in private_url
+    assert _amqp_round_trip(private_url) == {"hello": "broker"}
 
-            (ensured,) = ensure_services(want_postgres=False, allow_install=False)
-        finally:
-            service_control.start_broker()
+    with service_control.broker_stopped(mode):
+        assert not private_services.rabbitmq.is_ready()
+        assert private_services.rabbitmq.node_running() is (mode == "app")
+        assert rabbitmq.probe_rabbitmq().ok  # the shared broker did not notice
+        assert _amqp_round_trip(broker_url) == {"hello": "broker"}
 
-    assert any("start_app" in a or "application" in a for a in ensured.actions), ensured.actions
-    assert _amqp_round_trip(broker_url) == {"hello": "broker"}
-
-
-def test_stopped_rabbitmq_node_is_detected_and_started_again(
-    service_control: ServiceControl, broker_url: str, broker_vhost: str
-) -> None:
-    with service_control.exclusive():
-        service_control.stop_broker("node")
-        try:
-            assert rabbitmq.probe_rabbitmq().kind == "refused"
-            assert not rabbitmq.node_running()
-
-            (ensured,) = ensure_services(want_postgres=False, allow_install=False)
-        finally:
-            service_control.start_broker()
-
-    assert any("rabbitmq-server -detached" in a for a in ensured.actions), ensured.actions
-    assert broker_vhost in rabbitmq.list_vhosts()  # vhosts are durable
-    assert _amqp_round_trip(broker_url) == {"hello": "broker"}
+    assert _amqp_round_trip(private_url) == {"hello": "broker"}  # vhosts are durable
 
 
-def test_broker_restart_and_outage_leave_it_running(
-    service_control: ServiceControl, broker_url: str
-) -> None:
+def test_broker_restart_and_outage_leave_it_running(service_control: ServiceControl) -> None:
+    private_url = service_control.make_broker_url()
     service_control.restart_broker()
-    assert _amqp_round_trip(broker_url) == {"hello": "broker"}
+    assert _amqp_round_trip(private_url) == {"hello": "broker"}
 
     def outage_with_a_failing_body() -> None:
         with service_control.broker_stopped():
-            assert not rabbitmq.probe_rabbitmq().ok
             raise RuntimeError("body failed")
 
     with pytest.raises(RuntimeError, match="body failed"):
         outage_with_a_failing_body()
 
-    assert _amqp_round_trip(broker_url) == {"hello": "broker"}
+    assert _amqp_round_trip(private_url) == {"hello": "broker"}
+
+
+def test_private_servers_of_a_dead_session_are_stopped_and_removed(tmp_path: Path) -> None:
+    # A session killed before its teardown leaves its servers running: the next session's
+    # reaper stops them (by the pid files in their directory) and nothing else.
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    orphan = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    alive_owner_dir = ROOT / f"rabbitmq-{os.getpid()}-reaper-test-live"
+    dead_owner_dir = ROOT / f"rabbitmq-{dead.pid}-reaper-test-dead"
+    try:
+        for directory, owner in ((dead_owner_dir, dead.pid), (alive_owner_dir, os.getpid())):
+            directory.mkdir(parents=True)
+            (directory / OWNER_FILE).write_text(str(owner))
+            (directory / "node.pid").write_text(str(orphan.pid))
+        reaped = reap_dead_sessions()
+
+        assert dead_owner_dir.name in reaped
+        assert alive_owner_dir.name not in reaped
+        assert orphan.wait(timeout=10) == -signal.SIGKILL
+        assert not dead_owner_dir.exists()
+        assert alive_owner_dir.exists()
+    finally:
+        if orphan.poll() is None:
+            orphan.kill()
+            orphan.wait()
+        for directory in (alive_owner_dir, dead_owner_dir):
+            if directory.exists():
+                (directory / OWNER_FILE).unlink(missing_ok=True)
+                (directory / "node.pid").unlink(missing_ok=True)
+                directory.rmdir()
 
 
 def test_service_lock_is_reentrant_here_and_exclusive_across_processes() -> None:

@@ -15,10 +15,14 @@ Session fixtures::
     broker_vhost            the vhost's name
     session_processes       a ProcessManager for processes shared by a whole session
 
+    private_services        this session's own PostgreSQL cluster and RabbitMQ node (each
+                            started on first use, on free ports, destroyed at session end)
+
 Function fixtures (a test using ``service_control`` is marked ``outage``)::
 
     processes               a ProcessManager; everything it started is stopped at teardown
-    service_control         ServiceControl: stop/start/restart PostgreSQL and RabbitMQ
+    service_control         ServiceControl: databases and vhosts on the private servers, and
+                            stop/start/restart of those (never of the shared servers)
 """
 
 from __future__ import annotations
@@ -32,8 +36,9 @@ from pathlib import Path
 import pytest
 
 from tests.support import postgres, rabbitmq
+from tests.support.private_servers import reap_dead_sessions
 from tests.support.processes import ProcessManager
-from tests.support.services import ServiceControl, ensure_services
+from tests.support.services import PrivateServices, ServiceControl, ensure_services
 from tests.support.system import Ensured
 
 log = logging.getLogger("payorch.tests.services")
@@ -117,9 +122,8 @@ def _require(config: pytest.Config, service: str) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        f"{OUTAGE}: stops PostgreSQL or RabbitMQ on purpose (service_control); every test "
-        f"session on the machine sees the outage, so deselect with -m 'not {OUTAGE}' while "
-        "others run tests on the same servers",
+        f"{OUTAGE}: stops PostgreSQL or RabbitMQ on purpose (service_control), only "
+        "servers the session started for it (the shared ones are never stopped)",
     )
 
 
@@ -232,15 +236,25 @@ def broker_url(broker_vhost: str) -> str:
     return rabbitmq.broker_url(broker_vhost)
 
 
+@pytest.fixture(scope="session")
+def private_services(pytestconfig: pytest.Config) -> Iterator[PrivateServices]:
+    """A PostgreSQL cluster and a RabbitMQ node of this session's own, for outage tests."""
+    reaped = reap_dead_sessions()
+    if reaped:
+        _say(pytestconfig, f"stopped private servers of dead test runs: {', '.join(reaped)}")
+    servers = PrivateServices()
+    try:
+        yield servers
+    finally:
+        servers.destroy()
+
+
 @pytest.fixture
-def service_control(pytestconfig: pytest.Config) -> Iterator[ServiceControl]:
-    """Stop and start the real services; whatever the test stopped runs again afterwards."""
-    control = ServiceControl()
+def service_control(private_services: PrivateServices) -> Iterator[ServiceControl]:
+    """Outages of the private servers; whatever the test stopped runs again afterwards."""
+    control = ServiceControl(private_services)
     yield control
-    if control.touched:
-        for ensured in control.restore():
-            if ensured.changed:
-                _say(pytestconfig, f"after the test: {ensured.summary()}")
+    control.restore()
 
 
 # Processes ----------------------------------------------------------------------------------

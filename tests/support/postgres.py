@@ -167,39 +167,6 @@ def wait_until_ready(timeout: float = READY_TIMEOUT_SECONDS) -> Probe:
     return probe
 
 
-def wait_until_stopped(timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while port_open(timeout=0.5):
-        if time.monotonic() > deadline:
-            raise PostgresUnavailable(f"PostgreSQL still accepts connections after {timeout:.0f}s")
-        time.sleep(0.1)
-
-
-def start_postgres() -> None:
-    """Start the cluster on port 5432 (no-op when it is online) and wait until it is ready."""
-    with SERVICE_LOCK.held():
-        cluster = find_cluster()
-        if cluster is None:
-            raise PostgresUnavailable(f"no PostgreSQL cluster is configured for port {PORT}")
-        if probe_postgres().kind == "refused":  # not while it is still starting up
-            _pg_ctlcluster(cluster, "start")
-        probe = wait_until_ready()
-        if not probe.ok:
-            raise PostgresUnavailable(
-                f"PostgreSQL {cluster.version}/{cluster.name}: {probe.detail}"
-            )
-
-
-def stop_postgres() -> None:
-    """Fast shutdown (open sessions are disconnected, no crash recovery on the next start)."""
-    with SERVICE_LOCK.held():
-        cluster = find_cluster()
-        if cluster is None:
-            raise PostgresUnavailable(f"no PostgreSQL cluster is configured for port {PORT}")
-        _pg_ctlcluster(cluster, "stop", "-m", "fast")
-        wait_until_stopped()
-
-
 def configure_trust_auth(cluster: Cluster) -> bool:
     """Put a trust rule for 127.0.0.1 first in pg_hba.conf (first match wins).  Idempotent."""
     hba = cluster.config_dir / "pg_hba.conf"

@@ -7,8 +7,8 @@
     node down ............................... rabbitmq-server -detached, await_startup
     not installed ........................... apt-get install rabbitmq-server, then start
 
-Two ways to take it down for outage tests: ``stop_app`` (listeners close, the VM stays: quick)
-and ``node`` (``rabbitmqctl shutdown``: the whole VM goes, as in a crash or a host reboot).
+Nothing here stops it: outage tests stop a private node of their own
+(``tests.support.private_servers``), never the shared one.
 """
 
 from __future__ import annotations
@@ -44,7 +44,6 @@ PASSWORD = "guest"
 READY_TIMEOUT_SECONDS = 120.0
 
 ProbeKind = Literal["ok", "refused", "starting", "auth", "error"]
-StopMode = Literal["app", "node"]
 
 
 class RabbitMQUnavailable(RuntimeError):
@@ -137,33 +136,6 @@ def _start() -> str:
     # Through the Debian wrapper, which switches to the rabbitmq user when run as root.
     run_detached(["rabbitmq-server", "-detached"], timeout=60)
     return "started the RabbitMQ node with rabbitmq-server -detached (it was stopped)"
-
-
-def start_rabbitmq() -> str | None:
-    """Start whatever is stopped and wait until AMQP works; None when it was already up."""
-    with SERVICE_LOCK.held():
-        action = None
-        if probe_rabbitmq().kind == "refused":  # not while it is still booting
-            action = _start()
-        probe = wait_until_ready()
-        if not probe.ok:
-            raise RabbitMQUnavailable(f"RabbitMQ did not come up: {probe.detail}")
-        return action
-
-
-def stop_rabbitmq(mode: StopMode = "app") -> None:
-    with SERVICE_LOCK.held():
-        if mode == "app":
-            _rabbitmqctl("stop_app", timeout=READY_TIMEOUT_SECONDS)
-        else:
-            # shutdown (unlike stop) waits until the VM has exited, so a start right after
-            # cannot collide with a node of the same name that is still going down.
-            _rabbitmqctl("shutdown", timeout=READY_TIMEOUT_SECONDS)
-        deadline = time.monotonic() + 60
-        while port_open(timeout=0.5):
-            if time.monotonic() > deadline:
-                raise RabbitMQUnavailable("RabbitMQ still accepts connections after stopping")
-            time.sleep(0.1)
 
 
 def ensure_rabbitmq(*, allow_install: bool = True) -> Ensured:

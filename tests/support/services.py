@@ -8,9 +8,11 @@ a service) and what ``.ci/run`` runs before the suite::
 A stopped service is started, a missing one is installed from Debian packages (both in one
 ``apt-get install``), and every action is logged and returned so the session can report it.
 
-``ServiceControl`` stops and starts them for chaos and outage tests.  Its context managers
-restart the service in ``finally``, so a failing test body still leaves it running, and the
-``service_control`` fixture re-checks everything it touched at teardown.
+``ServiceControl`` is for chaos and outage tests, and never touches those shared servers: it
+stops and starts a PostgreSQL cluster and a RabbitMQ node that this session started for the
+purpose (``PrivateServices``, ``tests.support.private_servers``).  Its context managers
+restart the server in ``finally``, and the ``service_control`` fixture restarts anything
+still down at teardown.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from contextlib import contextmanager
 
 from tests.support import postgres, rabbitmq
 from tests.support.locking import SERVICE_LOCK
+from tests.support.private_servers import PrivatePostgres, PrivateRabbitMQ
 from tests.support.system import Ensured, apt_install
 
 log = logging.getLogger("payorch.tests.services")
@@ -71,34 +74,68 @@ def ensure_services(
     return done
 
 
-class ServiceControl:
-    """Deliberate outages of the shared services, always undone.
-
-    Hazard: every test session on this machine shares these servers, so an outage here is an
-    outage for all of them.  Keep the window short, and hold ``exclusive()`` when a test needs
-    several steps without another session starting the service in between.
-    """
+class PrivateServices:
+    """This session's own PostgreSQL cluster and RabbitMQ node, each started on first use
+    and destroyed at session end (``tests.support.private_servers``)."""
 
     def __init__(self) -> None:
+        self._postgres: PrivatePostgres | None = None
+        self._rabbitmq: PrivateRabbitMQ | None = None
+
+    @property
+    def postgres(self) -> PrivatePostgres:
+        if self._postgres is None:
+            server = PrivatePostgres()
+            log.warning("private PostgreSQL for outage tests: starting on port %s", server.port)
+            self._postgres = server
+            server.start()
+        return self._postgres
+
+    @property
+    def rabbitmq(self) -> PrivateRabbitMQ:
+        if self._rabbitmq is None:
+            server = PrivateRabbitMQ()
+            log.warning("private RabbitMQ for outage tests: node %s, port %s", server.node,
+                        server.port)  # fmt: skip
+            self._rabbitmq = server
+            server.start()
+        return self._rabbitmq
+
+    def destroy(self) -> None:
+        for server in (self._postgres, self._rabbitmq):
+            if server is not None:
+                server.destroy()
+
+
+class ServiceControl:
+    """Deliberate outages, of servers this session started for the purpose.
+
+    Hazard: the machine's PostgreSQL (5432) and RabbitMQ (5672) are shared by every test
+    session and every developer on it; stopping them is an outage for all of them.  So an
+    outage test works on the session's private servers: it takes its database
+    (``make_database``) and broker (``make_broker_url``) from here, and stops and starts
+    only those.  Whatever a test stopped is started again at teardown.
+    """
+
+    def __init__(self, servers: PrivateServices) -> None:
+        self._servers = servers
         self.touched: set[str] = set()
 
-    @contextmanager
-    def exclusive(self) -> Iterator[None]:
-        """Keep other test sessions from starting or stopping services meanwhile."""
-        with SERVICE_LOCK.held():
-            yield
-
     # PostgreSQL ---------------------------------------------------------------------------
+
+    def make_database(self) -> str:
+        """A new empty database on the private PostgreSQL; its SQLAlchemy URL."""
+        return self._servers.postgres.create_database()
 
     def stop_postgres(self) -> None:
         """Stop it now (fast shutdown); the caller or the fixture teardown starts it again."""
         self.touched.add("postgres")
-        log.warning("PostgreSQL: stopping for an outage test")
-        postgres.stop_postgres()
+        log.warning("private PostgreSQL: stopping for an outage test")
+        self._servers.postgres.stop("fast")
 
     def start_postgres(self) -> None:
-        postgres.start_postgres()
-        log.warning("PostgreSQL: running again")
+        self._servers.postgres.start()
+        log.warning("private PostgreSQL: running again")
 
     def restart_postgres(self) -> None:
         with self.postgres_stopped():
@@ -107,46 +144,48 @@ class ServiceControl:
     @contextmanager
     def postgres_stopped(self) -> Iterator[None]:
         """PostgreSQL is down inside the block and running again after it, whatever happens."""
-        with self.exclusive():
-            self.stop_postgres()
-            try:
-                yield
-            finally:
-                self.start_postgres()
+        self.stop_postgres()
+        try:
+            yield
+        finally:
+            self.start_postgres()
 
     # RabbitMQ -----------------------------------------------------------------------------
 
-    def stop_broker(self, mode: rabbitmq.StopMode = "app") -> None:
+    def make_broker_url(self) -> str:
+        """A new vhost on the private RabbitMQ; its AMQP URL."""
+        rabbitmq = self._servers.rabbitmq
+        return rabbitmq.url(rabbitmq.create_vhost())
+
+    def stop_broker(self, mode: str = "app") -> None:
         """``app``: stop_app (quick, the VM stays); ``node``: the whole node goes down."""
         self.touched.add("rabbitmq")
-        log.warning("RabbitMQ: stopping (%s) for an outage test", mode)
-        rabbitmq.stop_rabbitmq(mode)
+        log.warning("private RabbitMQ: stopping (%s) for an outage test", mode)
+        self._servers.rabbitmq.stop(mode)
 
     def start_broker(self) -> None:
-        rabbitmq.start_rabbitmq()
-        log.warning("RabbitMQ: running again")
+        self._servers.rabbitmq.start()
+        log.warning("private RabbitMQ: running again")
 
-    def restart_broker(self, mode: rabbitmq.StopMode = "app") -> None:
+    def restart_broker(self, mode: str = "app") -> None:
         with self.broker_stopped(mode):
             pass
 
     @contextmanager
-    def broker_stopped(self, mode: rabbitmq.StopMode = "app") -> Iterator[None]:
+    def broker_stopped(self, mode: str = "app") -> Iterator[None]:
         """RabbitMQ is down inside the block and running again after it, whatever happens."""
-        with self.exclusive():
-            self.stop_broker(mode)
-            try:
-                yield
-            finally:
-                self.start_broker()
+        self.stop_broker(mode)
+        try:
+            yield
+        finally:
+            self.start_broker()
 
-    def restore(self) -> list[Ensured]:
-        """Bring back everything this object ever stopped (fixture teardown)."""
-        return ensure_services(
-            want_postgres="postgres" in self.touched,
-            want_rabbitmq="rabbitmq" in self.touched,
-            allow_install=False,
-        )
+    def restore(self) -> None:
+        """Start again whatever this object stopped and was not started (fixture teardown)."""
+        if "postgres" in self.touched and not self._servers.postgres.is_ready():
+            self.start_postgres()
+        if "rabbitmq" in self.touched and not self._servers.rabbitmq.is_ready():
+            self.start_broker()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -54,7 +54,7 @@ def _database_ok(container: Container) -> bool:
 @router.get("/metrics", summary="Prometheus metrics", include_in_schema=False)
 def metrics_endpoint(container: ContainerDep) -> Response:
     _sample_database_gauges(container)
-    body, content_type = metrics.render()
+    body, content_type = metrics.render(metrics.Role.API)
     return Response(body, media_type=content_type)
 
 

@@ -97,7 +97,7 @@ class LeaseOut(BaseModel):
 
 
 class LeaseList(BaseModel):
-    state: Literal["expired", "active", "needs_attention"]
+    state: Literal["expired", "active", "deferred", "needs_attention", "unfinished"]
     now: str = Field(description="The database clock the states were judged by.")
     data: list[LeaseOut]
 
@@ -192,7 +192,9 @@ def get_leases(
         LeaseState,
         Query(
             description="expired: the sweeper's next work; active: live leases; "
-            "needs_attention: parked payments waiting for an operator."
+            "deferred: waiting for a stored retry time, nobody holds them; "
+            "needs_attention: parked payments waiting for an operator; unfinished: all of "
+            "these."
         ),
     ] = LeaseState.EXPIRED,
     limit: Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)] = DEFAULT_LIST_LIMIT,

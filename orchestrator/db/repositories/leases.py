@@ -29,9 +29,33 @@ c = payments.c
 
 
 class LeaseState(StrEnum):
+    """Views of unfinished payments by lease.
+
+    ``active``: a holder's lease is live; ``deferred``: no holder, waiting for its
+    ``next_attempt_at`` (a backoff stored for the sweeper: nobody is working on it, so it is
+    not "active"); ``expired``: the lease ran out (or a deferred retry is due), the
+    sweeper's next work; ``needs_attention``: parked for an operator; ``unfinished``: all
+    of them.
+    """
+
     EXPIRED = "expired"
     ACTIVE = "active"
+    DEFERRED = "deferred"
     NEEDS_ATTENTION = "needs_attention"
+    UNFINISHED = "unfinished"
+
+
+def lease_state_of(record: PaymentRecord, now: datetime) -> LeaseState | None:
+    """The one state ``record`` is listed under (None once finished)."""
+    if record.status is PaymentStatus.NEEDS_ATTENTION:
+        return LeaseState.NEEDS_ATTENTION
+    if record.status is not PaymentStatus.PROCESSING:
+        return None
+    if record.locked_until is None or record.locked_until <= now:
+        return LeaseState.EXPIRED
+    if record.next_attempt_at is not None and record.next_attempt_at > now:
+        return LeaseState.DEFERRED
+    return LeaseState.ACTIVE
 
 
 def _guard(event: Event) -> sa.ColumnElement[bool]:
@@ -398,14 +422,22 @@ class LeaseRepository:
         )
 
     def list_by_state(self, state: LeaseState, *, now: datetime, limit: int) -> list[PaymentRecord]:
+        # Keep in step with lease_state_of: every unfinished record is in exactly one of
+        # expired / active / deferred / needs_attention.
+        processing = c.status == PaymentStatus.PROCESSING.value
+        parked = c.status == PaymentStatus.NEEDS_ATTENTION.value
+        expired = sa.or_(c.locked_until.is_(None), c.locked_until <= now)
+        deferred = sa.and_(c.next_attempt_at.is_not(None), c.next_attempt_at > now)
         query = sa.select(payments)
         if state is LeaseState.NEEDS_ATTENTION:
-            query = query.where(c.status == PaymentStatus.NEEDS_ATTENTION.value)
-            query = query.order_by(c.updated_at)
+            query = query.where(parked).order_by(c.updated_at)
+        elif state is LeaseState.UNFINISHED:
+            query = query.where(sa.or_(processing, parked)).order_by(c.created_at)
+        elif state is LeaseState.EXPIRED:
+            query = query.where(processing, expired).order_by(c.locked_until)
+        elif state is LeaseState.DEFERRED:
+            query = query.where(processing, sa.not_(expired), deferred).order_by(c.locked_until)
         else:
-            expired = c.locked_until <= now
-            query = query.where(
-                c.status == PaymentStatus.PROCESSING.value,
-                expired if state is LeaseState.EXPIRED else sa.not_(expired),
-            ).order_by(c.locked_until)
+            query = query.where(processing, sa.not_(expired), sa.not_(deferred))
+            query = query.order_by(c.locked_until)
         return [to_payment(r) for r in self._conn.execute(query.limit(limit))]

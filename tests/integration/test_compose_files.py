@@ -1,0 +1,139 @@
+"""The compose files: safe by default, and valid for the Compose CLI.
+
+Read as data (always): only the API is published on the host; metrics ports and RabbitMQ's
+management UI are not; one service builds the one image the others run; the provider
+simulator exists only in the ``dev`` profile; production has no fake-provider default.
+
+``docker compose config`` (or Debian's ``docker-compose config``, which needs no Docker
+daemon) validates the files as Compose reads them; skipped only when no Compose CLI is
+installed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = ROOT / "docker-compose.yml"
+DEV_OVERLAY = ROOT / "docker-compose.dev.yml"
+PAYORCH_SERVICES = {"migrate", "api", "worker", "sweeper", "provider-sim"}
+
+
+def _load(path: Path) -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load(path.read_text())
+    return loaded
+
+
+def test_only_the_api_is_published_on_the_host() -> None:
+    services = _load(COMPOSE)["services"]
+    published = {name: svc["ports"] for name, svc in services.items() if svc.get("ports")}
+    assert published == {"api": ["8000:8000"]}
+    assert "management" not in services["rabbitmq"]["image"]  # no management UI at all
+
+
+def test_one_service_builds_the_image_the_others_run() -> None:
+    services = _load(COMPOSE)["services"]
+    builders = [name for name, svc in services.items() if "build" in svc]
+    assert builders == ["migrate"]
+    images = {services[name]["image"] for name in PAYORCH_SERVICES}
+    assert images == {"payorch:latest"}
+    assert {services[name].get("pull_policy") for name in PAYORCH_SERVICES - {"migrate"}} == {
+        "never"
+    }
+
+
+def test_production_has_no_fake_provider_default_and_the_simulator_is_dev_only() -> None:
+    services = _load(COMPOSE)["services"]
+    assert services["provider-sim"]["profiles"] == ["dev"]
+    for name in PAYORCH_SERVICES:
+        env = services[name]["environment"]
+        assert env["PAYORCH_ENV"] == "production"
+        assert (
+            env["PAYORCH_STRIPE_API_BASE"] == "${PAYORCH_STRIPE_API_BASE:-https://api.stripe.com}"
+        )
+        assert env["PAYORCH_STRIPE_API_KEY"].startswith("${PAYORCH_STRIPE_API_KEY:?")
+    dev = _load(DEV_OVERLAY)["services"]
+    assert {name for name in dev} == PAYORCH_SERVICES
+    assert {svc["environment"]["PAYORCH_STRIPE_API_BASE"] for svc in dev.values()} == {
+        "http://provider-sim:12111"
+    }
+
+
+def test_the_build_context_is_an_allow_list() -> None:
+    lines = [
+        line.strip()
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert lines[0] == "*"  # everything out (.venv, .git, tests, local databases) ...
+    allowed = {line[1:].rstrip("/") for line in lines if line.startswith("!")}
+    assert allowed == {"pyproject.toml", "README.md", "orchestrator", "workers"}  # ... but these
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    copied = {
+        part.rstrip("/").removeprefix("./")
+        for line in dockerfile.splitlines()
+        if line.startswith("COPY ")
+        for part in line.split()[1:-1]
+    }
+    assert copied <= allowed, "the Dockerfile copies something .dockerignore leaves out"
+
+
+def _compose_cli() -> list[str] | None:
+    docker = shutil.which("docker")
+    if docker is not None:
+        probe = subprocess.run(
+            [docker, "compose", "version"], capture_output=True, text=True, check=False
+        )
+        if probe.returncode == 0:
+            return [docker, "compose"]
+    legacy = shutil.which("docker-compose")
+    return [legacy] if legacy is not None else None
+
+
+def _config(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    cli = _compose_cli()
+    if cli is None:
+        pytest.skip("no Compose CLI (docker compose or docker-compose) on this machine")
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("PAYORCH_")}
+    environment.update(env)
+    return subprocess.run(
+        [*cli, "--project-directory", str(ROOT), *args, "config", "-q"],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_compose_config_accepts_the_production_stack_with_its_required_variables() -> None:
+    result = _config(PAYORCH_SECRET_KEY="x" * 48, PAYORCH_STRIPE_API_KEY="sk_live_example")
+    assert result.returncode == 0, result.stderr
+
+
+def test_compose_config_refuses_the_production_stack_without_a_provider_key() -> None:
+    result = _config(PAYORCH_SECRET_KEY="x" * 48)
+    assert result.returncode != 0
+    assert "PAYORCH_STRIPE_API_KEY" in result.stderr
+
+
+def test_compose_config_accepts_the_dev_setup() -> None:
+    result = _config(
+        "-f",
+        str(COMPOSE),
+        "-f",
+        str(DEV_OVERLAY),
+        "--profile",
+        "dev",
+        PAYORCH_SECRET_KEY="dev",
+        PAYORCH_STRIPE_API_KEY="unused-in-dev",
+    )
+    assert result.returncode == 0, result.stderr
