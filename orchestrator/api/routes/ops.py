@@ -159,6 +159,8 @@ def _operator(client: ApiClient) -> Actor:
     return Actor.operator(client.id, client.name)
 
 
+ETAG_LIST_PATTERN = r'^ *(\*|(W/)?"[!#-~]*"( *, *(W/)?"[!#-~]*")*) *$'
+
 IfMatch = Annotated[
     str | None,
     Header(
@@ -167,6 +169,9 @@ IfMatch = Annotated[
         "changed since (another operator, the sweeper, a worker) refuses the command with "
         "412, so two operators acting on the same payment at once cannot both win.",
         examples=['"7.processing"'],
+        # Documentation only (the parser in orchestrator.domain.preconditions decides, and a
+        # malformed value is a 400): a list of quoted tags, or *.
+        json_schema_extra={"pattern": ETAG_LIST_PATTERN},
     ),
 ]
 
