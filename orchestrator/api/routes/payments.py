@@ -56,11 +56,13 @@ _REQUEST_BODY: dict[str, Any] = {
     response_model=PaymentOut,
     responses={
         200: payment(
-            "Replay of a finished payment (`Idempotent-Replayed: true`)",
+            "Replay of a finished payment (`Idempotent-Replayed: true`): byte for byte the "
+            "body stored when it finished, the same body a GET of the payment answers",
             {"Location": LOCATION, "Idempotent-Replayed": REPLAYED},
         ),
         202: payment(
-            "Accepted (new key) or replay of a payment still processing",
+            "Accepted (new key), or a replay of a payment not finished yet: byte for byte "
+            "the first 202's body (the payment's URL tells its current state)",
             {"Location": LOCATION, "Retry-After": RETRY_AFTER, "Idempotent-Replayed": REPLAYED},
         ),
         400: problem("Idempotency-Key missing or malformed, or the body is invalid"),
