@@ -109,6 +109,10 @@ class Connection:
         self.authority = f"{self.host}:{self.port}"
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
+        # Bytes of every answer read on this connection (status line, headers, body), and
+        # the headers of the last one (lower-case names): the polling scenario needs both.
+        self.received = 0
+        self.last_headers: dict[str, str] = {}
 
     async def open(self) -> None:
         self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
@@ -134,9 +138,11 @@ class Connection:
             raise ProtocolError(f"bad status line {status_line!r}") from None
         length = None
         close = False
+        self.last_headers = {}
         for line in header_lines:
             name, _, value = line.partition(":")
             name = name.strip().lower()
+            self.last_headers[name] = value.strip()
             if name == "content-length":
                 length = int(value)
             elif name == "connection" and value.strip().lower() == "close":
@@ -144,6 +150,7 @@ class Connection:
             elif name == "transfer-encoding":
                 raise ProtocolError("chunked answers are not expected from these endpoints")
         body = await self._reader.readexactly(length or 0)
+        self.received += len(head) + len(body)
         if close:
             await self.close()
         return status, body

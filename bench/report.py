@@ -192,6 +192,18 @@ def render(results: dict[str, Any], console: Console) -> None:
             "<= 1.0",
             _verdict(met.get(f"takeover.{setup}")),
         )
+    for setup, polling in results.get("polling", {}).items():
+        plain, conditional = polling["plain"], polling["if_none_match"]
+        table.add_row(
+            f"5. polling a processing payment, {polling['concurrency']} clients",
+            SETUPS[setup],
+            f"If-None-Match (304s)\n{_rate(conditional)}"
+            f"\n{conditional['bytes_per_request']:.0f} bytes/request",
+            f"plain GET (200s)\n{_rate(plain)}\n{plain['bytes_per_request']:.0f} bytes/request",
+            f"{_number(polling['rps_ratio'])} (req/s)\n{_number(polling['bytes_ratio'])} (bytes)",
+            "-",
+            "-",
+        )
     console.print(table)
     for note in notes(results):
         console.print(f"[yellow]note:[/] {note}")

@@ -4,6 +4,7 @@
     3  retry storm      PostgreSQL + RabbitMQ (on the same stack as 1, after it)
     2  end to end       PostgreSQL + RabbitMQ, then the embedded default (the demo's stack)
     4  takeover         PostgreSQL + RabbitMQ, its own short-lease stack
+    5  polling          PostgreSQL + RabbitMQ (on the same stack as 1, after 3)
 
 PostgreSQL and RabbitMQ are shared with every test session on the machine.  While a
 scenario measures, the bench holds the test suite's service lock, so an outage test of
@@ -28,13 +29,14 @@ from rich.console import Console
 
 from bench import report, services
 from bench.accept import measure_accept
+from bench.polling import measure_polling
 from bench.stack import ROOT, production_stack, sqlite_stack
 from bench.storm import measure_storm
 from bench.takeover import measure_takeover
 from bench.throughput import measure_embedded, measure_production
 from tests.support.locking import SERVICE_LOCK
 
-SCENARIOS = ("accept", "storm", "end_to_end", "takeover")
+SCENARIOS = ("accept", "storm", "end_to_end", "takeover", "polling")
 RESULTS = ROOT / "bench" / "results"
 
 
@@ -52,6 +54,8 @@ class BenchOptions:
     storm_size: int = 200
     storm_rounds: int = 5
     takeover_samples: int = 5
+    polling_seconds: float = 8.0
+    polling_rounds: int = 2
     output: Path = field(default=RESULTS / "latest.json")
 
     def quick(self) -> BenchOptions:
@@ -64,6 +68,8 @@ class BenchOptions:
             noops=500,
             storm_rounds=1,
             takeover_samples=1,
+            polling_seconds=2.0,
+            polling_rounds=1,
         )
 
 
@@ -136,6 +142,16 @@ def _accept_and_storm(options: BenchOptions, logs: Path) -> Figures:
                     rounds=options.storm_rounds,
                 )
             }
+        if "polling" in wanted:
+            figures["polling"] = {
+                "postgres": measure_polling(
+                    stack.api_url,
+                    stack.merchant_key,
+                    concurrency=options.concurrency,
+                    seconds=options.polling_seconds,
+                    rounds=options.polling_rounds,
+                )
+            }
     return figures
 
 
@@ -186,10 +202,10 @@ def _takeover(options: BenchOptions, logs: Path) -> Figures:
 def _steps(options: BenchOptions, logs: Path, scratch: Path) -> list[Step]:
     wanted = set(options.scenarios)
     steps: list[Step] = []
-    if wanted & {"accept", "storm"}:
+    if wanted & {"accept", "storm", "polling"}:
         steps.append(
             Step(
-                "accept path and retry storm, PostgreSQL + RabbitMQ",
+                "accept path, retry storm and polling, PostgreSQL + RabbitMQ",
                 lambda: _accept_and_storm(options, logs),
             )
         )

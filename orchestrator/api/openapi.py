@@ -38,6 +38,7 @@ def install_openapi(app: FastAPI) -> None:
             components.setdefault(name, definition)
         components["PaymentCreate"] = create
         _describe_url_parameters(schema)
+        _optional_headers_are_strings(schema)
         _drop_fastapi_validation_errors(schema)
         app.openapi_schema = schema
         return schema
@@ -63,6 +64,23 @@ def _describe_url_parameters(schema: dict[str, Any]) -> None:
                     parameter.setdefault("description", "A payment id: 'pay_' + 32 hex digits.")
                 elif _is_free_string(value):
                     value["pattern"] = NO_CONTROL_CHARACTERS
+
+
+def _optional_headers_are_strings(schema: dict[str, Any]) -> None:
+    """An optional header (``str | None`` in the route) is absent or a string; FastAPI's
+    ``anyOf [string, null]`` would invite clients (and schemathesis) to send the text
+    ``null``.  Keep the string branch, with the keys documented beside it (a pattern)."""
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            for parameter in operation.get("parameters", []):
+                value = parameter.get("schema", {})
+                branches = value.get("anyOf")
+                if parameter.get("in") != "header" or not branches:
+                    continue
+                strings = [b for b in branches if b.get("type") != "null"]
+                if len(strings) == 1 and len(branches) == 2:
+                    del value["anyOf"]
+                    value.update(strings[0])
 
 
 def _is_free_string(value: dict[str, Any]) -> bool:

@@ -22,6 +22,7 @@ TITLES: dict[str, str] = {
     "forbidden": "This API key may not use this operation",
     "not-found": "Not found",
     "conflict": "The operation conflicts with the resource's state",
+    "precondition-failed": "The resource changed since the If-Match tag was read",
     "method-not-allowed": "Method not allowed",
     "service-unavailable": "The service is temporarily unavailable",
     "internal-error": "Internal error",

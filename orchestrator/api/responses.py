@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from fastapi.responses import JSONResponse
+from fastapi.responses import Response
 
 from orchestrator.api.problems import PROBLEM_JSON
 from orchestrator.api.schemas import PaymentOut, ProblemOut
 from orchestrator.domain.model import PaymentRecord
-from orchestrator.domain.representation import payment_representation
+from orchestrator.domain.preconditions import not_modified, representation_etag
+from orchestrator.domain.representation import (
+    canonical_payment,
+    encode_representation,
+    payment_representation,
+)
 from orchestrator.domain.states import PaymentStatus
+
+JSON = "application/json"
 
 # A parked payment waits for an operator, not for a worker: poll it less eagerly.
 NEEDS_ATTENTION_RETRY_AFTER = 30
@@ -25,20 +33,62 @@ def payment_headers(record: PaymentRecord, *, poll_interval: int) -> dict[str, s
     return headers
 
 
-def payment_body(record: PaymentRecord) -> dict[str, Any]:
-    # A finished payment answers with the response stored by the finishing transaction,
-    # so every replay is byte-for-byte the answer of record.
-    if record.status.is_final and record.response_body is not None:
-        return dict(record.response_body)
+def payment_document(record: PaymentRecord) -> dict[str, Any]:
+    """The payment as a dict in the canonical key order (for bodies that embed it)."""
+    if record.status.is_final:
+        if record.final_response is not None:
+            stored: dict[str, Any] = json.loads(record.final_response)
+            return stored
+        if record.response_body is not None:
+            # Finished before migration 0003: JSONB gave the keys back in its own order.
+            return canonical_payment(dict(record.response_body))
     return payment_representation(record)
 
 
-def accepted_response(record: PaymentRecord, *, replayed: bool, poll_interval: int) -> JSONResponse:
+def payment_bytes(record: PaymentRecord) -> bytes:
+    """The body of a GET or of a 200 replay.  A finished payment answers with the bytes
+    stored by the finishing transaction, so every replay and read is the answer of record."""
+    if record.status.is_final and record.final_response is not None:
+        return record.final_response
+    return encode_representation(payment_document(record))
+
+
+def accepted_bytes(record: PaymentRecord) -> bytes:
+    """The body of a 202 (first answer or replay): the bytes stored by the accept."""
+    if record.accepted_response is not None:
+        return record.accepted_response
+    # Accepted before migration 0003: nothing stored; the current representation.
+    return encode_representation(payment_representation(record))
+
+
+def json_bytes_response(
+    body: bytes, *, status_code: int = 200, headers: dict[str, str] | None = None
+) -> Response:
+    return Response(body, status_code=status_code, headers=headers, media_type=JSON)
+
+
+def accepted_response(record: PaymentRecord, *, replayed: bool, poll_interval: int) -> Response:
     headers = payment_headers(record, poll_interval=poll_interval)
     if replayed:
         headers["Idempotent-Replayed"] = "true"
-    status = 200 if record.status.is_final else 202
-    return JSONResponse(payment_body(record), status_code=status, headers=headers)
+    if record.status.is_final:
+        return json_bytes_response(payment_bytes(record), status_code=200, headers=headers)
+    return json_bytes_response(accepted_bytes(record), status_code=202, headers=headers)
+
+
+def conditional_response(
+    body: bytes, *, if_none_match: str | None, headers: dict[str, str]
+) -> Response:
+    """A GET's answer with a strong ``ETag`` over ``body``; ``304`` without a body when the
+    client's ``If-None-Match`` already names it.  Later readable resources (refunds) answer
+    through this too."""
+    etag = representation_etag(body)
+    headers = {**headers, "ETag": etag}
+    if not_modified(if_none_match, etag):
+        # RFC 9110 §15.4.5: no body, the same ETag; Retry-After still tells a poller when
+        # to come back.
+        return Response(status_code=304, headers=headers)
+    return json_bytes_response(body, headers=headers)
 
 
 def problem(description: str) -> dict[str, Any]:
@@ -55,6 +105,11 @@ def payment(description: str, headers: dict[str, Any] | None = None) -> dict[str
 LOCATION = {"description": "URL to poll", "schema": {"type": "string"}}
 RETRY_AFTER = {
     "description": "Seconds to wait before polling (while processing)",
+    "schema": {"type": "string"},
+}
+ETAG = {
+    "description": "Strong entity tag of this representation; it changes with every change "
+    "of the payment. Send it back in If-None-Match to get 304 while nothing changed.",
     "schema": {"type": "string"},
 }
 REPLAYED = {

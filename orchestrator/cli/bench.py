@@ -30,7 +30,8 @@ def bench(
         list[str] | None,
         typer.Option(
             "--only",
-            help="Run only these scenarios (repeatable): accept, storm, end_to_end, takeover.",
+            help="Run only these scenarios (repeatable): accept, storm, end_to_end, "
+            "takeover, polling.",
         ),
     ] = None,
     embedded: Annotated[
@@ -48,9 +49,10 @@ def bench(
         typer.Option(help="Where to write the JSON (default bench/results/latest.json)."),
     ] = None,
 ) -> None:
-    """Measure the accept path, end-to-end throughput, the retry storm and takeover latency
-    on PostgreSQL + RabbitMQ (started, or installed, when missing) and the embedded default;
-    print a table and write JSON.  Needs a source checkout."""
+    """Measure the accept path, end-to-end throughput, the retry storm, takeover latency
+    and polling with and without If-None-Match on PostgreSQL + RabbitMQ (started, or
+    installed, when missing) and the embedded default; print a table and write JSON.
+    Needs a source checkout."""
     root = checkout_root()
     if root is None:
         typer.echo(

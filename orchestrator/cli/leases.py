@@ -9,7 +9,7 @@ import typer
 from orchestrator.bootstrap import bootstrap
 from orchestrator.cli.config import load_settings
 from orchestrator.cli.operator import OperatorOption, cli_operator
-from orchestrator.cli.ops_output import fail, print_action
+from orchestrator.cli.ops_output import IfMatchOption, fail, parse_if_match, print_action
 from orchestrator.cli.output import print_json, print_table
 from orchestrator.db.repositories.leases import LeaseState, lease_state_of
 from orchestrator.ops.commands import take_over_payment
@@ -36,6 +36,7 @@ _COLUMNS = [
     "locked_until",
     "attempts",
     "last_error",
+    "etag",
 ]
 _MAX_ERROR_WIDTH = 60
 
@@ -80,13 +81,17 @@ def takeover(
         bool, typer.Option("--force", help="Also take a lease that has not expired.")
     ] = False,
     operator: OperatorOption = None,
+    if_match: IfMatchOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Fence out the lease holder (new lease token) and re-queue the work; audited."""
     actor = cli_operator(operator)
+    precondition = parse_if_match(if_match)
     container = bootstrap(load_settings())
     try:
-        action = take_over_payment(container, actor, payment_id, reason=reason, force=force)
+        action = take_over_payment(
+            container, actor, payment_id, reason=reason, force=force, if_match=precondition
+        )
     except OpsError as error:
         fail(error, as_json=as_json)
     print_action(action, as_json=as_json)

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-from typing import NoReturn
+from typing import Annotated, NoReturn
 
 import typer
 
 from orchestrator.cli.output import errors, print_json, print_table
+from orchestrator.domain.preconditions import TagList, parse_tag_list
 from orchestrator.ops.commands import OperatorAction
-from orchestrator.ops.errors import InvalidReason, OpsConflict, OpsError, PaymentNotFound
+from orchestrator.ops.errors import (
+    InvalidReason,
+    OpsConflict,
+    OpsError,
+    PaymentNotFound,
+    PreconditionFailed,
+)
 from orchestrator.ops.representation import action_representation
 
 # Distinct exit codes so scripts can tell "no such payment" from "not now" (typer uses 2
@@ -16,6 +23,31 @@ from orchestrator.ops.representation import action_representation
 EXIT_INVALID = 2
 EXIT_NOT_FOUND = 3
 EXIT_CONFLICT = 4
+EXIT_PRECONDITION_FAILED = 5
+
+IfMatchOption = Annotated[
+    str | None,
+    typer.Option(
+        "--if-match",
+        help="The lease's etag as 'leases list' showed it (e.g. '\"7.processing\"'): "
+        "refuse (exit 5, nothing changed) if the lease changed since.",
+        show_default=False,
+    ),
+]
+
+
+def parse_if_match(value: str | None) -> TagList | None:
+    """The CLI also takes the tag without its double quotes (shells eat them)."""
+    if value is None:
+        return None
+    text = value.strip()
+    if text != "*" and not text.startswith(('"', "W/")):
+        text = f'"{text}"'
+    parsed = parse_tag_list(text)
+    if parsed is None:
+        errors.print(f"--if-match: not an entity tag: {value!r}")
+        raise typer.Exit(EXIT_INVALID)
+    return parsed
 
 
 def fail(error: OpsError, *, as_json: bool) -> NoReturn:
@@ -25,6 +57,8 @@ def fail(error: OpsError, *, as_json: bool) -> NoReturn:
         code, kind = EXIT_INVALID, "invalid"
     elif isinstance(error, PaymentNotFound):
         code, kind = EXIT_NOT_FOUND, "not_found"
+    elif isinstance(error, PreconditionFailed):
+        code, kind = EXIT_PRECONDITION_FAILED, "precondition_failed"
     elif isinstance(error, OpsConflict):
         code, kind = EXIT_CONFLICT, "conflict"
     if as_json:

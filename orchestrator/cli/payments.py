@@ -9,7 +9,7 @@ import typer
 from orchestrator.bootstrap import bootstrap
 from orchestrator.cli.config import load_settings
 from orchestrator.cli.operator import OperatorOption, cli_operator
-from orchestrator.cli.ops_output import fail, print_action
+from orchestrator.cli.ops_output import IfMatchOption, fail, parse_if_match, print_action
 from orchestrator.ops.commands import retry_payment
 from orchestrator.ops.errors import OpsError
 
@@ -23,13 +23,15 @@ def retry(
         str, typer.Option("--reason", help="Why (recorded in the audit trail).", show_default=False)
     ],
     operator: OperatorOption = None,
+    if_match: IfMatchOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Re-queue a needs_attention payment with fresh attempts, from where it stopped."""
     actor = cli_operator(operator)
+    precondition = parse_if_match(if_match)
     container = bootstrap(load_settings())
     try:
-        action = retry_payment(container, actor, payment_id, reason=reason)
+        action = retry_payment(container, actor, payment_id, reason=reason, if_match=precondition)
     except OpsError as error:
         fail(error, as_json=as_json)
     print_action(action, as_json=as_json)

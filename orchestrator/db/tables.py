@@ -39,6 +39,10 @@ payments = sa.Table(
     sa.Column("idempotency_key", sa.String(255), nullable=True),
     sa.Column("request_fingerprint", sa.String(64), nullable=True),
     sa.Column("response_body", JsonDocument, nullable=True),
+    # The answers as sent, byte for byte (UTF-8 text, never re-serialised): JSONB above
+    # reorders keys, so replays and ETags are served from these.  See migration 0003.
+    sa.Column("accepted_response", sa.Text, nullable=True),
+    sa.Column("final_response", sa.Text, nullable=True),
     sa.Column("key_purged_at", UtcDateTime(), nullable=True),
     # The request.
     sa.Column("amount", sa.BigInteger, nullable=False),

@@ -82,6 +82,11 @@ class PaymentRecord:
     # What the provider said it moved when the payment settled (the ledger books this).
     settled_amount: int | None = None
     settled_currency: str | None = None
+    # The answers of record, exactly as first sent (encode_representation): the 202 body of
+    # the accept, and the 200 body written by the finishing transaction.  Replays serve these
+    # bytes.  None for rows older than migration 0003 and after retention purged them.
+    accepted_response: bytes | None = None
+    final_response: bytes | None = None
 
     @property
     def state(self) -> State:

@@ -1,15 +1,81 @@
-"""The payment representation clients see (pure: record in, JSON-ready dict out)."""
+"""The payment representation clients see, and the one way it becomes bytes.
+
+Every answer that carries a representation (a 202, a 200 replay, a GET, a stored final
+response) is produced by ``encode_representation``: compact JSON, UTF-8, keys in ONE order —
+the order of the dict built here, with ``metadata`` sorted by key.  The hazard this guards
+against: PostgreSQL's JSONB does not keep key order (it sorts keys by length, then bytes), so
+a representation that round-trips through a JSONB column comes back in another order, and a
+client comparing a replay with the first answer byte for byte (or an ETag over the bytes)
+would see a change where there was none.  Stored answers are therefore kept as the encoded
+text (``accepted_response``, ``final_response``) and served verbatim; a dict read back from
+JSONB is re-ordered with ``canonical_payment`` before it is encoded.
+
+Later representations (refunds, captures' payment bodies) follow the same rule: build the
+dict in its documented field order and encode it with ``encode_representation``.
+"""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
 from orchestrator.domain.model import PaymentRecord
 
+# The documented field order of a payment (README "The HTTP API").
+PAYMENT_FIELDS: tuple[str, ...] = (
+    "id",
+    "object",
+    "status",
+    "amount",
+    "currency",
+    "payment_method",
+    "customer_reference",
+    "description",
+    "metadata",
+    "idempotency_key",
+    "provider",
+    "provider_payment_id",
+    "failure",
+    "attempts",
+    "created_at",
+    "updated_at",
+    "completed_at",
+)
+FAILURE_FIELDS: tuple[str, ...] = ("code", "decline_code", "message")
+
 
 def iso(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat().replace("+00:00", "Z")
+
+
+def encode_representation(document: dict[str, Any]) -> bytes:
+    """The bytes a representation is served as.  The same settings as Starlette's
+    ``JSONResponse`` (compact separators, UTF-8, no NaN), so switching a route from
+    ``JSONResponse`` to these bytes changes nothing a client can see."""
+    return json.dumps(
+        document, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")
+    ).encode("utf-8")
+
+
+def ordered(document: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
+    """``document`` with ``fields`` first, in that order; any other key after them, sorted
+    (a field added later still lands in one deterministic place)."""
+    result = {name: document[name] for name in fields if name in document}
+    for name in sorted(document.keys() - set(fields)):
+        result[name] = document[name]
+    return result
+
+
+def canonical_payment(document: dict[str, Any]) -> dict[str, Any]:
+    """A stored payment representation (read back from JSONB, in JSONB's key order) in the
+    one order ``payment_representation`` builds."""
+    result = ordered(document, PAYMENT_FIELDS)
+    if isinstance(result.get("metadata"), dict):
+        result["metadata"] = dict(sorted(result["metadata"].items()))
+    if isinstance(result.get("failure"), dict):
+        result["failure"] = ordered(result["failure"], FAILURE_FIELDS)
+    return result
 
 
 def payment_representation(record: PaymentRecord) -> dict[str, Any]:
@@ -29,7 +95,8 @@ def payment_representation(record: PaymentRecord) -> dict[str, Any]:
         "payment_method": record.request.payment_method,
         "customer_reference": record.request.customer_reference,
         "description": record.request.description,
-        "metadata": dict(record.request.metadata),
+        # Sorted: the request's order is the client's, the stored column's is JSONB's.
+        "metadata": dict(sorted(record.request.metadata.items())),
         "idempotency_key": record.idempotency_key,
         "provider": record.provider,
         "provider_payment_id": record.provider_payment_id,

@@ -6,6 +6,7 @@ record::
     record                                        result                writes
     ------                                        ------                ------
     unknown id .................................  NOT_FOUND             nothing
+    If-Match given and not the current lease tag  PRECONDITION_FAILED   nothing
     succeeded / failed .........................  FINISHED              nothing
     needs_attention ............................  NEEDS_ATTENTION       nothing (retry it)
     token differs from the one the caller saw ..  CHANGED_CONCURRENTLY  nothing
@@ -38,6 +39,7 @@ from enum import StrEnum
 from orchestrator import metrics
 from orchestrator.db.uow import UnitOfWork
 from orchestrator.domain.model import AuditEntry, PaymentRecord
+from orchestrator.domain.preconditions import TagList, lease_etag
 from orchestrator.domain.states import PaymentStatus
 from orchestrator.logging import get_logger
 from orchestrator.services.dispatch import PublishFailed, TaskPublisher
@@ -82,6 +84,7 @@ class TakeoverResult(StrEnum):
     DUE_RETRY = "due_retry"
     PARKED = "parked"
     NOT_FOUND = "not_found"
+    PRECONDITION_FAILED = "precondition_failed"
     FINISHED = "finished"
     NEEDS_ATTENTION = "needs_attention"
     CHANGED_CONCURRENTLY = "changed_concurrently"
@@ -132,13 +135,24 @@ def take_over_lease(
     lease_seconds: float,
     max_attempts: int,
     expected_token: int | None = None,
+    if_match: TagList | None = None,
 ) -> TakeoverOutcome:
     """Fence out the holder of ``payment_id``'s lease, or park the record when it is out of
     attempts.  Runs in the caller's transaction; the caller commits, then calls
-    ``requeue_after_commit``.  ``now`` must be ``uow.now()`` (the database clock)."""
+    ``requeue_after_commit``.  ``now`` must be ``uow.now()`` (the database clock).
+
+    ``if_match`` (an operator's ``If-Match``) is compared with ``lease_etag`` of the
+    row-locked record, so of two operators sending the same tag at once the second waits
+    for the first's commit, then sees the new token and is refused."""
     record = uow.leases.lock_for_takeover(payment_id)
     if record is None:
         return TakeoverOutcome(TakeoverResult.NOT_FOUND, payment_id, None, None)
+    if if_match is not None and not if_match.matches_strongly(lease_etag(record)):
+        # Evaluated before anything else (RFC 9110 §13.2.2): the operator decided on a
+        # state that is gone, whatever the command would otherwise say.
+        return TakeoverOutcome(
+            TakeoverResult.PRECONDITION_FAILED, payment_id, record, record.lease_token
+        )
     refusal = _refusal(record, now=now, force=force, expected_token=expected_token)
     if refusal is not None:
         return TakeoverOutcome(refusal, payment_id, record, record.lease_token)

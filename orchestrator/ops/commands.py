@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 
 from orchestrator.bootstrap import Container
 from orchestrator.domain.model import AuditEntry, PaymentRecord
+from orchestrator.domain.preconditions import TagList, lease_etag
 from orchestrator.domain.states import PaymentStatus
 from orchestrator.leases.takeover import (
     Actor,
@@ -32,6 +33,7 @@ from orchestrator.ops.errors import (
     PaymentNeedsAttention,
     PaymentNotFound,
     PaymentNotParked,
+    PreconditionFailed,
     clean_reason,
 )
 
@@ -54,10 +56,18 @@ class OperatorAction:
 
 
 def take_over_payment(
-    container: Container, operator: Actor, payment_id: str, *, reason: str, force: bool
+    container: Container,
+    operator: Actor,
+    payment_id: str,
+    *,
+    reason: str,
+    force: bool,
+    if_match: TagList | None = None,
 ) -> OperatorAction:
     """Fence out the lease holder and re-queue the work; a live lease needs ``force``.  A
-    payment out of attempts is parked instead (action ``park``): retry it to reset them."""
+    payment out of attempts is parked instead (action ``park``): retry it to reset them.
+    With ``if_match`` (the lease tag the operator saw) a changed lease refuses the command
+    (``PreconditionFailed``) and nothing is written."""
     _require_operator(operator)
     reason = clean_reason(reason)
     settings = container.settings
@@ -72,6 +82,7 @@ def take_over_payment(
             now=now,
             lease_seconds=settings.dispatch_lease_seconds,
             max_attempts=settings.max_attempts,
+            if_match=if_match,
         )
         if not outcome.changed:
             raise _refusal(outcome)
@@ -108,10 +119,16 @@ def take_over_payment(
 
 
 def retry_payment(
-    container: Container, operator: Actor, payment_id: str, *, reason: str
+    container: Container,
+    operator: Actor,
+    payment_id: str,
+    *,
+    reason: str,
+    if_match: TagList | None = None,
 ) -> OperatorAction:
     """needs_attention -> processing with fresh attempt counters, from the recovery point
-    where the work stopped, and re-queue it."""
+    where the work stopped, and re-queue it.  ``if_match`` as for ``take_over_payment``,
+    checked against the row-locked record."""
     _require_operator(operator)
     reason = clean_reason(reason)
     settings = container.settings
@@ -120,6 +137,8 @@ def retry_payment(
         record = uow.leases.lock_for_takeover(payment_id)
         if record is None:
             raise PaymentNotFound(f"No payment {payment_id!r} exists.")
+        if if_match is not None and not if_match.matches_strongly(lease_etag(record)):
+            raise PreconditionFailed(_stale_message(record), record)
         if record.status.is_final:
             raise PaymentFinished(_finished_message(record), record)
         if record.status is not PaymentStatus.NEEDS_ATTENTION:
@@ -186,6 +205,8 @@ def _refusal(outcome: TakeoverOutcome) -> OpsError:
     payment_id = outcome.payment_id
     if outcome.result is TakeoverResult.NOT_FOUND or record is None:
         return PaymentNotFound(f"No payment {payment_id!r} exists.")
+    if outcome.result is TakeoverResult.PRECONDITION_FAILED:
+        return PreconditionFailed(_stale_message(record), record)
     if outcome.result is TakeoverResult.FINISHED:
         return PaymentFinished(_finished_message(record), record)
     if outcome.result is TakeoverResult.NEEDS_ATTENTION:
@@ -202,6 +223,13 @@ def _refusal(outcome: TakeoverOutcome) -> OpsError:
             record,
         )
     return ConcurrentChange(_changed_message(payment_id), record)
+
+
+def _stale_message(record: PaymentRecord) -> str:
+    return (
+        f"Payment {record.id}'s lease changed since you looked (If-Match): someone else "
+        "acted on it. Nothing was done; look at it again before acting."
+    )
 
 
 def _changed_message(payment_id: str) -> str:

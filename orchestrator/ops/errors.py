@@ -3,6 +3,7 @@
 OpsError
 ├── InvalidReason            the reason is empty or too long              (HTTP 400)
 ├── PaymentNotFound          no payment has this id                       (HTTP 404)
+├── PreconditionFailed       If-Match names a lease state that is gone    (HTTP 412)
 └── OpsConflict              the payment's state forbids the command      (HTTP 409)
     ├── PaymentFinished        succeeded or failed: nothing left to do
     ├── PaymentNeedsAttention  takeover of a parked payment: use retry
@@ -31,6 +32,11 @@ class InvalidReason(OpsError):
 
 class PaymentNotFound(OpsError):
     pass
+
+
+class PreconditionFailed(OpsError):
+    """The operator's ``If-Match`` tag is stale: someone (a worker, the sweeper, another
+    operator) changed the lease since the operator looked."""
 
 
 class OpsConflict(OpsError):

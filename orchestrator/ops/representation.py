@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from orchestrator.domain.model import AuditEntry, PaymentRecord
+from orchestrator.domain.preconditions import lease_etag
 from orchestrator.domain.representation import iso
 from orchestrator.ops.commands import OperatorAction
 
@@ -33,6 +34,9 @@ def lease_representation(record: PaymentRecord, now: datetime) -> dict[str, Any]
         "rejected_intents": [dict(r) for r in record.rejected_intents],
         "created_at": iso(record.created_at),
         "updated_at": iso(record.updated_at),
+        # Send it back as If-Match with a takeover or retry: refused (412) if the lease
+        # changed since this was read.
+        "etag": lease_etag(record),
     }
 
 

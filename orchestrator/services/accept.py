@@ -17,6 +17,7 @@ from orchestrator import metrics
 from orchestrator.bootstrap import Container
 from orchestrator.domain.ids import new_payment_id
 from orchestrator.domain.model import ApiClient, PaymentRecord, PaymentRequest
+from orchestrator.domain.representation import encode_representation, payment_representation
 from orchestrator.domain.states import INITIAL
 from orchestrator.logging import get_logger, key_digest
 from orchestrator.services.dispatch import PublishFailed
@@ -87,6 +88,7 @@ def _claim(
                 updated_at=now,
                 locked_until=now + timedelta(seconds=container.settings.dispatch_lease_seconds),
             )
+            values["accepted_response"] = _accepted_body(values, request)
             record = uow.payments.insert_if_absent(values)
             if record is not None:
                 uow.commit()
@@ -125,3 +127,36 @@ def _new_record_values(
         "confirm_attempts": 0,
         "provider": "stripe",
     }
+
+
+def _accepted_body(values: dict[str, Any], request: PaymentRequest) -> str:
+    """The 202 body, encoded once and stored with the claim: every replay while the payment
+    is unfinished returns these bytes, whatever the workers changed meanwhile (the merchant
+    polls the payment's URL for its current state)."""
+    record = PaymentRecord(
+        id=values["id"],
+        client_id=values["client_id"],
+        idempotency_key=values["idempotency_key"],
+        request_fingerprint=values["request_fingerprint"],
+        request=request,
+        status=INITIAL.status,
+        recovery_point=INITIAL.point,
+        lease_token=values["lease_token"],
+        lease_owner=values["lease_owner"],
+        locked_until=values["locked_until"],
+        next_attempt_at=None,
+        attempts=values["attempts"],
+        unknown_outcomes=0,
+        confirm_attempts=0,
+        provider=values["provider"],
+        provider_payment_id=None,
+        provider_charge_id=None,
+        provider_outcome=None,
+        failure=None,
+        last_error=None,
+        response_body=None,
+        created_at=values["created_at"],
+        updated_at=values["updated_at"],
+        completed_at=None,
+    )
+    return encode_representation(payment_representation(record)).decode("utf-8")

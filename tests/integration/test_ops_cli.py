@@ -217,3 +217,31 @@ def test_a_parked_payment_is_listed_and_retried_on_the_command_line(cli):
     wide = {**cli.env, "COLUMNS": "300"}  # rich wraps cells to the terminal's width
     audit = run_payorch("audit", "list", "--payment-id", parked.id, env=wide)
     assert audit.returncode == 0 and "provider fixed" in audit.stdout
+
+
+def test_if_match_on_the_command_line_refuses_a_stale_lease_with_exit_5(cli):
+    holder = cli.settled("cli-if-match")
+    expire_leases(cli.container, [holder.id], ago=timedelta(seconds=1))
+    listed = run_payorch_json("leases", "list", "--state", "expired", env=cli.env)
+    [row] = [lease for lease in listed["data"] if lease["payment_id"] == holder.id]
+    seen = row["etag"]
+    stale = f'"{holder.lease_token - 1}.processing"'
+
+    refused = run_payorch(
+        "leases", "takeover", holder.id, "--reason", "r", "--if-match", stale,
+        "--operator", "alice", env=cli.env,
+    )  # fmt: skip
+
+    assert refused.returncode == 5, refused.stderr
+    assert reload(cli.container, holder.id).lease_token == holder.lease_token
+    # The tag as listed, or without the quotes a shell may have eaten.
+    taken = run_payorch_json(
+        "leases", "takeover", holder.id, "--reason", "r", "--if-match", seen.strip('"'),
+        "--operator", "alice", env=cli.env,
+    )  # fmt: skip
+    assert taken["new_token"] == holder.lease_token + 1
+    again = run_payorch(
+        "leases", "takeover", holder.id, "--reason", "r", "--if-match", seen, "--force",
+        "--operator", "alice", env=cli.env,
+    )  # fmt: skip
+    assert again.returncode == 5, again.stderr

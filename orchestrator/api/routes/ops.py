@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Header, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
@@ -18,10 +18,17 @@ from orchestrator.api.responses import AUTH_ERRORS, problem
 from orchestrator.db.repositories.leases import LeaseState
 from orchestrator.domain.ids import is_payment_id
 from orchestrator.domain.model import ApiClient
+from orchestrator.domain.preconditions import TagList, parse_tag_list
 from orchestrator.domain.representation import iso
 from orchestrator.leases.takeover import Actor
 from orchestrator.ops.commands import retry_payment, take_over_payment
-from orchestrator.ops.errors import MAX_REASON_LENGTH, InvalidReason, OpsError, PaymentNotFound
+from orchestrator.ops.errors import (
+    MAX_REASON_LENGTH,
+    InvalidReason,
+    OpsError,
+    PaymentNotFound,
+    PreconditionFailed,
+)
 from orchestrator.ops.queries import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, list_audit, list_leases
 from orchestrator.ops.representation import (
     action_representation,
@@ -94,6 +101,12 @@ class LeaseOut(BaseModel):
     )
     created_at: str
     updated_at: str
+    etag: str = Field(
+        description="The lease state this row shows (lease token and status). Send it as "
+        "If-Match with a takeover or retry: if the lease changed since, the command is "
+        "refused with 412 and changes nothing.",
+        examples=['"7.processing"'],
+    )
 
 
 class LeaseList(BaseModel):
@@ -146,8 +159,12 @@ def _body_schema(model: type[BaseModel]) -> dict[str, Any]:
 
 
 _COMMAND_ERRORS: dict[int | str, dict[str, Any]] = {
-    400: problem("The body is not valid JSON or misses a reason"),
+    400: problem("The body is not valid JSON or misses a reason, or If-Match is malformed"),
     404: problem("No such payment"),
+    412: problem(
+        "If-Match does not name the payment's current lease state: someone acted since "
+        "you looked. Nothing changed and nothing was audited."
+    ),
     413: problem("Body larger than 64 KiB"),
     415: problem("Body is not application/json"),
     **AUTH_ERRORS,
@@ -156,6 +173,37 @@ _COMMAND_ERRORS: dict[int | str, dict[str, Any]] = {
 
 def _operator(client: ApiClient) -> Actor:
     return Actor.operator(client.id, client.name)
+
+
+ETAG_LIST_PATTERN = r'^ *(\*|(W/)?"[!#-~]*"( *, *(W/)?"[!#-~]*")*) *$'
+
+IfMatch = Annotated[
+    str | None,
+    Header(
+        description="The `etag` of the lease as you saw it (`GET /v1/ops/leases`, or the "
+        "`lease` of an earlier command's answer), or `*`. Optional; with it, a lease that "
+        "changed since (another operator, the sweeper, a worker) refuses the command with "
+        "412, so two operators acting on the same payment at once cannot both win.",
+        examples=['"7.processing"'],
+        # Documentation only (the parser in orchestrator.domain.preconditions decides, and a
+        # malformed value is a 400): a list of quoted tags, or *.
+        json_schema_extra={"pattern": ETAG_LIST_PATTERN},
+    ),
+]
+
+
+def _precondition(if_match: str | None) -> TagList | None:
+    if if_match is None:
+        return None
+    parsed = parse_tag_list(if_match)
+    if parsed is None:
+        raise Problem(
+            400,
+            "invalid-request",
+            'If-Match must be "*" or a list of entity tags in double quotes, such as '
+            '"7.processing" (quotes included).',
+        )
+    return parsed
 
 
 def _known_shape(payment_id: str) -> str:
@@ -169,6 +217,8 @@ def _problem(error: OpsError) -> Problem:
         return Problem(400, "invalid-request", error.message)
     if isinstance(error, PaymentNotFound):
         return Problem(404, "not-found", error.message)
+    if isinstance(error, PreconditionFailed):
+        return Problem(412, "precondition-failed", error.message)
     extensions: dict[str, Any] = {}
     if error.record is not None:
         extensions = {
@@ -224,9 +274,14 @@ def get_leases(
     },
 )
 def post_takeover(
-    container: ContainerDep, client: OpsClient, payment_id: str, body: JsonBody
+    container: ContainerDep,
+    client: OpsClient,
+    payment_id: str,
+    body: JsonBody,
+    if_match: IfMatch = None,
 ) -> JSONResponse:
     payload = parse_model(TakeoverRequest, body)
+    precondition = _precondition(if_match)
     try:
         action = take_over_payment(
             container,
@@ -234,6 +289,7 @@ def post_takeover(
             _known_shape(payment_id),
             reason=payload.reason,
             force=payload.force,
+            if_match=precondition,
         )
     except OpsError as error:
         raise _problem(error) from None
@@ -252,12 +308,21 @@ def post_takeover(
     },
 )
 def post_retry(
-    container: ContainerDep, client: OpsClient, payment_id: str, body: JsonBody
+    container: ContainerDep,
+    client: OpsClient,
+    payment_id: str,
+    body: JsonBody,
+    if_match: IfMatch = None,
 ) -> JSONResponse:
     payload = parse_model(RetryRequest, body)
+    precondition = _precondition(if_match)
     try:
         action = retry_payment(
-            container, _operator(client), _known_shape(payment_id), reason=payload.reason
+            container,
+            _operator(client),
+            _known_shape(payment_id),
+            reason=payload.reason,
+            if_match=precondition,
         )
     except OpsError as error:
         raise _problem(error) from None

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Header, Query
+from fastapi.responses import JSONResponse, Response
 
 from orchestrator.api.body import parse_model
 from orchestrator.api.deps import (
@@ -18,12 +18,15 @@ from orchestrator.api.deps import (
 from orchestrator.api.problems import Problem
 from orchestrator.api.responses import (
     AUTH_ERRORS,
+    ETAG,
     LOCATION,
     REPLAYED,
     RETRY_AFTER,
     accepted_response,
+    conditional_response,
     payment,
-    payment_body,
+    payment_bytes,
+    payment_document,
     payment_headers,
     problem,
 )
@@ -53,11 +56,13 @@ _REQUEST_BODY: dict[str, Any] = {
     response_model=PaymentOut,
     responses={
         200: payment(
-            "Replay of a finished payment (`Idempotent-Replayed: true`)",
+            "Replay of a finished payment (`Idempotent-Replayed: true`): byte for byte the "
+            "body stored when it finished, the same body a GET of the payment answers",
             {"Location": LOCATION, "Idempotent-Replayed": REPLAYED},
         ),
         202: payment(
-            "Accepted (new key) or replay of a payment still processing",
+            "Accepted (new key), or a replay of a payment not finished yet: byte for byte "
+            "the first 202's body (the payment's URL tells its current state)",
             {"Location": LOCATION, "Retry-After": RETRY_AFTER, "Idempotent-Replayed": REPLAYED},
         ),
         400: problem("Idempotency-Key missing or malformed, or the body is invalid"),
@@ -72,7 +77,7 @@ def create_payment(
     client: MerchantClient,
     body: JsonBody,
     idempotency_key: IdempotencyKey,
-) -> JSONResponse:
+) -> Response:
     payload = parse_model(PaymentCreate, body)
     fingerprint = request_fingerprint("POST", PAYMENTS_PATH, payload.model_dump(mode="json"))
     try:
@@ -98,14 +103,36 @@ def create_payment(
     PAYMENTS_PATH + "/{payment_id}",
     summary="Read a payment",
     response_model=PaymentOut,
+    description=(
+        "Poll this while the payment is `processing`, every `Retry-After` seconds. Each "
+        "answer carries a strong `ETag` that changes with every change of the payment (a "
+        "status, a provider id, an attempt, the finish) and only then; send it back in "
+        "`If-None-Match` and the answer is `304 Not Modified` without a body until "
+        "something changed."
+    ),
     responses={
-        200: payment("The payment", {"Retry-After": RETRY_AFTER}),
+        200: payment("The payment", {"Retry-After": RETRY_AFTER, "ETag": ETAG}),
+        304: {
+            "description": "Not modified: If-None-Match names the current ETag. No body.",
+            "headers": {"ETag": ETAG, "Retry-After": RETRY_AFTER},
+        },
         400: problem("The URL contains control characters"),
         404: problem("No such payment for this client"),
         **AUTH_ERRORS,
     },
 )
-def read_payment(container: ContainerDep, client: MerchantClient, payment_id: str) -> JSONResponse:
+def read_payment(
+    container: ContainerDep,
+    client: MerchantClient,
+    payment_id: str,
+    if_none_match: Annotated[
+        str | None,
+        Header(
+            description="ETag(s) from an earlier answer (or `*`): 304 without a body while "
+            "the payment has not changed."
+        ),
+    ] = None,
+) -> Response:
     # An id that cannot exist is answered without a query: whatever a client guesses
     # (any length, any characters) costs one indexed read at most.
     record = get_payment(container, client, payment_id) if is_payment_id(payment_id) else None
@@ -113,7 +140,7 @@ def read_payment(container: ContainerDep, client: MerchantClient, payment_id: st
         raise Problem(404, "not-found", "No such payment exists for this API client.")
     headers = payment_headers(record, poll_interval=container.settings.poll_interval_seconds)
     headers.pop("Location")
-    return JSONResponse(payment_body(record), headers=headers)
+    return conditional_response(payment_bytes(record), if_none_match=if_none_match, headers=headers)
 
 
 @router.get(
@@ -139,4 +166,4 @@ def find_payment(
     ],
 ) -> JSONResponse:
     record = find_payment_by_key(container, client, idempotency_key)
-    return JSONResponse({"data": [] if record is None else [payment_body(record)]})
+    return JSONResponse({"data": [] if record is None else [payment_document(record)]})

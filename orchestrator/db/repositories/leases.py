@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from orchestrator.db.repositories.rows import to_payment
 from orchestrator.db.tables import payments
 from orchestrator.domain.model import Failure, PaymentRecord
+from orchestrator.domain.representation import encode_representation
 from orchestrator.domain.states import (
     Event,
     Outcome,
@@ -113,8 +114,12 @@ class LeaseRepository:
         next_confirm: bool = False,
     ) -> PaymentRecord | None:
         """Extend our lease before a provider call.  With ``next_confirm`` it also takes the
-        next confirm number, so the key ``…-confirm-{n}`` is durable before it is sent."""
-        values: dict[str, Any] = {"locked_until": lease_until, "updated_at": now}
+        next confirm number, so the key ``…-confirm-{n}`` is durable before it is sent.
+
+        A renewal is a heartbeat, not a change of the payment: it leaves ``updated_at``
+        alone, so the representation (and its ETag) stays the same while a worker merely
+        holds on.  ``locked_until`` records the heartbeat."""
+        values: dict[str, Any] = {"locked_until": lease_until}
         if next_confirm:
             values["confirm_attempts"] = c.confirm_attempts + 1
         return self._update_one(
@@ -274,12 +279,16 @@ class LeaseRepository:
         response_body: dict[str, Any],
         now: datetime,
     ) -> PaymentRecord | None:
-        """COMPLETED, fenced.  None: we were fenced out and the caller must roll back."""
+        """COMPLETED, fenced.  None: we were fenced out and the caller must roll back.
+
+        The final answer is stored twice: as the document (JSONB, for SQL) and as the exact
+        text every replay and GET serves (``final_response``), since JSONB reorders keys."""
         return self._update_one(
             sa.and_(c.id == payment_id, c.lease_token == token, _guard(Event.FINISHED)),
             status=status.value,
             recovery_point=RecoveryPoint.COMPLETED.value,
             response_body=response_body,
+            final_response=encode_representation(response_body).decode("utf-8"),
             lease_owner=None,
             locked_until=None,
             next_attempt_at=None,

@@ -110,6 +110,8 @@ class PaymentRepository:
                 idempotency_key=None,
                 request_fingerprint=None,
                 response_body=None,
+                accepted_response=None,
+                final_response=None,
                 key_purged_at=now,
                 updated_at=now,
             )

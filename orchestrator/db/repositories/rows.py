@@ -66,7 +66,14 @@ def to_payment(row: sa.RowMapping | Any) -> PaymentRecord:
         rejected_intents=tuple(m["rejected_intents"] or ()),
         settled_amount=m["settled_amount"],
         settled_currency=m["settled_currency"],
+        accepted_response=_utf8(m.get("accepted_response")),
+        final_response=_utf8(m.get("final_response")),
     )
+
+
+def _utf8(text: str | None) -> bytes | None:
+    # Stored as text (valid JSON is valid UTF-8); served as the very same bytes.
+    return None if text is None else text.encode("utf-8")
 
 
 def to_client(row: sa.RowMapping | Any) -> ApiClient:
