@@ -15,7 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from orchestrator.db.repositories.rows import to_payment
-from orchestrator.db.tables import payments
+from orchestrator.db.tables import lease_events, payments
 from orchestrator.domain.model import Failure, PaymentRecord
 from orchestrator.domain.states import (
     Event,
@@ -44,11 +44,36 @@ class LeaseRepository:
     def __init__(self, connection: sa.Connection) -> None:
         self._conn = connection
 
-    def _update_one(self, where: sa.ColumnElement[bool], **values: Any) -> PaymentRecord | None:
+    def _update_one(
+        self, history: str | None, where: sa.ColumnElement[bool], **values: Any
+    ) -> PaymentRecord | None:
+        """One fenced UPDATE; ``history`` names the lease event to record (None: none)."""
         row = self._conn.execute(
             payments.update().where(where).values(**values).returning(*payments.c)
         ).first()
-        return None if row is None else to_payment(row)
+        if row is None:
+            return None
+        record = to_payment(row)
+        if history is not None:
+            self._record_history(record, history)
+        return record
+
+    def _record_history(self, record: PaymentRecord, event: str) -> None:
+        """The lease history row, in the same transaction as the change it describes: it
+        commits or rolls back with it, so the history never shows a change that did not
+        happen (a fenced-out finish leaves no ``finish`` row)."""
+        self._conn.execute(
+            lease_events.insert().values(
+                payment_id=record.id,
+                event=event,
+                owner=record.lease_owner,
+                lease_token=record.lease_token,
+                locked_until=record.locked_until,
+                status=record.status.value,
+                recovery_point=record.recovery_point.value,
+                created_at=record.updated_at,
+            )
+        )
 
     # -- the worker -----------------------------------------------------------------------
 
@@ -65,6 +90,7 @@ class LeaseRepository:
         lease.  Bumps the fencing token and counts the attempt.  None: someone else holds
         it, it is deferred to later, or it is finished."""
         return self._update_one(
+            "claim",
             sa.and_(
                 c.id == payment_id,
                 c.status == PaymentStatus.PROCESSING.value,
@@ -94,6 +120,7 @@ class LeaseRepository:
         if next_confirm:
             values["confirm_attempts"] = c.confirm_attempts + 1
         return self._update_one(
+            None,
             sa.and_(
                 c.id == payment_id,
                 c.lease_token == token,
@@ -106,6 +133,7 @@ class LeaseRepository:
         self, payment_id: str, *, token: int, provider_payment_id: str, now: datetime
     ) -> PaymentRecord | None:
         return self._update_one(
+            None,
             sa.and_(c.id == payment_id, c.lease_token == token, _guard(Event.INTENT_CREATED)),
             provider_payment_id=provider_payment_id,
             recovery_point=RecoveryPoint.INTENT_CREATED.value,
@@ -116,6 +144,7 @@ class LeaseRepository:
         self, payment_id: str, *, token: int, error: str, now: datetime
     ) -> PaymentRecord | None:
         return self._update_one(
+            None,
             sa.and_(
                 c.id == payment_id,
                 c.lease_token == token,
@@ -140,6 +169,7 @@ class LeaseRepository:
         """Store what the provider settled (recovery point ``provider_settled``), so a worker
         that dies before finishing leaves a record that needs no further provider call."""
         return self._update_one(
+            None,
             sa.and_(c.id == payment_id, c.lease_token == token, _guard(Event.PROVIDER_SETTLED)),
             recovery_point=RecoveryPoint.PROVIDER_SETTLED.value,
             provider_outcome=outcome.value,
@@ -162,6 +192,7 @@ class LeaseRepository:
     ) -> PaymentRecord | None:
         """COMPLETED, fenced.  None: we were fenced out and the caller must roll back."""
         return self._update_one(
+            "finish",
             sa.and_(c.id == payment_id, c.lease_token == token, _guard(Event.FINISHED)),
             status=status.value,
             recovery_point=RecoveryPoint.COMPLETED.value,
@@ -187,6 +218,7 @@ class LeaseRepository:
         if error is not None:
             values["last_error"] = error[:2000]
         return self._update_one(
+            "defer",
             sa.and_(
                 c.id == payment_id,
                 c.lease_token == token,
@@ -200,6 +232,7 @@ class LeaseRepository:
     ) -> PaymentRecord | None:
         """needs_attention: an operator decides.  Keeps the recovery point for the retry."""
         return self._update_one(
+            "park",
             sa.and_(c.id == payment_id, c.lease_token == token, _guard(Event.PARKED)),
             status=PaymentStatus.NEEDS_ATTENTION.value,
             lease_owner=None,
@@ -253,6 +286,7 @@ class LeaseRepository:
         if require_expired:
             where = sa.and_(where, c.locked_until <= now)
         return self._update_one(
+            "takeover",
             where,
             lease_token=c.lease_token + 1,
             lease_owner=owner,
@@ -267,6 +301,7 @@ class LeaseRepository:
         """Out of attempts: needs_attention instead of another takeover (token bumped so a
         late writer is fenced out of the parked record too)."""
         return self._update_one(
+            "park",
             sa.and_(
                 c.id == payment_id,
                 c.lease_token == expected_token,
@@ -292,6 +327,7 @@ class LeaseRepository:
     ) -> PaymentRecord | None:
         """needs_attention -> processing with fresh attempt counters and a dispatch lease."""
         return self._update_one(
+            "retry",
             sa.and_(
                 c.id == payment_id,
                 c.lease_token == expected_token,
