@@ -8,7 +8,7 @@ order in which the worker protocol writes them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from orchestrator.ops.payments import PaymentDetail
 
@@ -69,9 +69,12 @@ def build_timeline(detail: PaymentDetail) -> list[TimelineEntry]:
         tone = {"ok": "ok", "declined": "bad", "permanent": "bad", "retryable": "warn"}.get(
             call.outcome, "warn"
         )
+        # Placed where the call started: a call recorded late (a worker frozen mid-call,
+        # answered after a takeover) belongs before the takeover it explains.
+        started = call.created_at - timedelta(milliseconds=call.latency_ms)
         entries.append(
             TimelineEntry(
-                at=call.created_at,
+                at=started,
                 kind="provider",
                 title=f"{call.method} {call.path}",
                 tone=tone,
@@ -80,7 +83,7 @@ def build_timeline(detail: PaymentDetail) -> list[TimelineEntry]:
                     "provider status": call.provider_status,
                     "http": call.http_status,
                     "key": call.idempotency_key,
-                    "latency": f"{call.latency_ms} ms",
+                    "answered after": f"{call.latency_ms} ms",
                     "error": call.error,
                 },
                 order=2,
