@@ -29,6 +29,7 @@ _COLUMNS = [
     "payment_id",
     "status",
     "recovery_point",
+    "lease_state",
     "lease_owner",
     "lease_token",
     "locked_until",

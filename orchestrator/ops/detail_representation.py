@@ -3,26 +3,19 @@ ops API's bodies and the CLI's --json."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from orchestrator.domain.history import LeaseEvent, OutboxEvent, PostedLedgerLine, ProviderCall
 from orchestrator.domain.model import PaymentRecord
 from orchestrator.domain.representation import iso, payment_representation
 from orchestrator.ops.payments import PaymentDetail, PaymentPage
-from orchestrator.ops.representation import audit_representation, lease_representation
+from orchestrator.ops.representation import (
+    audit_representation,
+    lease_representation,
+    lease_state,
+)
 from orchestrator.ops.status import OpsStatus
-
-
-def lease_state(record: PaymentRecord, detail_now: Any) -> str:
-    """What the lease means, in words an operator acts on (a deferred record holds no
-    worker: it is not "active")."""
-    if record.status.is_final:
-        return "finished"
-    if record.locked_until is None:
-        return "none"
-    if record.lease_owner is None and record.next_attempt_at is not None:
-        return "deferred" if record.next_attempt_at > detail_now else "retry_due"
-    return "active" if record.locked_until > detail_now else "expired"
 
 
 def payment_summary(record: PaymentRecord) -> dict[str, Any]:
@@ -33,7 +26,7 @@ def payment_summary(record: PaymentRecord) -> dict[str, Any]:
     }
 
 
-def charge_operation(record: PaymentRecord, now: Any) -> dict[str, Any]:
+def charge_operation(record: PaymentRecord, now: datetime) -> dict[str, Any]:
     """The payment's one operation so far (the charge), with its lease."""
     return {
         "kind": "charge",

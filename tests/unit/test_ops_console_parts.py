@@ -20,9 +20,9 @@ from orchestrator.api.console.timeline import build_timeline
 from orchestrator.domain.history import LeaseEvent, OutboxEvent, ProviderCall
 from orchestrator.domain.model import AuditEntry, PaymentRecord, PaymentRequest
 from orchestrator.domain.states import PaymentStatus, RecoveryPoint
-from orchestrator.ops.detail_representation import lease_state
 from orchestrator.ops.errors import InvalidCursor
 from orchestrator.ops.payments import PaymentDetail, decode_cursor, encode_cursor
+from orchestrator.ops.representation import lease_state
 from orchestrator.settings import Settings
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)

@@ -46,7 +46,6 @@ from orchestrator.domain.ids import is_payment_id
 from orchestrator.domain.model import Role
 from orchestrator.domain.states import PaymentStatus
 from orchestrator.ops.commands import OperatorAction, retry_payment, take_over_payment
-from orchestrator.ops.detail_representation import lease_state
 from orchestrator.ops.errors import (
     InvalidCursor,
     InvalidReason,
@@ -55,6 +54,7 @@ from orchestrator.ops.errors import (
 )
 from orchestrator.ops.payments import get_payment_detail, list_payments
 from orchestrator.ops.queries import list_leases
+from orchestrator.ops.representation import lease_state
 from orchestrator.ops.status import get_status
 from orchestrator.services.api_keys import authenticate
 
