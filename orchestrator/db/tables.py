@@ -97,6 +97,9 @@ sa.Index(
     sqlite_where=payments.c.idempotency_key.is_not(None),
 )
 sa.Index("ix_payments_status", payments.c.status)
+# The provider-call recorder maps a retrieve (which names only the provider's intent) to its
+# payment by this column; without the index every recorded retrieve would scan payments.
+sa.Index("ix_payments_provider_payment_id", payments.c.provider_payment_id)
 
 payment_outcomes = sa.Table(
     "payment_outcomes",

@@ -1,4 +1,5 @@
-"""Ops console: provider calls and lease history, for the operator's payment page.
+"""Ops console: provider calls and lease history, for the operator's payment page, and an
+index to map a provider intent back to its payment.
 
 Revision ID: 0005
 Revises: 0001
@@ -55,8 +56,10 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name="pk_lease_events"),
     )
     op.create_index("ix_lease_events_payment_id", "lease_events", ["payment_id"])
+    op.create_index("ix_payments_provider_payment_id", "payments", ["provider_payment_id"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_payments_provider_payment_id", table_name="payments")
     op.drop_table("lease_events")
     op.drop_table("provider_calls")
