@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: demo test test-fast lint typecheck check bench clean-venv
+.PHONY: demo test test-fast lint typecheck check bench clean-venv screenshots
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,12 @@ check: lint typecheck test
 
 bench: $(STAMP)
 	$(BIN)/payorch bench
+
+# The ops console's pages in Debian's Chromium (installed when missing), written to
+# docs/screenshots/ for the README.  The same test runs in `make test` (to test-artifacts/).
+screenshots: $(STAMP)
+	PAYORCH_SCREENSHOTS_DIR=$(CURDIR)/docs/screenshots $(BIN)/python -m pytest -q \
+	  tests/browser/test_console_pages.py -k every_console_page
 
 clean-venv:
 	rm -rf $(VENV)

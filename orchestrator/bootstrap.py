@@ -13,8 +13,10 @@ from sqlalchemy.engine import Engine
 from orchestrator.db.clock import Clock, DatabaseClock
 from orchestrator.db.engine import create_engine
 from orchestrator.db.uow import UnitOfWork
+from orchestrator.domain.history import ProviderCallRecord
 from orchestrator.logging import configure_logging
 from orchestrator.providers.instrumented import InstrumentedProvider
+from orchestrator.providers.recording import RecordingProvider
 from orchestrator.services.dispatch import TaskPublisher
 from orchestrator.settings import Settings
 
@@ -41,13 +43,20 @@ class Container:
     @property
     def provider(self) -> PaymentProvider:
         """The provider, always behind the metrics wrapper (calls by operation and
-        outcome, latency), whichever factory built it."""
+        outcome, latency) and the recorder (a ``provider_calls`` row per call, for the
+        operator's payment page), whichever factory built it."""
         if self._provider is None:
             built = self.provider_factory()
-            self._provider = (
-                built if isinstance(built, InstrumentedProvider) else InstrumentedProvider(built)
-            )
+            if not isinstance(built, InstrumentedProvider):
+                built = InstrumentedProvider(built)
+            self._provider = RecordingProvider(built, self.record_provider_call)
         return self._provider
+
+    def record_provider_call(self, call: ProviderCallRecord) -> None:
+        """Store one provider call, in its own short transaction after the call returned."""
+        with self.uow() as uow:
+            uow.history.add_provider_call(call, now=uow.now())
+            uow.commit()
 
     def close(self) -> None:
         self.engine.dispose()

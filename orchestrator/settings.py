@@ -111,6 +111,14 @@ class Settings(BaseSettings):
     # Retry-After on a processing payment: how long a polling client should wait.
     poll_interval_seconds: int = Field(default=1, ge=1)
 
+    # The ops console's signed session cookie.  Too long: a forgotten signed-in browser (or a
+    # stolen cookie) keeps operator powers that long; too short: on-call people sign in again
+    # mid-incident.  Revoking the ops API key ends its sessions at once.
+    console_session_minutes: int = Field(default=480, ge=1, le=7 * 24 * 60)
+    # The cookie's Secure flag (sent over HTTPS only).  Default: on in production, off
+    # elsewhere (a local console on http://127.0.0.1 would never get its cookie back).
+    console_secure_cookie: bool | None = None
+
     log_level: str = "INFO"
     log_json: bool = True
 
@@ -161,6 +169,12 @@ class Settings(BaseSettings):
     def task_soft_time_limit(self) -> float:
         """Soft limit: the task stops starting provider calls and defers its work."""
         return self.lease_seconds * 0.6
+
+    @property
+    def console_cookie_is_secure(self) -> bool:
+        if self.console_secure_cookie is not None:
+            return self.console_secure_cookie
+        return self.env == "production"
 
     @property
     def is_sqlite(self) -> bool:

@@ -8,10 +8,12 @@ from contextlib import asynccontextmanager
 import anyio.to_thread
 from fastapi import FastAPI
 
+from orchestrator.api.console.routes import install_console
+from orchestrator.api.docs import install_docs
 from orchestrator.api.errors import install_error_handlers
 from orchestrator.api.middleware import RequestContextMiddleware
 from orchestrator.api.openapi import install_openapi
-from orchestrator.api.routes import health, ops, payments
+from orchestrator.api.routes import health, ops, ops_payments, payments
 from orchestrator.bootstrap import Container
 
 
@@ -25,12 +27,15 @@ def create_app(container: Container) -> FastAPI:
         limiter.total_tokens = container.settings.api_threads
         yield
 
-    app = FastAPI(title="payorch", lifespan=lifespan, docs_url="/docs", redoc_url=None)
+    app = FastAPI(title="payorch", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.container = container
     app.add_middleware(RequestContextMiddleware)
     install_error_handlers(app)
     app.include_router(payments.router)
     app.include_router(ops.router)
+    app.include_router(ops_payments.router)
     app.include_router(health.router)
+    install_console(app)
+    install_docs(app)
     install_openapi(app)
     return app

@@ -20,6 +20,7 @@ TITLES: dict[str, str] = {
     "unsupported-media-type": "The request body must be JSON",
     "unauthorized": "A valid API key is required",
     "forbidden": "This API key may not use this operation",
+    "csrf-failed": "The form's CSRF token is missing or wrong",
     "not-found": "Not found",
     "conflict": "The operation conflicts with the resource's state",
     "precondition-failed": "The resource changed since the If-Match tag was read",

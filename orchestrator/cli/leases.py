@@ -31,6 +31,7 @@ _COLUMNS = [
     "payment_id",
     "lease",
     "recovery_point",
+    "lease_state",
     "lease_owner",
     "lease_token",
     "locked_until",

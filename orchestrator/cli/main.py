@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import typer
 
-from orchestrator.cli import audit, clients, db, leases, payments, serve, sweeper
+from orchestrator.cli import (
+    audit,
+    clients,
+    db,
+    leases,
+    payments,
+    payments_view,
+    serve,
+    status,
+    sweeper,
+)
 from orchestrator.cli.bench import bench
 from orchestrator.cli.demo import demo
 from orchestrator.cli.provider_sim import provider_sim
@@ -26,7 +36,9 @@ app.command("sweeper")(sweeper.sweeper)
 app.command("sweep")(sweeper.sweep)
 app.command("beat")(sweeper.beat)
 app.add_typer(leases.app, name="leases")
+payments_view.register(payments.app)
 app.add_typer(payments.app, name="payments")
+app.command("status")(status.status)
 app.add_typer(audit.app, name="audit")
 
 

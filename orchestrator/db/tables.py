@@ -113,6 +113,9 @@ sa.Index(
     sqlite_where=payments.c.idempotency_key.is_not(None),
 )
 sa.Index("ix_payments_status", payments.c.status)
+# The provider-call recorder maps a retrieve (which names only the provider's intent) to its
+# payment by this column; without the index every recorded retrieve would scan payments.
+sa.Index("ix_payments_provider_payment_id", payments.c.provider_payment_id)
 
 payment_outcomes = sa.Table(
     "payment_outcomes",
@@ -178,4 +181,44 @@ audit_log = sa.Table(
     sa.Column("new_token", sa.BigInteger, nullable=True),
     sa.Column("created_at", UtcDateTime(), nullable=False),
     sa.Index("ix_audit_log_payment_id", "payment_id"),
+)
+
+# Every provider call a worker made, written after the call returned (its own short
+# transaction: never one open across the network call).  What an operator needs to answer
+# "did we ask the provider, with which key, and what did it say".
+provider_calls = sa.Table(
+    "provider_calls",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    # NULL when the call named only a provider object we cannot map to a payment.
+    sa.Column("payment_id", sa.String(40), nullable=True),
+    sa.Column("operation", sa.String(20), nullable=False),
+    sa.Column("method", sa.String(10), nullable=False),
+    sa.Column("path", sa.String(300), nullable=False),
+    sa.Column("idempotency_key", sa.String(300), nullable=True),
+    sa.Column("outcome", sa.String(20), nullable=False),
+    sa.Column("http_status", sa.Integer, nullable=True),
+    sa.Column("provider_object_id", sa.String(255), nullable=True),
+    sa.Column("provider_status", sa.String(50), nullable=True),
+    sa.Column("error", sa.String(500), nullable=True),
+    sa.Column("latency_ms", sa.Integer, nullable=False),
+    sa.Column("created_at", UtcDateTime(), nullable=False),
+    sa.Index("ix_provider_calls_payment_id", "payment_id"),
+)
+
+# Lease history: every claim, takeover, deferral, park, retry and finish, written in the same
+# transaction as the lease change it describes (renewals are not recorded: too many).
+lease_events = sa.Table(
+    "lease_events",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column("payment_id", sa.String(40), nullable=False),
+    sa.Column("event", sa.String(20), nullable=False),
+    sa.Column("owner", sa.String(200), nullable=True),
+    sa.Column("lease_token", sa.BigInteger, nullable=False),
+    sa.Column("locked_until", UtcDateTime(), nullable=True),
+    sa.Column("status", sa.String(20), nullable=False),
+    sa.Column("recovery_point", sa.String(20), nullable=False),
+    sa.Column("created_at", UtcDateTime(), nullable=False),
+    sa.Index("ix_lease_events_payment_id", "payment_id"),
 )

@@ -19,8 +19,10 @@ from orchestrator.db.clock import Clock, read_database_now
 from orchestrator.db.engine import READ_ONLY_OPTION
 from orchestrator.db.repositories.audit import AuditRepository
 from orchestrator.db.repositories.clients import ClientRepository
+from orchestrator.db.repositories.history import HistoryRepository
 from orchestrator.db.repositories.leases import LeaseRepository
 from orchestrator.db.repositories.outcomes import OutcomeRepository
+from orchestrator.db.repositories.payment_search import PaymentSearchRepository
 from orchestrator.db.repositories.payments import PaymentRepository
 
 
@@ -30,6 +32,8 @@ class UnitOfWork:
     leases: LeaseRepository
     outcomes: OutcomeRepository
     audit: AuditRepository
+    history: HistoryRepository
+    search: PaymentSearchRepository
 
     def __init__(self, engine: Engine, clock: Clock, *, read_only: bool = False) -> None:
         self._engine = engine
@@ -50,6 +54,8 @@ class UnitOfWork:
         self.leases = LeaseRepository(conn)
         self.outcomes = OutcomeRepository(conn)
         self.audit = AuditRepository(conn)
+        self.history = HistoryRepository(conn)
+        self.search = PaymentSearchRepository(conn)
         return self
 
     def __exit__(

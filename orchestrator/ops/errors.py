@@ -71,3 +71,7 @@ def clean_reason(reason: str) -> str:
     if len(cleaned) > MAX_REASON_LENGTH:
         raise InvalidReason(f"The reason may have at most {MAX_REASON_LENGTH} characters.")
     return cleaned
+
+
+class InvalidCursor(OpsError):
+    """A list cursor that this API did not hand out (HTTP 400)."""

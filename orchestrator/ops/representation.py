@@ -11,6 +11,18 @@ from orchestrator.domain.representation import iso
 from orchestrator.ops.commands import OperatorAction
 
 
+def lease_state(record: PaymentRecord, now: datetime) -> str:
+    """What the lease means, in words an operator acts on (a deferred record holds no
+    worker: it is not "active")."""
+    if record.status.is_final:
+        return "finished"
+    if record.locked_until is None:
+        return "none"
+    if record.lease_owner is None and record.next_attempt_at is not None:
+        return "deferred" if record.next_attempt_at > now else "retry_due"
+    return "active" if record.locked_until > now else "expired"
+
+
 def lease_representation(record: PaymentRecord, now: datetime) -> dict[str, Any]:
     expired = None if record.locked_until is None else record.locked_until <= now
     return {
@@ -22,6 +34,7 @@ def lease_representation(record: PaymentRecord, now: datetime) -> dict[str, Any]
         "lease_token": record.lease_token,
         "locked_until": iso(record.locked_until),
         "lease_expired": expired,
+        "lease_state": lease_state(record, now),
         "next_attempt_at": iso(record.next_attempt_at),
         "attempts": record.attempts,
         "unknown_outcomes": record.unknown_outcomes,

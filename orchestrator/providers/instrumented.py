@@ -20,7 +20,7 @@ from orchestrator.providers.base import (
 T = TypeVar("T")
 
 
-def _outcome_label(error: BaseException) -> str:
+def outcome_label(error: BaseException) -> str:
     if isinstance(error, Declined):
         return "declined"
     if isinstance(error, Permanent):
@@ -42,7 +42,7 @@ class InstrumentedProvider:
         try:
             result = call()
         except BaseException as error:
-            metrics.PROVIDER_CALLS.labels(operation, _outcome_label(error)).inc()
+            metrics.PROVIDER_CALLS.labels(operation, outcome_label(error)).inc()
             raise
         finally:
             metrics.PROVIDER_LATENCY.labels(operation).observe(time.perf_counter() - started)

@@ -84,6 +84,9 @@ class LeaseOut(BaseModel):
     lease_token: int = Field(description="Fencing token; every takeover bumps it.")
     locked_until: str | None
     lease_expired: bool | None = Field(description="Null when the record holds no lease.")
+    lease_state: Literal["active", "expired", "deferred", "retry_due", "none", "finished"] = Field(
+        description="'deferred': a long backoff waits in the row; no worker holds it."
+    )
     next_attempt_at: str | None = Field(description="Set while a long backoff is deferred.")
     attempts: int
     unknown_outcomes: int

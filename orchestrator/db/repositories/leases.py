@@ -15,7 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from orchestrator.db.repositories.rows import to_payment
-from orchestrator.db.tables import payments
+from orchestrator.db.tables import lease_events, payments
 from orchestrator.domain.model import Failure, PaymentRecord
 from orchestrator.domain.representation import encode_representation
 from orchestrator.domain.states import (
@@ -69,11 +69,36 @@ class LeaseRepository:
     def __init__(self, connection: sa.Connection) -> None:
         self._conn = connection
 
-    def _update_one(self, where: sa.ColumnElement[bool], **values: Any) -> PaymentRecord | None:
+    def _update_one(
+        self, history: str | None, where: sa.ColumnElement[bool], **values: Any
+    ) -> PaymentRecord | None:
+        """One fenced UPDATE; ``history`` names the lease event to record (None: none)."""
         row = self._conn.execute(
             payments.update().where(where).values(**values).returning(*payments.c)
         ).first()
-        return None if row is None else to_payment(row)
+        if row is None:
+            return None
+        record = to_payment(row)
+        if history is not None:
+            self._record_history(record, history)
+        return record
+
+    def _record_history(self, record: PaymentRecord, event: str) -> None:
+        """The lease history row, in the same transaction as the change it describes: it
+        commits or rolls back with it, so the history never shows a change that did not
+        happen (a fenced-out finish leaves no ``finish`` row)."""
+        self._conn.execute(
+            lease_events.insert().values(
+                payment_id=record.id,
+                event=event,
+                owner=record.lease_owner,
+                lease_token=record.lease_token,
+                locked_until=record.locked_until,
+                status=record.status.value,
+                recovery_point=record.recovery_point.value,
+                created_at=record.updated_at,
+            )
+        )
 
     # -- the worker -----------------------------------------------------------------------
 
@@ -90,6 +115,7 @@ class LeaseRepository:
         lease.  Bumps the fencing token and counts the attempt.  None: someone else holds
         it, it is deferred to later, or it is finished."""
         return self._update_one(
+            "claim",
             sa.and_(
                 c.id == payment_id,
                 c.status == PaymentStatus.PROCESSING.value,
@@ -123,6 +149,7 @@ class LeaseRepository:
         if next_confirm:
             values["confirm_attempts"] = c.confirm_attempts + 1
         return self._update_one(
+            None,
             sa.and_(
                 c.id == payment_id,
                 c.lease_token == token,
@@ -137,6 +164,7 @@ class LeaseRepository:
         """Renew before a create and stamp the attempt (database clock): the first and the
         latest create bound the window in which the provider can have created our intent."""
         return self._update_one(
+            None,
             sa.and_(
                 c.id == payment_id,
                 c.lease_token == token,
@@ -162,6 +190,7 @@ class LeaseRepository:
         """Renew while paging and store where the scan resumes (and what it rejected), so an
         interrupted lookup (kill, time limit, takeover) continues instead of starting over."""
         return self._update_one(
+            None,
             sa.and_(
                 c.id == payment_id,
                 c.lease_token == token,
@@ -179,6 +208,7 @@ class LeaseRepository:
     ) -> PaymentRecord | None:
         """Keep the intents that named this record but did not match it (never confirmed)."""
         return self._update_one(
+            None,
             sa.and_(
                 c.id == payment_id,
                 c.lease_token == token,
@@ -191,6 +221,7 @@ class LeaseRepository:
     def end_lookup(self, payment_id: str, *, token: int, now: datetime) -> PaymentRecord | None:
         """The scan read its whole window: nothing owed until the next unknown create."""
         return self._update_one(
+            None,
             sa.and_(
                 c.id == payment_id,
                 c.lease_token == token,
@@ -206,6 +237,7 @@ class LeaseRepository:
         self, payment_id: str, *, token: int, provider_payment_id: str, now: datetime
     ) -> PaymentRecord | None:
         return self._update_one(
+            None,
             sa.and_(c.id == payment_id, c.lease_token == token, _guard(Event.INTENT_CREATED)),
             provider_payment_id=provider_payment_id,
             recovery_point=RecoveryPoint.INTENT_CREATED.value,
@@ -230,6 +262,7 @@ class LeaseRepository:
         if owe_lookup:
             values = {"lookup_pending": True, "lookup_cursor": None, "lookup_pages": 0}
         return self._update_one(
+            None,
             sa.and_(
                 c.id == payment_id,
                 c.lease_token == token,
@@ -257,6 +290,7 @@ class LeaseRepository:
         """Store what the provider settled (recovery point ``provider_settled``), so a worker
         that dies before finishing leaves a record that needs no further provider call."""
         return self._update_one(
+            None,
             sa.and_(c.id == payment_id, c.lease_token == token, _guard(Event.PROVIDER_SETTLED)),
             recovery_point=RecoveryPoint.PROVIDER_SETTLED.value,
             provider_outcome=outcome.value,
@@ -284,6 +318,7 @@ class LeaseRepository:
         The final answer is stored twice: as the document (JSONB, for SQL) and as the exact
         text every replay and GET serves (``final_response``), since JSONB reorders keys."""
         return self._update_one(
+            "finish",
             sa.and_(c.id == payment_id, c.lease_token == token, _guard(Event.FINISHED)),
             status=status.value,
             recovery_point=RecoveryPoint.COMPLETED.value,
@@ -310,6 +345,7 @@ class LeaseRepository:
         if error is not None:
             values["last_error"] = error[:2000]
         return self._update_one(
+            "defer",
             sa.and_(
                 c.id == payment_id,
                 c.lease_token == token,
@@ -323,6 +359,7 @@ class LeaseRepository:
     ) -> PaymentRecord | None:
         """needs_attention: an operator decides.  Keeps the recovery point for the retry."""
         return self._update_one(
+            "park",
             sa.and_(c.id == payment_id, c.lease_token == token, _guard(Event.PARKED)),
             status=PaymentStatus.NEEDS_ATTENTION.value,
             lease_owner=None,
@@ -376,6 +413,7 @@ class LeaseRepository:
         if require_expired:
             where = sa.and_(where, c.locked_until <= now)
         return self._update_one(
+            "takeover",
             where,
             lease_token=c.lease_token + 1,
             lease_owner=owner,
@@ -390,6 +428,7 @@ class LeaseRepository:
         """Out of attempts: needs_attention instead of another takeover (token bumped so a
         late writer is fenced out of the parked record too)."""
         return self._update_one(
+            "park",
             sa.and_(
                 c.id == payment_id,
                 c.lease_token == expected_token,
@@ -415,6 +454,7 @@ class LeaseRepository:
     ) -> PaymentRecord | None:
         """needs_attention -> processing with fresh attempt counters and a dispatch lease."""
         return self._update_one(
+            "retry",
             sa.and_(
                 c.id == payment_id,
                 c.lease_token == expected_token,

@@ -1,0 +1,218 @@
+"""``/v1/ops``: what an operator reads about payments (keys with the ``ops`` role).
+
+* ``GET /v1/ops/payments/{id}``: one payment with everything that happened to it;
+* ``GET /v1/ops/payments``: every client's payments, filtered, newest first, by cursor;
+* ``GET /v1/ops/status``: what is stuck, at a glance.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from orchestrator.api.deps import ContainerDep, OpsClient
+from orchestrator.api.problems import Problem
+from orchestrator.api.responses import AUTH_ERRORS, problem
+from orchestrator.api.routes.ops import AuditOut, LeaseOut
+from orchestrator.api.schemas import PaymentOut
+from orchestrator.db.repositories.payment_search import PaymentFilters
+from orchestrator.domain.ids import is_payment_id
+from orchestrator.domain.states import PaymentStatus
+from orchestrator.ops.detail_representation import (
+    payment_detail_representation,
+    payment_page_representation,
+    status_representation,
+)
+from orchestrator.ops.errors import InvalidCursor
+from orchestrator.ops.payments import (
+    DEFAULT_PAGE_SIZE,
+    MAX_PAGE_SIZE,
+    get_payment_detail,
+    list_payments,
+)
+from orchestrator.ops.status import get_status
+
+router = APIRouter(prefix="/v1/ops", tags=["ops"])
+
+_Text = Annotated[str | None, Query(min_length=1, max_length=255)]
+
+
+class OpsPaymentOut(PaymentOut):
+    client_id: str = Field(description="The merchant API client that owns the payment.")
+    recovery_point: Literal["accepted", "intent_created", "provider_settled", "completed"]
+
+
+class OperationOut(BaseModel):
+    kind: Literal["charge"]
+    status: str
+    recovery_point: str
+    lease_state: Literal["active", "expired", "deferred", "retry_due", "none", "finished"] = Field(
+        description="'deferred': a long backoff waits in the row; no worker holds it."
+    )
+    lease_owner: str | None
+    lease_token: int
+    locked_until: str | None
+    next_attempt_at: str | None
+    attempts: int
+    unknown_outcomes: int
+    confirm_attempts: int
+    provider_payment_id: str | None
+    provider_charge_id: str | None
+    provider_outcome: str | None
+    last_error: str | None
+
+
+class ProviderCallOut(BaseModel):
+    id: int
+    created_at: str
+    operation: Literal["create", "confirm", "retrieve", "lookup"]
+    method: str
+    path: str
+    idempotency_key: str | None
+    outcome: Literal["ok", "declined", "permanent", "retryable", "unknown", "error"]
+    http_status: int | None
+    provider_object_id: str | None
+    provider_status: str | None
+    error: str | None
+    latency_ms: int
+
+
+class LeaseEventOut(BaseModel):
+    id: int
+    created_at: str
+    event: Literal["claim", "takeover", "defer", "park", "retry", "finish"]
+    owner: str | None
+    lease_token: int
+    locked_until: str | None
+    status: str
+    recovery_point: str
+
+
+class EventOut(BaseModel):
+    id: int
+    type: str
+    created_at: str
+    published_at: str | None
+
+
+class LedgerLineOut(BaseModel):
+    id: int
+    account: str
+    amount: int
+    currency: str
+    created_at: str
+
+
+class PaymentDetailOut(BaseModel):
+    payment: OpsPaymentOut
+    now: str = Field(description="The database clock the lease was judged by.")
+    operations: list[OperationOut]
+    lease: LeaseOut
+    provider_calls: list[ProviderCallOut]
+    lease_history: list[LeaseEventOut]
+    audit: list[AuditOut]
+    events: list[EventOut]
+    ledger: list[LedgerLineOut]
+
+
+class OpsPaymentList(BaseModel):
+    data: list[OpsPaymentOut]
+    has_more: bool
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page.")
+
+
+class LeaseCountsOut(BaseModel):
+    active: int
+    expired: int
+    deferred: int
+    retry_due: int
+
+
+class StatusOut(BaseModel):
+    now: str
+    healthy: bool = Field(description="No needs_attention payment and no expired lease.")
+    payments_by_status: dict[str, int]
+    oldest_processing_age_seconds: float | None
+    needs_attention: int
+    leases: LeaseCountsOut
+    requires_action_past_half_timeout: int | None = Field(
+        description="Null: payments cannot be in requires_action in this version."
+    )
+    webhook_backlog: int | None = Field(description="Null: no webhook relay in this version.")
+    disabled_webhook_endpoints: int | None = Field(
+        description="Null: no webhook endpoints in this version."
+    )
+
+
+@router.get(
+    "/payments/{payment_id}",
+    summary="One payment with its operations, provider calls, lease history, audit, events",
+    response_model=PaymentDetailOut,
+    responses={404: problem("No such payment"), **AUTH_ERRORS},
+)
+def get_ops_payment(container: ContainerDep, _client: OpsClient, payment_id: str) -> JSONResponse:
+    detail = get_payment_detail(container, payment_id) if is_payment_id(payment_id) else None
+    if detail is None:
+        raise Problem(404, "not-found", "No such payment exists.")
+    return JSONResponse(payment_detail_representation(detail))
+
+
+@router.get(
+    "/payments",
+    summary="Every client's payments, newest first, filtered, by cursor",
+    response_model=OpsPaymentList,
+    responses={400: problem("A filter, the limit or the cursor is invalid"), **AUTH_ERRORS},
+)
+def get_ops_payments(
+    container: ContainerDep,
+    _client: OpsClient,
+    status: PaymentStatus | None = None,
+    client_id: Annotated[str | None, Query(min_length=1, max_length=40)] = None,
+    customer_reference: _Text = None,
+    idempotency_key: _Text = None,
+    created_after: Annotated[
+        datetime | None, Query(description="Inclusive; ISO 8601 with a time zone.")
+    ] = None,
+    created_before: Annotated[
+        datetime | None, Query(description="Exclusive; ISO 8601 with a time zone.")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = DEFAULT_PAGE_SIZE,
+    cursor: Annotated[
+        str | None, Query(min_length=1, max_length=500, description="`next_cursor` of a page.")
+    ] = None,
+) -> JSONResponse:
+    for name, value in (("created_after", created_after), ("created_before", created_before)):
+        if value is not None and value.tzinfo is None:
+            raise Problem(
+                400,
+                "invalid-request",
+                f"{name} needs a time zone (e.g. 2026-12-01T09:00:00Z).",
+                errors=[{"field": f"query.{name}", "message": "time zone missing"}],
+            )
+    filters = PaymentFilters(
+        status=status,
+        client_id=client_id,
+        customer_reference=customer_reference,
+        idempotency_key=idempotency_key,
+        created_after=created_after,
+        created_before=created_before,
+    )
+    try:
+        page = list_payments(container, filters, limit=limit, cursor=cursor)
+    except InvalidCursor as error:
+        raise Problem(400, "invalid-request", error.message) from None
+    return JSONResponse(payment_page_representation(page))
+
+
+@router.get(
+    "/status",
+    summary="What is stuck, at a glance",
+    response_model=StatusOut,
+    responses=AUTH_ERRORS,
+)
+def get_ops_status(container: ContainerDep, _client: OpsClient) -> JSONResponse:
+    return JSONResponse(status_representation(get_status(container)))

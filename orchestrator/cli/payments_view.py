@@ -1,0 +1,172 @@
+"""``payorch payments show ID`` and ``payorch payments list``: what an operator reads
+about payments, as tables for people and ``--json`` for scripts (the same bodies as
+``GET /v1/ops/payments/{id}`` and ``GET /v1/ops/payments``)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import typer
+
+from orchestrator.bootstrap import Container, bootstrap
+from orchestrator.cli.config import load_settings
+from orchestrator.cli.ops_output import EXIT_INVALID, EXIT_NOT_FOUND
+from orchestrator.cli.output import errors, print_json, print_table
+from orchestrator.db.repositories.payment_search import PaymentFilters
+from orchestrator.domain.states import PaymentStatus
+from orchestrator.ops.detail_representation import (
+    payment_detail_representation,
+    payment_page_representation,
+)
+from orchestrator.ops.errors import InvalidCursor
+from orchestrator.ops.payments import (
+    DEFAULT_PAGE_SIZE,
+    MAX_PAGE_SIZE,
+    get_payment_detail,
+    list_payments,
+)
+from orchestrator.services.dispatch import NullPublisher
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+_MAX_CELL = 60
+
+
+def _reader() -> Container:
+    # Reads publish nothing: no broker connection for a CLI that only looks.
+    return bootstrap(load_settings(), publisher=NullPublisher())
+
+
+def _cell(value: Any) -> Any:
+    text = "" if value is None else str(value)
+    return text if len(text) <= _MAX_CELL else text[: _MAX_CELL - 1] + "…"
+
+
+def show(payment_id: str, as_json: JsonFlag = False) -> None:
+    """One payment with its lease, provider calls, lease history, audit rows and events."""
+    detail = get_payment_detail(_reader(), payment_id)
+    if detail is None:
+        if as_json:
+            print_json({"error": "not_found", "detail": f"No payment {payment_id!r} exists."})
+        errors.print(f"No payment {payment_id!r} exists.")
+        raise typer.Exit(EXIT_NOT_FOUND)
+    data = payment_detail_representation(detail)
+    if as_json:
+        print_json(data)
+        return
+    payment, [operation] = data["payment"], data["operations"]
+    print_table(
+        f"payment {payment['id']}",
+        ["field", "value"],
+        [
+            ["status", payment["status"]],
+            ["amount", f"{payment['amount']} {payment['currency']}"],
+            ["merchant", payment["client_id"]],
+            ["idempotency key", payment["idempotency_key"]],
+            ["customer reference", payment["customer_reference"]],
+            ["description", _cell(payment["description"])],
+            ["provider payment", payment["provider_payment_id"]],
+            ["failure", _cell(payment["failure"])],
+            ["recovery point", operation["recovery_point"]],
+            ["lease", f"{operation['lease_state']} (token {operation['lease_token']})"],
+            ["lease owner", operation["lease_owner"]],
+            ["locked until", operation["locked_until"]],
+            ["attempts", f"{operation['attempts']} ({operation['unknown_outcomes']} unknown)"],
+            ["last error", _cell(operation["last_error"])],
+            ["created", payment["created_at"]],
+            ["completed", payment["completed_at"]],
+        ],
+    )
+    _rows(
+        "provider calls",
+        data["provider_calls"],
+        ["created_at", "method", "path", "idempotency_key", "outcome", "provider_status"],
+        extra=("latency_ms", "error"),
+    )
+    _rows(
+        "lease history",
+        data["lease_history"],
+        ["created_at", "event", "owner", "lease_token", "locked_until", "recovery_point"],
+    )
+    _rows(
+        "audit",
+        data["audit"],
+        ["id", "created_at", "actor_name", "action", "old_token", "new_token", "reason"],
+    )
+    _rows("events", data["events"], ["id", "type", "created_at", "published_at"])
+
+
+def _rows(
+    title: str, items: list[dict[str, Any]], columns: list[str], extra: tuple[str, ...] = ()
+) -> None:
+    if not items:
+        return
+    all_columns = [*columns, *extra]
+    print_table(title, all_columns, [[_cell(i[c]) for c in all_columns] for i in items])
+
+
+_LIST_COLUMNS = [
+    "id",
+    "status",
+    "amount",
+    "currency",
+    "client_id",
+    "customer_reference",
+    "idempotency_key",
+    "created_at",
+]
+
+
+def list_command(
+    status: Annotated[PaymentStatus | None, typer.Option(help="Only this status.")] = None,
+    client_id: Annotated[str | None, typer.Option("--client-id", help="One merchant.")] = None,
+    customer_reference: Annotated[str | None, typer.Option("--customer-reference")] = None,
+    idempotency_key: Annotated[str | None, typer.Option("--idempotency-key")] = None,
+    created_after: Annotated[
+        datetime | None, typer.Option("--created-after", help="Inclusive, UTC when no zone.")
+    ] = None,
+    created_before: Annotated[
+        datetime | None, typer.Option("--created-before", help="Exclusive, UTC when no zone.")
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, max=MAX_PAGE_SIZE)] = DEFAULT_PAGE_SIZE,
+    cursor: Annotated[str | None, typer.Option(help="next_cursor of the previous page.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Every client's payments, newest first (a page; follow next_cursor for more)."""
+    filters = PaymentFilters(
+        status=status,
+        client_id=client_id,
+        customer_reference=customer_reference,
+        idempotency_key=idempotency_key,
+        created_after=_utc(created_after),
+        created_before=_utc(created_before),
+    )
+    try:
+        page = list_payments(_reader(), filters, limit=limit, cursor=cursor)
+    except InvalidCursor as error:
+        if as_json:
+            print_json({"error": "invalid", "detail": error.message})
+        errors.print(error.message)
+        raise typer.Exit(EXIT_INVALID) from None
+    data = payment_page_representation(page)
+    if as_json:
+        print_json(data)
+        return
+    print_table(
+        f"payments ({len(data['data'])})",
+        _LIST_COLUMNS,
+        [[_cell(p[c]) for c in _LIST_COLUMNS] for p in data["data"]],
+    )
+    if data["next_cursor"]:
+        errors.print(f"more: --cursor {data['next_cursor']}")
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=UTC)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("show")(show)
+    app.command("list")(list_command)

@@ -1,0 +1,112 @@
+"""A payment's history for operators: provider calls (written by the recording provider),
+lease events (written by the lease repository), outbox events and ledger lines."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import sqlalchemy as sa
+
+from orchestrator.db.tables import (
+    lease_events,
+    ledger_lines,
+    outbox_events,
+    payments,
+    provider_calls,
+)
+from orchestrator.domain.history import (
+    LeaseEvent,
+    OutboxEvent,
+    PostedLedgerLine,
+    ProviderCall,
+    ProviderCallRecord,
+)
+
+# A payment's history is bounded in practice (a few claims, a few calls per claim); the cap
+# keeps a pathological record (a poison message redelivered for hours) from building a page
+# of megabytes.
+MAX_HISTORY_ROWS = 500
+
+
+class HistoryRepository:
+    def __init__(self, connection: sa.Connection) -> None:
+        self._conn = connection
+
+    def add_provider_call(self, call: ProviderCallRecord, *, now: datetime) -> None:
+        payment_id: sa.ColumnElement[str | None] | str | None = call.payment_id
+        if payment_id is None and call.provider_object_id is not None:
+            # A retrieve names only the provider's object: find its payment here, in the
+            # same statement, rather than asking the caller to look it up first.
+            payment_id = (
+                sa.select(payments.c.id)
+                .where(payments.c.provider_payment_id == call.provider_object_id)
+                .limit(1)
+                .scalar_subquery()
+            )
+        self._conn.execute(
+            provider_calls.insert().values(
+                payment_id=payment_id,
+                operation=call.operation,
+                method=call.method,
+                path=call.path[:300],
+                idempotency_key=call.idempotency_key,
+                outcome=call.outcome,
+                http_status=call.http_status,
+                provider_object_id=call.provider_object_id,
+                provider_status=call.provider_status,
+                error=None if call.error is None else call.error[:500],
+                latency_ms=call.latency_ms,
+                created_at=now,
+            )
+        )
+
+    def provider_calls(self, payment_id: str) -> list[ProviderCall]:
+        rows = self._conn.execute(
+            sa.select(provider_calls)
+            .where(provider_calls.c.payment_id == payment_id)
+            .order_by(provider_calls.c.id)
+            .limit(MAX_HISTORY_ROWS)
+        )
+        return [ProviderCall(**row._mapping) for row in rows]
+
+    def lease_events(self, payment_id: str) -> list[LeaseEvent]:
+        rows = self._conn.execute(
+            sa.select(lease_events)
+            .where(lease_events.c.payment_id == payment_id)
+            .order_by(lease_events.c.id)
+            .limit(MAX_HISTORY_ROWS)
+        )
+        return [LeaseEvent(**row._mapping) for row in rows]
+
+    def outbox_events(self, payment_id: str) -> list[OutboxEvent]:
+        rows = self._conn.execute(
+            sa.select(outbox_events)
+            .where(outbox_events.c.payment_id == payment_id)
+            .order_by(outbox_events.c.id)
+            .limit(MAX_HISTORY_ROWS)
+        )
+        return [
+            OutboxEvent(
+                id=r.id,
+                payment_id=r.payment_id,
+                event_type=r.event_type,
+                payload=dict(r.payload),
+                created_at=r.created_at,
+                published_at=r.published_at,
+            )
+            for r in rows
+        ]
+
+    def ledger_lines(self, payment_id: str) -> list[PostedLedgerLine]:
+        rows = self._conn.execute(
+            sa.select(
+                ledger_lines.c.id,
+                ledger_lines.c.account,
+                ledger_lines.c.amount,
+                ledger_lines.c.currency,
+                ledger_lines.c.created_at,
+            )
+            .where(ledger_lines.c.payment_id == payment_id)
+            .order_by(ledger_lines.c.id)
+        )
+        return [PostedLedgerLine(**row._mapping) for row in rows]

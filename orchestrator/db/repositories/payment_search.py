@@ -1,0 +1,120 @@
+"""Operator reads over all payments: filtered, keyset-paginated listing and the status
+counts of the overview.  Read-only named queries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import sqlalchemy as sa
+
+from orchestrator.db.repositories.rows import to_payment
+from orchestrator.db.tables import payments
+from orchestrator.domain.model import PaymentRecord
+from orchestrator.domain.states import PaymentStatus
+
+c = payments.c
+
+
+@dataclass(frozen=True)
+class PaymentFilters:
+    status: PaymentStatus | None = None
+    client_id: str | None = None
+    customer_reference: str | None = None
+    idempotency_key: str | None = None
+    # Exact match on the idempotency key or the customer reference (the console's box).
+    text: str | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+
+
+@dataclass(frozen=True)
+class LeaseCounts:
+    """Unfinished payments by what their lease says, judged by the database clock."""
+
+    active: int  # a worker (or a fresh dispatch) holds a live lease
+    expired: int  # the holder's lease ran out: the sweeper's (or an operator's) work
+    deferred: int  # a long backoff parked in the row, not yet due
+    due_retries: int  # a deferral that is due: the sweeper re-queues it
+
+
+@dataclass(frozen=True)
+class StatusCounts:
+    by_status: dict[str, int]
+    oldest_processing_created_at: datetime | None
+    leases: LeaseCounts
+
+
+class PaymentSearchRepository:
+    def __init__(self, connection: sa.Connection) -> None:
+        self._conn = connection
+
+    def search(
+        self,
+        filters: PaymentFilters,
+        *,
+        limit: int,
+        before: tuple[datetime, str] | None = None,
+    ) -> list[PaymentRecord]:
+        """Newest first; ``before`` is the (created_at, id) of the last row of the previous
+        page (keyset pagination: stable while payments keep arriving, no OFFSET scan)."""
+        query = sa.select(payments)
+        if filters.status is not None:
+            query = query.where(c.status == filters.status.value)
+        if filters.client_id is not None:
+            query = query.where(c.client_id == filters.client_id)
+        if filters.customer_reference is not None:
+            query = query.where(c.customer_reference == filters.customer_reference)
+        if filters.idempotency_key is not None:
+            query = query.where(c.idempotency_key == filters.idempotency_key)
+        if filters.text is not None:
+            query = query.where(
+                sa.or_(c.idempotency_key == filters.text, c.customer_reference == filters.text)
+            )
+        if filters.created_after is not None:
+            query = query.where(c.created_at >= filters.created_after)
+        if filters.created_before is not None:
+            query = query.where(c.created_at < filters.created_before)
+        if before is not None:
+            created_at, payment_id = before
+            query = query.where(
+                sa.or_(
+                    c.created_at < created_at,
+                    sa.and_(c.created_at == created_at, c.id < payment_id),
+                )
+            )
+        query = query.order_by(c.created_at.desc(), c.id.desc()).limit(limit)
+        return [to_payment(r) for r in self._conn.execute(query)]
+
+    def status_counts(self, *, now: datetime) -> StatusCounts:
+        by_status = {
+            status: int(count)
+            for status, count in self._conn.execute(
+                sa.select(c.status, sa.func.count()).group_by(c.status)
+            )
+        }
+        processing = c.status == PaymentStatus.PROCESSING.value
+        deferral = c.next_attempt_at.is_not(None)
+        row = self._conn.execute(
+            sa.select(
+                sa.func.min(c.created_at),
+                _count(sa.and_(~deferral, c.locked_until > now)),
+                _count(sa.and_(~deferral, c.locked_until <= now)),
+                _count(sa.and_(deferral, c.next_attempt_at > now)),
+                _count(sa.and_(deferral, c.next_attempt_at <= now)),
+            ).where(processing)
+        ).one()
+        return StatusCounts(
+            by_status=by_status,
+            oldest_processing_created_at=row[0],
+            leases=LeaseCounts(
+                active=int(row[1] or 0),
+                expired=int(row[2] or 0),
+                deferred=int(row[3] or 0),
+                due_retries=int(row[4] or 0),
+            ),
+        )
+
+
+def _count(condition: sa.ColumnElement[bool]) -> sa.ColumnElement[int]:
+    return sa.func.sum(sa.case((condition, 1), else_=0))

@@ -1,0 +1,140 @@
+"""A payment's detail, a page of payments and the status overview as JSON-ready dicts: the
+ops API's bodies and the CLI's --json."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from orchestrator.domain.history import LeaseEvent, OutboxEvent, PostedLedgerLine, ProviderCall
+from orchestrator.domain.model import PaymentRecord
+from orchestrator.domain.representation import iso, payment_representation
+from orchestrator.ops.payments import PaymentDetail, PaymentPage
+from orchestrator.ops.representation import (
+    audit_representation,
+    lease_representation,
+    lease_state,
+)
+from orchestrator.ops.status import OpsStatus
+
+
+def payment_summary(record: PaymentRecord) -> dict[str, Any]:
+    return {
+        **payment_representation(record),
+        "client_id": record.client_id,
+        "recovery_point": record.recovery_point.value,
+    }
+
+
+def charge_operation(record: PaymentRecord, now: datetime) -> dict[str, Any]:
+    """The payment's one operation so far (the charge), with its lease."""
+    return {
+        "kind": "charge",
+        "status": record.status.value,
+        "recovery_point": record.recovery_point.value,
+        "lease_state": lease_state(record, now),
+        "lease_owner": record.lease_owner,
+        "lease_token": record.lease_token,
+        "locked_until": iso(record.locked_until),
+        "next_attempt_at": iso(record.next_attempt_at),
+        "attempts": record.attempts,
+        "unknown_outcomes": record.unknown_outcomes,
+        "confirm_attempts": record.confirm_attempts,
+        "provider_payment_id": record.provider_payment_id,
+        "provider_charge_id": record.provider_charge_id,
+        "provider_outcome": record.provider_outcome.value if record.provider_outcome else None,
+        "last_error": record.last_error,
+    }
+
+
+def provider_call_representation(call: ProviderCall) -> dict[str, Any]:
+    return {
+        "id": call.id,
+        "created_at": iso(call.created_at),
+        "operation": call.operation,
+        "method": call.method,
+        "path": call.path,
+        "idempotency_key": call.idempotency_key,
+        "outcome": call.outcome,
+        "http_status": call.http_status,
+        "provider_object_id": call.provider_object_id,
+        "provider_status": call.provider_status,
+        "error": call.error,
+        "latency_ms": call.latency_ms,
+    }
+
+
+def lease_event_representation(event: LeaseEvent) -> dict[str, Any]:
+    return {
+        "id": event.id,
+        "created_at": iso(event.created_at),
+        "event": event.event,
+        "owner": event.owner,
+        "lease_token": event.lease_token,
+        "locked_until": iso(event.locked_until),
+        "status": event.status,
+        "recovery_point": event.recovery_point,
+    }
+
+
+def outbox_event_representation(event: OutboxEvent) -> dict[str, Any]:
+    return {
+        "id": event.id,
+        "type": event.event_type,
+        "created_at": iso(event.created_at),
+        "published_at": iso(event.published_at),
+    }
+
+
+def ledger_line_representation(line: PostedLedgerLine) -> dict[str, Any]:
+    return {
+        "id": line.id,
+        "account": line.account,
+        "amount": line.amount,
+        "currency": line.currency,
+        "created_at": iso(line.created_at),
+    }
+
+
+def payment_detail_representation(detail: PaymentDetail) -> dict[str, Any]:
+    record = detail.record
+    return {
+        "payment": payment_summary(record),
+        "now": iso(detail.now),
+        "operations": [charge_operation(record, detail.now)],
+        "lease": lease_representation(record, detail.now),
+        "provider_calls": [provider_call_representation(c) for c in detail.provider_calls],
+        "lease_history": [lease_event_representation(e) for e in detail.lease_events],
+        "audit": [audit_representation(a) for a in detail.audit],
+        "events": [outbox_event_representation(e) for e in detail.events],
+        "ledger": [ledger_line_representation(line) for line in detail.ledger],
+    }
+
+
+def payment_page_representation(page: PaymentPage) -> dict[str, Any]:
+    return {
+        "data": [payment_summary(r) for r in page.records],
+        "has_more": page.next_cursor is not None,
+        "next_cursor": page.next_cursor,
+    }
+
+
+def status_representation(status: OpsStatus) -> dict[str, Any]:
+    age = status.oldest_processing_age_seconds
+    return {
+        "now": iso(status.now),
+        "healthy": status.healthy,
+        "payments_by_status": status.by_status,
+        "oldest_processing_age_seconds": None if age is None else round(age, 3),
+        "needs_attention": status.needs_attention,
+        "leases": {
+            "active": status.leases.active,
+            "expired": status.leases.expired,
+            "deferred": status.leases.deferred,
+            "retry_due": status.leases.due_retries,
+        },
+        # Part 2 features that do not exist in this build yet: null, never a made-up 0.
+        "requires_action_past_half_timeout": None,
+        "webhook_backlog": None,
+        "disabled_webhook_endpoints": None,
+    }

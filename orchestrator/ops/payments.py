@@ -1,0 +1,99 @@
+"""What an operator reads about payments: one payment with everything that happened to it,
+and the filtered, cursor-paginated list of all payments (for the ops API, the CLI and the
+console alike)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+from orchestrator.bootstrap import Container
+from orchestrator.db.repositories.payment_search import PaymentFilters
+from orchestrator.domain.history import LeaseEvent, OutboxEvent, PostedLedgerLine, ProviderCall
+from orchestrator.domain.model import AuditEntry, PaymentRecord
+from orchestrator.ops.errors import InvalidCursor
+
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 500
+# Every audit row of one payment: operators act on a payment a handful of times.
+_AUDIT_LIMIT = 500
+
+
+@dataclass(frozen=True)
+class PaymentDetail:
+    record: PaymentRecord
+    now: datetime  # the database clock the lease was judged by
+    audit: list[AuditEntry]  # oldest first
+    provider_calls: list[ProviderCall]
+    lease_events: list[LeaseEvent]
+    events: list[OutboxEvent]
+    ledger: list[PostedLedgerLine]
+
+
+@dataclass(frozen=True)
+class PaymentPage:
+    records: list[PaymentRecord]
+    next_cursor: str | None  # None: this was the last page
+    now: datetime
+
+
+def get_payment_detail(container: Container, payment_id: str) -> PaymentDetail | None:
+    # One read-only transaction: the record and its history are one consistent snapshot
+    # on PostgreSQL (REPEATABLE READ is not needed: every history row is append-only and
+    # written in the same transaction as the record change it describes).
+    with container.uow(read_only=True) as uow:
+        now = uow.now()
+        record = uow.payments.get(payment_id)
+        if record is None:
+            return None
+        return PaymentDetail(
+            record=record,
+            now=now,
+            audit=list(reversed(uow.audit.list(payment_id=payment_id, limit=_AUDIT_LIMIT))),
+            provider_calls=uow.history.provider_calls(payment_id),
+            lease_events=uow.history.lease_events(payment_id),
+            events=uow.history.outbox_events(payment_id),
+            ledger=uow.history.ledger_lines(payment_id),
+        )
+
+
+def list_payments(
+    container: Container,
+    filters: PaymentFilters,
+    *,
+    limit: int = DEFAULT_PAGE_SIZE,
+    cursor: str | None = None,
+) -> PaymentPage:
+    before = decode_cursor(cursor) if cursor else None
+    with container.uow(read_only=True) as uow:
+        now = uow.now()
+        # One row more than asked tells whether there is a next page without a COUNT.
+        records = uow.search.search(filters, limit=limit + 1, before=before)
+    next_cursor = None
+    if len(records) > limit:
+        records = records[:limit]
+        last = records[-1]
+        next_cursor = encode_cursor(last.created_at, last.id)
+    return PaymentPage(records=records, next_cursor=next_cursor, now=now)
+
+
+def encode_cursor(created_at: datetime, payment_id: str) -> str:
+    raw = json.dumps([created_at.isoformat(), payment_id], separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    """The position after which the next page starts.  Opaque to clients; anything that
+    does not decode is refused rather than silently restarting from the first page."""
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        created_at, payment_id = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        position = datetime.fromisoformat(created_at)
+    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
+        raise InvalidCursor("The cursor is not one this API returned.") from None
+    if position.tzinfo is None or not isinstance(payment_id, str):
+        raise InvalidCursor("The cursor is not one this API returned.")
+    return position, payment_id

@@ -1,0 +1,40 @@
+"""The on-call overview: what is stuck, at a glance (``GET /v1/ops/status``,
+``payorch status``, the console's overview)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from orchestrator.bootstrap import Container
+from orchestrator.db.repositories.payment_search import LeaseCounts
+from orchestrator.domain.states import PaymentStatus
+
+
+@dataclass(frozen=True)
+class OpsStatus:
+    now: datetime
+    by_status: dict[str, int]  # every known status, zeros included
+    oldest_processing_age_seconds: float | None
+    leases: LeaseCounts
+
+    @property
+    def needs_attention(self) -> int:
+        return self.by_status.get(PaymentStatus.NEEDS_ATTENTION.value, 0)
+
+    @property
+    def healthy(self) -> bool:
+        """Nothing waits for a person: no parked payment, no lease left expired."""
+        return self.needs_attention == 0 and self.leases.expired == 0
+
+
+def get_status(container: Container) -> OpsStatus:
+    with container.uow(read_only=True) as uow:
+        now = uow.now()
+        counts = uow.search.status_counts(now=now)
+    by_status = {status.value: counts.by_status.get(status.value, 0) for status in PaymentStatus}
+    oldest = counts.oldest_processing_created_at
+    age = None if oldest is None else max(0.0, (now - oldest).total_seconds())
+    return OpsStatus(
+        now=now, by_status=by_status, oldest_processing_age_seconds=age, leases=counts.leases
+    )
