@@ -1,8 +1,12 @@
-# One image for every payorch process (api, worker, sweeper, migrate, provider-sim);
+# One production image for every payorch process (api, worker, sweeper, migrate);
 # docker-compose.yml builds it once (the migrate service) and picks each command.  The
 # build context is the allow-list in .dockerignore.  Not built on the development machine
 # (no Docker engine there); tests/integration/test_compose_files.py checks what it copies.
-FROM python:3.11-slim
+#
+# Stages: `production` (the default target, the last stage below) holds orchestrator/ and
+# workers/ only; `dev` adds devtools/ (the provider simulator and the demo), for the dev
+# profile's provider-sim service.  The simulator never ships in the production image.
+FROM python:3.11-slim AS production
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
@@ -20,3 +24,12 @@ USER payorch
 ENV PAYORCH_ENV=production
 EXPOSE 8000
 CMD ["payorch", "api", "--host", "0.0.0.0", "--port", "8000"]
+
+FROM production AS dev
+USER root
+COPY devtools ./devtools
+RUN pip install --no-deps .
+USER payorch
+
+# The default target: the production image, without devtools.
+FROM production

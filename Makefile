@@ -29,8 +29,8 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest tests/unit tests/replay
 
 lint: $(STAMP)
-	$(BIN)/ruff check orchestrator workers tests bench
-	$(BIN)/ruff format --check orchestrator workers tests bench
+	$(BIN)/ruff check orchestrator workers devtools tests bench
+	$(BIN)/ruff format --check orchestrator workers devtools tests bench
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

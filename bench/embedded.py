@@ -1,7 +1,7 @@
 """The embedded default as a process of its own, for the bench to drive from outside
 (``python -m bench.embedded --directory D --workers N [--noops M]``).
 
-It runs the demo's stack unchanged (``orchestrator.demo.embedded.EmbeddedStack``: SQLite,
+It runs the demo's stack unchanged (``devtools.demo.embedded.EmbeddedStack``: SQLite,
 Celery's in-memory transport, a thread-pool worker, the sweeper, the simulator and the API
 in this one process), without the demo's faults and crash, plus the bench's no-op task.
 It writes ``D/ready.json`` (API URL, merchant key, database path) once it serves; with
@@ -29,7 +29,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     install()
-    from orchestrator.demo.embedded import EmbeddedOptions, EmbeddedStack
+    from devtools.demo.embedded import EmbeddedOptions, EmbeddedStack
 
     stop = threading.Event()
 

@@ -26,11 +26,11 @@ import sqlalchemy as sa
 
 from bench import services
 from bench.noop import ADDRESS_ENV
+from devtools.simulator import SimulatorAdmin
 from orchestrator.bootstrap import Container, bootstrap
 from orchestrator.db.migrate import upgrade
 from orchestrator.db.tables import payments
 from orchestrator.domain.model import Role
-from orchestrator.providers.simulator import SimulatorAdmin
 from orchestrator.services.api_keys import create_client
 from orchestrator.services.dispatch import NullPublisher
 from orchestrator.settings import Settings

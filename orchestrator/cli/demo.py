@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from orchestrator.demo.runner import DemoOptions, report_json, run_demo
+from orchestrator.cli.devtools_import import import_devtools
 
 
 def demo(
@@ -39,9 +39,10 @@ def demo(
     workers, the provider simulator, the API on a free port), send a storm of duplicate
     and concurrent payments with provider faults and a worker crash, and check that every
     payment moved money at most once and reached a final state.  Exit status 1 if not."""
+    runner = import_devtools("devtools.demo.runner", command="demo")
     console = Console()
-    report = run_demo(
-        DemoOptions(
+    report = runner.run_demo(
+        runner.DemoOptions(
             payments=payments,
             seed=seed,
             workers=workers,
@@ -55,7 +56,7 @@ def demo(
         console=Console(stderr=True),
     )
     if as_json:
-        print(report_json(report))
+        print(runner.report_json(report))
     else:
         console.print(report.table())
         for violation in report.violations:

@@ -5,12 +5,14 @@ Registered by ``orchestrator.cli.main`` as ``app.command("provider-sim")(provide
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from orchestrator.providers.simulator.config import SimulatorConfig
-from orchestrator.providers.simulator.faults import parse_fault_spec
+from orchestrator.cli.devtools_import import import_devtools
+
+if TYPE_CHECKING:
+    from devtools.simulator.config import SimulatorConfig
 
 FAULT_HELP = (
     "Arm a fault rule; repeatable.  Syntax OP:MODE[:PROBABILITY][:key=value...] with "
@@ -33,19 +35,21 @@ def build_config(
     search_lag_seconds: float,
 ) -> SimulatorConfig:
     """The simulator configuration for the CLI's flags; a bad ``--fault`` is a usage error."""
+    simulator = import_devtools("devtools.simulator", command="provider-sim")
     rules = []
     for spec in fault or []:
         try:
-            rules.append(parse_fault_spec(spec))
+            rules.append(simulator.parse_fault_spec(spec))
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--fault") from exc
-    return SimulatorConfig(
+    config: SimulatorConfig = simulator.SimulatorConfig(
         seed=seed,
         faults=tuple(rules),
         stall_seconds=stall_seconds,
         hang_seconds=hang_seconds,
         search_lag_seconds=search_lag_seconds,
     )
+    return config
 
 
 def provider_sim(
@@ -77,8 +81,6 @@ def provider_sim(
     Point the SDK at it with PAYORCH_STRIPE_API_BASE=http://HOST:PORT and any sk_test_ key.
     Admin API (not Stripe's): /_sim/movements, /_sim/requests, /_sim/faults, /_sim/reset.
     """
-    from orchestrator.providers.simulator.server import serve
-
     config = build_config(
         seed=seed,
         fault=fault,
@@ -87,4 +89,6 @@ def provider_sim(
         search_lag_seconds=search_lag_seconds,
     )
     typer.echo(f"provider simulator on http://{host}:{port} ({len(config.faults)} fault rules)")
-    serve(config, host=host, port=port)
+    import_devtools("devtools.simulator", command="provider-sim").serve(
+        config, host=host, port=port
+    )

@@ -35,8 +35,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from devtools.simulator import SimulatorConfig, parse_fault_spec
 from orchestrator.db.tables import payments
-from orchestrator.providers.simulator import SimulatorConfig, parse_fault_spec
 from tests.chaos.holders import (
     lease_tokens,
     leases_held_by,

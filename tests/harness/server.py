@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from orchestrator.demo.servers import ServerThread, free_port
+from devtools.demo.servers import ServerThread, free_port
 
 __all__ = ["ServerThread", "free_port"]

@@ -16,12 +16,12 @@ from typing import Any
 import httpx
 import sqlalchemy as sa
 
+from devtools.simulator import RunningSimulator, SimulatorConfig, start_in_thread
 from orchestrator.api.app import create_app
 from orchestrator.bootstrap import Container, bootstrap
 from orchestrator.db.migrate import upgrade
 from orchestrator.db.tables import ledger_lines, payment_outcomes, payments
 from orchestrator.domain.model import PaymentRecord, Role
-from orchestrator.providers.simulator import RunningSimulator, SimulatorConfig, start_in_thread
 from orchestrator.services.api_keys import create_client
 from tests.harness.containers import TEST_SECRET_KEY, test_settings
 from tests.harness.server import ServerThread

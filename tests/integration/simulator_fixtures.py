@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from orchestrator.providers.simulator import RunningSimulator, SimulatorConfig, start_in_thread
+from devtools.simulator import RunningSimulator, SimulatorConfig, start_in_thread
 from orchestrator.providers.stripe_adapter import StripeProvider
 from tests.integration.simulator_helpers import (
     SEARCH_LAG_SECONDS,

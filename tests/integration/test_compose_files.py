@@ -40,13 +40,24 @@ def test_only_the_api_is_published_on_the_host() -> None:
 
 def test_one_service_builds_the_image_the_others_run() -> None:
     services = _load(COMPOSE)["services"]
+    production = PAYORCH_SERVICES - {"provider-sim"}
     builders = [name for name, svc in services.items() if "build" in svc]
-    assert builders == ["migrate"]
-    images = {services[name]["image"] for name in PAYORCH_SERVICES}
+    assert builders == ["migrate", "provider-sim"]
+    assert services["migrate"]["build"] == "."  # the Dockerfile's default target: production
+    images = {services[name]["image"] for name in production}
     assert images == {"payorch:latest"}
-    assert {services[name].get("pull_policy") for name in PAYORCH_SERVICES - {"migrate"}} == {
-        "never"
-    }
+    assert {services[name].get("pull_policy") for name in production - {"migrate"}} == {"never"}
+
+
+def test_the_simulator_runs_from_the_dev_stage_never_from_the_production_image() -> None:
+    sim = _load(COMPOSE)["services"]["provider-sim"]
+    assert sim["image"] == "payorch-dev:latest"
+    assert sim["build"] == {"context": ".", "target": "dev"}
+    stages = _dockerfile_stages()
+    assert "devtools" not in stages["production"]
+    assert "devtools" in stages["dev"]
+    # The last stage is the default target (`build: .`): the production image.
+    assert list(stages)[-1] == "default" and stages["default"] == set()
 
 
 def test_production_has_no_fake_provider_default_and_the_simulator_is_dev_only() -> None:
@@ -74,15 +85,23 @@ def test_the_build_context_is_an_allow_list() -> None:
     ]
     assert lines[0] == "*"  # everything out (.venv, .git, tests, local databases) ...
     allowed = {line[1:].rstrip("/") for line in lines if line.startswith("!")}
-    assert allowed == {"pyproject.toml", "README.md", "orchestrator", "workers"}  # ... but these
-    dockerfile = (ROOT / "Dockerfile").read_text()
-    copied = {
-        part.rstrip("/").removeprefix("./")
-        for line in dockerfile.splitlines()
-        if line.startswith("COPY ")
-        for part in line.split()[1:-1]
-    }
+    assert allowed == {"pyproject.toml", "README.md", "orchestrator", "workers", "devtools"}
+    copied = set().union(*_dockerfile_stages().values())
     assert copied <= allowed, "the Dockerfile copies something .dockerignore leaves out"
+
+
+def _dockerfile_stages() -> dict[str, set[str]]:
+    """What each stage of the Dockerfile copies from the build context, by stage name (an
+    unnamed stage is "default")."""
+    stages: dict[str, set[str]] = {}
+    current: set[str] = set()
+    for line in (ROOT / "Dockerfile").read_text().splitlines():
+        if line.startswith("FROM "):
+            words = line.split()
+            current = stages.setdefault(words[3] if len(words) > 3 else "default", set())
+        elif line.startswith("COPY "):
+            current.update(part.rstrip("/").removeprefix("./") for part in line.split()[1:-1])
+    return stages
 
 
 def _compose_cli() -> list[str] | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 
-from orchestrator.demo.runner import DemoOptions, run_demo
+from devtools.demo.runner import DemoOptions, run_demo
 from tests.support.processes import payorch_command, process_environment
 
 

@@ -33,11 +33,11 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
+from devtools.simulator import start_in_thread
 from orchestrator.db.migrate import upgrade
 from orchestrator.db.tables import payments
 from orchestrator.domain.model import Role
 from orchestrator.logging import key_digest
-from orchestrator.providers.simulator import start_in_thread
 from orchestrator.services.api_keys import create_client
 from tests.harness.containers import TEST_SECRET_KEY, build_container
 from tests.harness.stack import running_stack

@@ -21,10 +21,10 @@ from datetime import timedelta
 import httpx
 import pytest
 
+from devtools.simulator import start_in_thread
 from orchestrator import metrics
 from orchestrator.domain.model import Role
 from orchestrator.leases.sweeper import Sweeper
-from orchestrator.providers.simulator import start_in_thread
 from orchestrator.services.api_keys import create_client
 from orchestrator.services.processing import process_payment
 from tests.harness.containers import build_container

@@ -12,9 +12,9 @@ import pytest
 import stripe
 from stripe.params import PaymentIntentCreateParams
 
+from devtools.simulator import RunningSimulator, SimulatorConfig, start_in_thread
+from devtools.simulator.objects import fixture_payment_intent
 from orchestrator.providers.base import Declined, Permanent, ProviderError, Retryable
-from orchestrator.providers.simulator import RunningSimulator, SimulatorConfig, start_in_thread
-from orchestrator.providers.simulator.objects import fixture_payment_intent
 from orchestrator.providers.stripe_adapter import StripeProvider
 from tests.integration.simulator_helpers import (
     create_intent,

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
+from devtools.simulator import RunningSimulator
 from orchestrator.providers.base import OutcomeUnknown, Retryable
-from orchestrator.providers.simulator import RunningSimulator
 from orchestrator.providers.stripe_adapter import StripeProvider
 from tests.integration.simulator_helpers import create_intent, record_id
 

@@ -16,7 +16,7 @@ import vcr
 from vcr.cassette import Cassette as VcrCassette
 from vcr.request import Request as VcrRequest
 
-from orchestrator.providers.simulator import RunningSimulator
+from devtools.simulator import RunningSimulator
 from orchestrator.providers.stripe_adapter import StripeProvider
 from tests.replay.stripe_schema import assert_stripe_shaped
 

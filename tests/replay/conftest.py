@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 import stripe
 
-from orchestrator.providers.simulator import SimulatorConfig, start_in_thread
+from devtools.simulator import SimulatorConfig, start_in_thread
 from orchestrator.providers.stripe_adapter import StripeProvider
 from tests.replay.cassette_support import (
     CASSETTE_DIR,

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
-from orchestrator.providers.simulator import SimulatorConfig, create_app, parse_fault_spec
+from devtools.simulator import SimulatorConfig, create_app, parse_fault_spec
 from orchestrator.providers.stripe_version import PINNED_API_VERSION
 
 AUTH = {"Authorization": "Bearer sk_test_inprocess"}

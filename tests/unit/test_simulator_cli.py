@@ -7,8 +7,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from devtools.simulator.faults import parse_fault_spec
 from orchestrator.cli.provider_sim import build_config, provider_sim
-from orchestrator.providers.simulator.faults import parse_fault_spec
 
 
 @pytest.fixture

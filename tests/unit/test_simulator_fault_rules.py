@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.providers.simulator.faults import FaultBook, FaultRule, parse_fault_spec
+from devtools.simulator.faults import FaultBook, FaultRule, parse_fault_spec
 
 
 def test_a_spec_names_operation_mode_probability_and_options() -> None:

@@ -6,7 +6,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from orchestrator.providers.simulator.forms import FormError, decode_form
+from devtools.simulator.forms import FormError, decode_form
 
 
 def test_brackets_nest_into_dicts_and_indexes_into_lists() -> None:

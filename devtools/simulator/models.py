@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.providers.simulator.cards import SimCard
+from devtools.simulator.cards import SimCard
 
 
 @dataclass

@@ -15,9 +15,9 @@ import sqlalchemy as sa
 from prometheus_client import REGISTRY
 from rich.table import Table
 
+from devtools.demo.storm import LogicalPayment, StormStats
 from orchestrator.bootstrap import Container
 from orchestrator.db.tables import ledger_lines, payment_outcomes, payments
-from orchestrator.demo.storm import LogicalPayment, StormStats
 
 
 @dataclass

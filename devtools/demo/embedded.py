@@ -23,15 +23,15 @@ from typing import Any
 
 from celery import Celery
 
+from devtools.demo.crash import CrashAfterChargeOnce
+from devtools.demo.servers import ServerThread
+from devtools.simulator import RunningSimulator, SimulatorConfig, start_in_thread
+from devtools.simulator.faults import parse_fault_spec
 from orchestrator.api.app import create_app
 from orchestrator.bootstrap import Container, bootstrap
 from orchestrator.db.migrate import upgrade
-from orchestrator.demo.crash import CrashAfterChargeOnce
-from orchestrator.demo.servers import ServerThread
 from orchestrator.domain.model import Role
 from orchestrator.leases.sweeper import Sweeper
-from orchestrator.providers.simulator import RunningSimulator, SimulatorConfig, start_in_thread
-from orchestrator.providers.simulator.faults import parse_fault_spec
 from orchestrator.providers.stripe_adapter import StripeProvider
 from orchestrator.services.api_keys import create_client
 from orchestrator.settings import Settings

@@ -21,11 +21,11 @@ Nothing here imports ``stripe``: the simulator is tested through the real SDK fr
 
 from __future__ import annotations
 
-from orchestrator.providers.simulator.app import create_app
-from orchestrator.providers.simulator.client import SimulatorAdmin
-from orchestrator.providers.simulator.config import SimulatorConfig
-from orchestrator.providers.simulator.faults import FaultRule, parse_fault_spec
-from orchestrator.providers.simulator.server import RunningSimulator, serve, start_in_thread
+from devtools.simulator.app import create_app
+from devtools.simulator.client import SimulatorAdmin
+from devtools.simulator.config import SimulatorConfig
+from devtools.simulator.faults import FaultRule, parse_fault_spec
+from devtools.simulator.server import RunningSimulator, serve, start_in_thread
 
 __all__ = [
     "FaultRule",

@@ -18,9 +18,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from orchestrator.providers.simulator import admin, errors
-from orchestrator.providers.simulator.config import SimulatorConfig
-from orchestrator.providers.simulator.core import Simulator, answer_from_error
+from devtools.simulator import admin, errors
+from devtools.simulator.config import SimulatorConfig
+from devtools.simulator.core import Simulator, answer_from_error
 
 _ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 

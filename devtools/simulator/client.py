@@ -8,7 +8,7 @@ from typing import Any, cast
 
 import httpx
 
-from orchestrator.providers.simulator.faults import FaultRule, parse_fault_spec
+from devtools.simulator.faults import FaultRule, parse_fault_spec
 
 # Admin calls are local and quick; a generous bound still fails a test fast if the
 # simulator wedged instead of hanging it.

@@ -21,13 +21,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from devtools.simulator import errors, objects
+from devtools.simulator.cards import TEST_CARDS
+from devtools.simulator.config import SimulatorConfig
+from devtools.simulator.errors import ApiError
+from devtools.simulator.models import Decline, Intent, Movement, PaymentMethod
+from devtools.simulator.search import SearchQueryError, parse_query
 from orchestrator.providers import keys
-from orchestrator.providers.simulator import errors, objects
-from orchestrator.providers.simulator.cards import TEST_CARDS
-from orchestrator.providers.simulator.config import SimulatorConfig
-from orchestrator.providers.simulator.errors import ApiError
-from orchestrator.providers.simulator.models import Decline, Intent, Movement, PaymentMethod
-from orchestrator.providers.simulator.search import SearchQueryError, parse_query
 
 MAX_AMOUNT = 99_999_999
 

@@ -15,10 +15,10 @@ from types import TracebackType
 import uvicorn
 from starlette.applications import Starlette
 
-from orchestrator.providers.simulator.app import create_app
-from orchestrator.providers.simulator.client import SimulatorAdmin
-from orchestrator.providers.simulator.config import SimulatorConfig
-from orchestrator.providers.simulator.core import Simulator
+from devtools.simulator.app import create_app
+from devtools.simulator.client import SimulatorAdmin
+from devtools.simulator.config import SimulatorConfig
+from devtools.simulator.core import Simulator
 
 # How long start-up may take before we call it failed.  Too short: a loaded CI machine
 # fails to start the simulator; too long: a real start-up failure takes that long to report.

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from orchestrator.providers.simulator.models import Intent
+from devtools.simulator.models import Intent
 
 _CLAUSE = re.compile(
     r"""^\s*(?P<field>status|currency|amount|created|metadata\[(?P<q1>['"])(?P<key>[^'"]+)(?P=q1)\])

@@ -32,13 +32,12 @@ import anyio
 from starlette.requests import Request
 from starlette.responses import Response
 
-from orchestrator.providers import keys
-from orchestrator.providers.simulator import errors, objects
-from orchestrator.providers.simulator.config import SimulatorConfig
-from orchestrator.providers.simulator.errors import ApiError
-from orchestrator.providers.simulator.faults import Fault, FaultBook, Operation
-from orchestrator.providers.simulator.forms import FormError, decode_form
-from orchestrator.providers.simulator.idempotency import (
+from devtools.simulator import errors, objects
+from devtools.simulator.config import SimulatorConfig
+from devtools.simulator.errors import ApiError
+from devtools.simulator.faults import Fault, FaultBook, Operation
+from devtools.simulator.forms import FormError, decode_form
+from devtools.simulator.idempotency import (
     Fresh,
     IdempotencyStore,
     InFlight,
@@ -47,8 +46,9 @@ from orchestrator.providers.simulator.idempotency import (
     SavedResponse,
     fingerprint,
 )
-from orchestrator.providers.simulator.requestlog import LoggedRequest, RequestLog
-from orchestrator.providers.simulator.state import Outcome, PaymentState, amount_hint
+from devtools.simulator.requestlog import LoggedRequest, RequestLog
+from devtools.simulator.state import Outcome, PaymentState, amount_hint
+from orchestrator.providers import keys
 
 _TEST_KEY = re.compile(r"^sk_test_[A-Za-z0-9_]+$")
 # How often a stalled request checks whether the simulator is stopping.

@@ -13,9 +13,9 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from orchestrator.demo.embedded import EmbeddedOptions, EmbeddedStack
-from orchestrator.demo.report import DemoReport, build_report, sweeper_takeovers
-from orchestrator.demo.storm import LogicalPayment, Storm, plan_payments
+from devtools.demo.embedded import EmbeddedOptions, EmbeddedStack
+from devtools.demo.report import DemoReport, build_report, sweeper_takeovers
+from devtools.demo.storm import LogicalPayment, Storm, plan_payments
 
 # After the clients gave up polling, how long the stack may still take to finish.
 SETTLE_SECONDS = 30.0

@@ -26,8 +26,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from orchestrator.providers.simulator.core import Simulator
-from orchestrator.providers.simulator.faults import FaultRule
+from devtools.simulator.core import Simulator
+from devtools.simulator.faults import FaultRule
 
 
 def routes(simulator: Simulator) -> list[Route]:

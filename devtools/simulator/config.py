@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from orchestrator.providers.simulator.faults import FaultRule
+from devtools.simulator.faults import FaultRule
 from orchestrator.providers.stripe_version import PINNED_API_VERSION
 
 

@@ -17,7 +17,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from orchestrator.providers.simulator.models import Intent, PaymentMethod
+from devtools.simulator.models import Intent, PaymentMethod
 
 _ID_ALPHABET = string.ascii_letters + string.digits
 # Ids only need to be unique, not secret; one generator seeded from the OS at import is
@@ -42,7 +42,7 @@ def new_request_id() -> str:
 def fixture_payment_intent() -> dict[str, Any]:
     """Stripe's official payment_intent fixture, as shipped inside the package."""
     text = (
-        resources.files("orchestrator.providers.simulator")
+        resources.files("devtools.simulator")
         .joinpath("payment_intent.json")
         .read_text(encoding="utf-8")
     )
