@@ -1,6 +1,9 @@
 """The composition root: the one function that builds the API's, the workers', the
 sweeper's and the CLI's dependencies.  Nothing connects at import time; building a
-container connects nothing either (engines and brokers connect on first use)."""
+container connects nothing either (engines and brokers connect on first use).
+
+Services take the few collaborators they use, never the container: ``runner()`` and
+``sweeper()`` bind them here, once."""
 
 from __future__ import annotations
 
@@ -14,6 +17,8 @@ from orchestrator.db.clock import Clock, DatabaseClock
 from orchestrator.db.engine import create_engine
 from orchestrator.db.uow import UnitOfWork
 from orchestrator.domain.history import ProviderCallRecord
+from orchestrator.engine.runner import Runner
+from orchestrator.engine.sweep import Sweeper
 from orchestrator.logging import configure_logging
 from orchestrator.providers.instrumented import InstrumentedProvider
 from orchestrator.providers.recording import RecordingProvider
@@ -52,6 +57,13 @@ class Container:
             self._provider = RecordingProvider(built, self.record_provider_call)
         return self._provider
 
+    def runner(self) -> Runner:
+        """What the engine needs to run an operation: transactions, provider, settings."""
+        return Runner(uow=self.uow, provider=self.provider, settings=self.settings)
+
+    def sweeper(self, name: str | None = None) -> Sweeper:
+        return Sweeper(self.uow, self.publisher, self.settings, name=name)
+
     def record_provider_call(self, call: ProviderCallRecord) -> None:
         """Store one provider call, in its own short transaction after the call returned."""
         with self.uow() as uow:
@@ -84,8 +96,7 @@ def bootstrap(
     configure_logging(settings)
     celery_app = None
     if publisher is None:
-        from workers.celery_app import create_celery_app
-        from workers.publisher import CeleryPublisher
+        from orchestrator.broker import CeleryPublisher, create_celery_app
 
         celery_app = create_celery_app(settings)
         publisher = CeleryPublisher(celery_app)

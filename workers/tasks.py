@@ -1,45 +1,35 @@
-"""Thin tasks: decode the message, call the orchestrator service, nothing else."""
+"""Thin tasks: decode the message, call the engine, nothing else.
+
+Celery imports this module in a worker process (the app's ``include``, see
+``orchestrator.broker``); importing it registers the tasks on every Celery app of the
+process, the ones built before and after (``shared_task``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from celery import Celery
+from celery import Celery, shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 
-from workers.celery_app import PROCESS_PAYMENT
+from orchestrator.broker import PROCESS_PAYMENT, SWEEP, sweep_beat_schedule
 
-SWEEP = "payorch.sweep"
-
-
-def sweep_beat_schedule(interval_seconds: float) -> dict[str, Any]:
-    """Celery beat's schedule: one ``payorch.sweep`` per interval.  ``expires``: sweeps
-    that waited in the queue longer than an interval (workers down, a backlog of payments
-    ahead of them) are dropped, not run back to back; the next one does their work."""
-    return {
-        "payorch-sweep": {
-            "task": SWEEP,
-            "schedule": interval_seconds,
-            "options": {"expires": interval_seconds},
-        }
-    }
+__all__ = ["SWEEP", "register_tasks", "sweep_beat_schedule"]
 
 
 def process_payment_task(self: Any, payment_id: str, lease_token: int) -> str:
-    from orchestrator.services.processing import process_payment
+    from orchestrator.engine.kinds.charge import process_payment
     from workers.runtime import container
 
     result = process_payment(
-        container(), payment_id, int(lease_token), interruptions=(SoftTimeLimitExceeded,)
+        container().runner(), payment_id, int(lease_token), interruptions=(SoftTimeLimitExceeded,)
     )
     return result.value
 
 
 def sweep_task() -> dict[str, object]:
-    from orchestrator.leases.sweeper import Sweeper
     from workers.runtime import container
 
-    return Sweeper(container()).run_once().as_dict()
+    return container().sweeper().run_once().as_dict()
 
 
 def register_tasks(app: Celery) -> None:
@@ -48,3 +38,7 @@ def register_tasks(app: Celery) -> None:
     # and only the same callable counts as the same task.
     app.task(name=PROCESS_PAYMENT, bind=True)(process_payment_task)
     app.task(name=SWEEP)(sweep_task)
+
+
+shared_task(name=PROCESS_PAYMENT, bind=True)(process_payment_task)
+shared_task(name=SWEEP)(sweep_task)

@@ -29,15 +29,14 @@ from devtools.simulator import RunningSimulator, SimulatorConfig, start_in_threa
 from devtools.simulator.faults import parse_fault_spec
 from orchestrator.api.app import create_app
 from orchestrator.bootstrap import Container, bootstrap
+from orchestrator.broker import CeleryPublisher
 from orchestrator.db.migrate import upgrade
 from orchestrator.domain.model import Role
-from orchestrator.leases.sweeper import Sweeper
 from orchestrator.providers.stripe_adapter import StripeProvider
 from orchestrator.services.api_keys import create_client
 from orchestrator.settings import Settings
 from workers import runtime
 from workers.celery_app import create_celery_app
-from workers.publisher import CeleryPublisher
 
 SIMULATOR_API_KEY = "sk_test_payorch_demo"
 
@@ -151,7 +150,7 @@ class EmbeddedStack:
             loglevel="ERROR",
         )
         self._spawn("worker", self._worker.start)
-        sweeper = Sweeper(container, name="embedded-sweeper")
+        sweeper = container.sweeper(name="embedded-sweeper")
         self._spawn("sweeper", lambda: sweeper.run(self._stop_sweeper))
         self._api = ServerThread(create_app(container)).__enter__()
         self.api_url = self._api.url

@@ -16,7 +16,7 @@ from typing import Annotated
 import typer
 
 from orchestrator.cli.output import errors
-from orchestrator.leases.takeover import MAX_ACTOR_ID_LENGTH, Actor
+from orchestrator.engine.takeover import MAX_ACTOR_ID_LENGTH, Actor
 
 CLI_ACTOR_PREFIX = "cli:"
 _NAME = re.compile(rf"^[A-Za-z0-9._@+-]{{1,{MAX_ACTOR_ID_LENGTH - len(CLI_ACTOR_PREFIX)}}}$")

@@ -22,7 +22,7 @@ from orchestrator.bootstrap import bootstrap
 from orchestrator.cli.config import load_settings
 from orchestrator.cli.output import print_json, print_table
 from orchestrator.cli.serve import MetricsHost, MetricsPort, log_celery_as_json
-from orchestrator.leases.sweeper import Sweeper, SweepReport
+from orchestrator.engine.sweep import SweepReport
 from orchestrator.logging import capture_standard_logging
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON.")]
@@ -46,7 +46,7 @@ def sweep(
         return
     container = bootstrap(load_settings())
     try:
-        report = Sweeper(container).run_once()
+        report = container.sweeper().run_once()
     finally:
         container.close()
     _print_report(report, as_json=as_json)
@@ -59,7 +59,7 @@ def beat(
     loglevel: Annotated[str, typer.Option(help="Celery log level.")] = "INFO",
 ) -> None:
     """Run Celery beat: sends payorch.sweep to the workers every sweep interval."""
-    from workers.tasks import sweep_beat_schedule
+    from orchestrator.broker import sweep_beat_schedule
 
     container = bootstrap(load_settings())
     app = container.celery_app
@@ -86,7 +86,7 @@ def _run_loop(metrics_port: int | None, metrics_host: str) -> None:
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
     try:
-        Sweeper(container).run(stop)
+        container.sweeper().run(stop)
     finally:
         container.close()
 

@@ -15,7 +15,7 @@ from orchestrator.bootstrap import Container
 from orchestrator.domain.model import AuditEntry, PaymentRecord
 from orchestrator.domain.preconditions import TagList, lease_etag
 from orchestrator.domain.states import PaymentStatus
-from orchestrator.leases.takeover import (
+from orchestrator.engine.takeover import (
     Actor,
     ActorKind,
     TakeoverOutcome,

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from orchestrator.domain.model import Role
-from orchestrator.leases.takeover import Actor
+from orchestrator.engine.kinds.charge import process_payment
+from orchestrator.engine.takeover import Actor
 from orchestrator.ops.commands import take_over_payment
 from orchestrator.services.api_keys import create_client
-from orchestrator.services.processing import process_payment
 from tests.harness.seeds import accept, force, reload
 from tests.integration.hardening_helpers import Api
 from tests.integration.lease_helpers import expire_leases
@@ -30,7 +30,7 @@ class Story:
 
 def _run(api: Api, payment_id: str) -> None:
     record = reload(api.container, payment_id)
-    process_payment(api.container, payment_id, record.lease_token, sleep=lambda _s: None)
+    process_payment(api.container.runner(), payment_id, record.lease_token, sleep=lambda _s: None)
 
 
 def write_story(api: Api) -> Story:

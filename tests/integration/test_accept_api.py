@@ -15,8 +15,8 @@ from orchestrator.api.app import create_app
 from orchestrator.bootstrap import Container
 from orchestrator.db.tables import payments
 from orchestrator.domain.model import Role
+from orchestrator.engine.kinds.charge import process_payment
 from orchestrator.services.api_keys import create_client
-from orchestrator.services.processing import process_payment
 from tests.fakes.provider import FakeProvider
 from tests.fakes.publisher import RecordingPublisher
 from tests.harness.containers import build_container
@@ -284,7 +284,7 @@ def test_a_finished_payment_replays_as_200_with_the_stored_response(api: Api) ->
     with api.client() as client:
         created = post(client, "finish-me").json()
         record_token = 1
-        process_payment(api.container, created["id"], record_token, owner="test")
+        process_payment(api.container.runner(), created["id"], record_token, owner="test")
         replay = post(client, "finish-me")
         read = client.get(f"/v1/payments/{created['id']}")
     assert replay.status_code == 200
@@ -327,9 +327,9 @@ def test_health_and_readiness(api: Api) -> None:
 def test_a_broker_outage_during_accept_still_answers_202_with_a_durable_record(
     database_url: str, unused_port: int
 ) -> None:
+    from orchestrator.broker import CeleryPublisher
     from tests.harness.containers import test_settings
     from workers.celery_app import create_celery_app
-    from workers.publisher import CeleryPublisher
 
     # A real Celery publisher pointed at a port where no broker listens.
     dead_broker = f"amqp://guest:guest@127.0.0.1:{unused_port}//"

@@ -26,7 +26,7 @@ import pytest
 from orchestrator.bootstrap import Container
 from orchestrator.domain.model import ApiClient, Role
 from orchestrator.domain.states import PaymentStatus
-from orchestrator.leases.takeover import Actor
+from orchestrator.engine.takeover import Actor
 from orchestrator.ops.commands import take_over_payment
 from orchestrator.services.api_keys import authenticate, create_client
 from tests.harness.containers import TEST_SECRET_KEY, build_container

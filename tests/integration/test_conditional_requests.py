@@ -21,8 +21,8 @@ from orchestrator.domain.representation import (
     payment_representation,
 )
 from orchestrator.domain.states import PaymentStatus
+from orchestrator.engine.kinds.charge import process_payment
 from orchestrator.services.api_keys import create_client
-from orchestrator.services.processing import process_payment
 from tests.fakes.provider import FakeProvider
 from tests.fakes.publisher import RecordingPublisher
 from tests.harness.containers import build_container
@@ -153,7 +153,7 @@ def test_a_processing_replay_returns_the_first_202_bytes_although_the_record_mov
 
 def test_a_finished_replay_returns_the_stored_final_bytes_and_so_does_get(api):
     first = api.post("bytes-200")
-    process_payment(api.container, first.json()["id"], 1, owner="test")
+    process_payment(api.container.runner(), first.json()["id"], 1, owner="test")
 
     replays = [api.post("bytes-200") for _ in range(3)]
     read = api.get(first.json()["id"])
@@ -169,7 +169,7 @@ def test_a_finished_replay_returns_the_stored_final_bytes_and_so_does_get(api):
 def test_every_body_has_one_key_order(api):
     first = api.post("one-order")
     read = api.get(first.json()["id"])
-    process_payment(api.container, first.json()["id"], 1, owner="test")
+    process_payment(api.container.runner(), first.json()["id"], 1, owner="test")
     final = api.get(first.json()["id"])
     with api.merchant() as client:
         listed = client.get("/v1/payments", params={"idempotency_key": "one-order"})
@@ -184,7 +184,7 @@ def test_every_body_has_one_key_order(api):
 def test_a_payment_finished_before_the_migration_is_served_in_the_one_order(api):
     """Rows from before 0003 hold only the JSONB document (final_response NULL)."""
     first = api.post("legacy-finished")
-    process_payment(api.container, first.json()["id"], 1, owner="test")
+    process_payment(api.container.runner(), first.json()["id"], 1, owner="test")
     record = reload(api.container, first.json()["id"])
     assert record.final_response is not None
     force(api.container, record.id, final_response=None, accepted_response=None)
@@ -244,7 +244,7 @@ def test_the_etag_changes_with_every_change_and_not_with_a_heartbeat(api):
     assert after_settle.status_code == 200
 
     expire_leases(api.container, [payment_id], ago=timedelta(seconds=1))
-    process_payment(api.container, payment_id, claimed.lease_token, owner="test")
+    process_payment(api.container.runner(), payment_id, claimed.lease_token, owner="test")
     final = api.get(payment_id, **{"If-None-Match": after_settle.headers["ETag"]})
     assert final.status_code == 200
     assert final.json()["status"] == "succeeded"

@@ -24,10 +24,10 @@ from orchestrator.bootstrap import Container
 from orchestrator.db.tables import ledger_lines, payment_outcomes, payments
 from orchestrator.domain.model import Role
 from orchestrator.domain.states import PaymentStatus, RecoveryPoint
-from orchestrator.leases.sweeper import Sweeper
+from orchestrator.engine.kinds.charge import process_payment
+from orchestrator.engine.lease import ProcessResult
 from orchestrator.providers.base import ProviderIntent
 from orchestrator.services.api_keys import create_client
-from orchestrator.services.processing import ProcessResult, process_payment
 from tests.fakes.provider import FakeProvider
 from tests.fakes.publisher import RecordingPublisher
 from tests.harness.containers import build_container
@@ -145,9 +145,9 @@ def test_the_api_answers_503_during_an_outage_and_loses_nothing_after_it(
     for record_ids in by_key.values():
         [payment_id] = record_ids
         record = reload(container, payment_id)
-        assert process_payment(container, payment_id, record.lease_token, owner="test") is (
-            ProcessResult.COMPLETED
-        )
+        assert process_payment(
+            container.runner(), payment_id, record.lease_token, owner="test"
+        ) is (ProcessResult.COMPLETED)
         assert reload(container, payment_id).status is PaymentStatus.SUCCEEDED
         assert provider.movements(payment_id) == 1
 
@@ -206,12 +206,12 @@ def test_a_task_that_cannot_reach_the_database_changes_nothing(
     record = accept(container, merchant, "claim-during-outage")
 
     with control.postgres_stopped(), pytest.raises(DBAPIError):
-        process_payment(container, record.id, record.lease_token, owner="worker-1")
+        process_payment(container.runner(), record.id, record.lease_token, owner="worker-1")
 
     after = reload(container, record.id)
     assert after == record  # not claimed, no attempt counted, nothing written
     assert provider.calls == []
-    assert process_payment(container, record.id, record.lease_token, owner="worker-1") is (
+    assert process_payment(container.runner(), record.id, record.lease_token, owner="worker-1") is (
         ProcessResult.COMPLETED
     )
     assert provider.movements(record.id) == 1
@@ -255,7 +255,7 @@ def test_a_worker_that_loses_the_database_mid_payment_leaves_it_for_the_sweeper(
 
         try:
             with pytest.raises(DBAPIError):
-                process_payment(container, record.id, record.lease_token, owner="worker-1")
+                process_payment(container.runner(), record.id, record.lease_token, owner="worker-1")
         finally:
             control.start_postgres()
 
@@ -274,12 +274,12 @@ def test_a_worker_that_loses_the_database_mid_payment_leaves_it_for_the_sweeper(
         with container.uow() as uow:
             expired = uow.now() - timedelta(seconds=1)
         force(container, record.id, locked_until=expired)
-        report = Sweeper(container, name="outage-sweeper").run_once()
+        report = container.sweeper(name="outage-sweeper").run_once()
         assert report.taken_over == [record.id]
         payment_id, token = [p for p in publisher.published if p[0] == record.id][-1]
         assert token > stranded.lease_token
 
-        assert process_payment(container, payment_id, token, owner="worker-2") is (
+        assert process_payment(container.runner(), payment_id, token, owner="worker-2") is (
             ProcessResult.COMPLETED
         )
         done = reload(container, record.id)

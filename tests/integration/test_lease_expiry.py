@@ -20,8 +20,7 @@ from orchestrator.db.clock import FrozenClock
 from orchestrator.db.repositories.leases import LeaseState
 from orchestrator.domain.model import PaymentRecord
 from orchestrator.domain.states import PaymentStatus, RecoveryPoint
-from orchestrator.leases.sweeper import Sweeper
-from orchestrator.leases.takeover import Actor, TakeoverResult, take_over_lease
+from orchestrator.engine.takeover import Actor, TakeoverResult, take_over_lease
 from orchestrator.ops.queries import list_leases
 from tests.fakes.publisher import RecordingPublisher
 from tests.harness.containers import build_container
@@ -106,12 +105,12 @@ def test_a_lease_is_live_until_locked_until_and_expired_from_then_on(container, 
     clock.move_to(record.locked_until - TICK)
     assert [r.id for r in list_leases(container, LeaseState.ACTIVE).records] == [record.id]
     assert list_leases(container, LeaseState.EXPIRED).records == []
-    assert Sweeper(container).run_once().taken_over == []
+    assert container.sweeper().run_once().taken_over == []
 
     clock.move_to(record.locked_until)
     assert list_leases(container, LeaseState.ACTIVE).records == []
     assert [r.id for r in list_leases(container, LeaseState.EXPIRED).records] == [record.id]
-    assert Sweeper(container).run_once().taken_over == [record.id]
+    assert container.sweeper().run_once().taken_over == [record.id]
 
 
 def test_the_sweeper_takes_over_only_expired_leases(container, clock, publisher):
@@ -138,7 +137,7 @@ def test_the_sweeper_takes_over_only_expired_leases(container, clock, publisher)
 
     clock.move_to(T0 + timedelta(seconds=LEASE))
     before = takeovers()
-    report = Sweeper(container).run_once()
+    report = container.sweeper().run_once()
 
     assert sorted(report.taken_over) == sorted([never_claimed.id, crashed.id])
     assert report.due_retries == report.parked == report.publish_failures == []
@@ -163,11 +162,11 @@ def test_renewal_keeps_a_lease_alive(container, clock):
     assert renewed.locked_until == T0 + timedelta(seconds=2 * LEASE - 10)
 
     clock.move_to(record.locked_until + timedelta(seconds=30))  # the first lease is long gone
-    assert Sweeper(container).run_once().taken_over == []
+    assert container.sweeper().run_once().taken_over == []
     assert reload(container, record.id).lease_token == record.lease_token
 
     clock.move_to(renewed.locked_until)
-    assert Sweeper(container).run_once().taken_over == [record.id]
+    assert container.sweeper().run_once().taken_over == [record.id]
 
 
 def test_zombie_worker_cannot_renew_or_finish_after_takeover(container, clock, publisher):
@@ -175,7 +174,7 @@ def test_zombie_worker_cannot_renew_or_finish_after_takeover(container, clock, p
         container, claim(container, accept(container, new_merchant(container), "k"))
     )
     clock.tick(timedelta(seconds=LEASE))
-    assert Sweeper(container).run_once().taken_over == [zombie.id]
+    assert container.sweeper().run_once().taken_over == [zombie.id]
 
     assert renew(container, zombie) is None
     assert finish_with_token(container, zombie) is None
@@ -192,7 +191,7 @@ def test_zombie_worker_cannot_renew_or_finish_after_takeover(container, clock, p
 def test_the_new_token_claims_and_the_old_message_does_not(container, clock, publisher):
     record = claim(container, accept(container, new_merchant(container), "k-1"))
     clock.tick(timedelta(seconds=LEASE))
-    Sweeper(container).run_once()
+    container.sweeper().run_once()
     payment_id, new_token = publisher.published[-1]
 
     with container.uow() as uow:
@@ -232,11 +231,11 @@ def test_a_due_deferral_is_a_due_retry_not_a_takeover(container, clock, publishe
     publisher.published.clear()
 
     clock.move_to(T0 + timedelta(seconds=300) - TICK)
-    assert Sweeper(container).run_once().requeued == []
+    assert container.sweeper().run_once().requeued == []
 
     clock.move_to(T0 + timedelta(seconds=300))
     before = takeovers()
-    report = Sweeper(container).run_once()
+    report = container.sweeper().run_once()
     assert report.due_retries == [record.id]
     assert report.taken_over == []
     assert takeovers() == before
@@ -251,7 +250,7 @@ def test_a_record_out_of_attempts_goes_to_needs_attention_not_back_to_the_queue(
     for attempt in range(MAX_ATTEMPTS):
         record = claim(container, record, owner=f"crashing-worker-{attempt}")
         clock.tick(timedelta(seconds=LEASE))
-        report = Sweeper(container).run_once()
+        report = container.sweeper().run_once()
         if attempt < MAX_ATTEMPTS - 1:
             assert report.taken_over == [record.id]
             record = reload(container, record.id)
@@ -273,7 +272,7 @@ def test_parking_keeps_the_workers_last_error(container, clock):
         container, record.id, attempts=MAX_ATTEMPTS, last_error="OutcomeUnknown: read timeout"
     )
     clock.tick(timedelta(seconds=LEASE))
-    assert Sweeper(container).run_once().parked == [record.id]
+    assert container.sweeper().run_once().parked == [record.id]
     error = reload(container, record.id).last_error
     assert error is not None
     assert "OutcomeUnknown: read timeout" in error
@@ -284,16 +283,16 @@ def test_a_failed_publish_expires_back_to_the_sweeper(container, clock, publishe
     record = claim(container, accept(container, new_merchant(container), "k-1"))
     clock.tick(timedelta(seconds=LEASE))
     publisher.fail = True
-    report = Sweeper(container).run_once()
+    report = container.sweeper().run_once()
     assert report.taken_over == [record.id]
     assert report.publish_failures == [record.id]
 
     # The takeover committed anyway; its dispatch lease is live until it runs out.
     clock.tick(timedelta(seconds=DISPATCH) - TICK)
-    assert Sweeper(container).run_once().taken_over == []
+    assert container.sweeper().run_once().taken_over == []
     publisher.fail = False
     clock.tick(TICK)
-    assert Sweeper(container).run_once().taken_over == [record.id]
+    assert container.sweeper().run_once().taken_over == [record.id]
     assert publisher.published[-1] == (record.id, record.lease_token + 2)
 
 
@@ -332,9 +331,9 @@ def test_the_sweeper_claims_at_most_a_batch_and_says_when_more_is_due(database_u
             merchant = new_merchant(container)
             ids = {accept(container, merchant, f"k-{n}").id for n in range(5)}
             clock.tick(timedelta(seconds=DISPATCH))
-            first = Sweeper(container).run_once()
-            second = Sweeper(container).run_once()
-            third = Sweeper(container).run_once()
+            first = container.sweeper().run_once()
+            second = container.sweeper().run_once()
+            third = container.sweeper().run_once()
     finally:
         container.close()
     assert len(first.taken_over) == 3 and first.batch_full

@@ -23,10 +23,10 @@ import pytest
 
 from devtools.simulator import start_in_thread
 from orchestrator import metrics
+from orchestrator.broker import CeleryPublisher
 from orchestrator.domain.model import Role
-from orchestrator.leases.sweeper import Sweeper
+from orchestrator.engine.kinds.charge import process_payment
 from orchestrator.services.api_keys import create_client
-from orchestrator.services.processing import process_payment
 from tests.harness.containers import build_container
 from tests.harness.seeds import accept, force, reload
 from tests.integration.hardening_helpers import (
@@ -40,7 +40,6 @@ from tests.integration.hardening_helpers import (
 )
 from tests.support.processes import ProcessManager, free_port, wait_for_http
 from workers.celery_app import create_celery_app
-from workers.publisher import CeleryPublisher
 
 API_EXPOSED = [
     ("payorch_payments_accepted_total", {}),
@@ -178,7 +177,7 @@ def test_accepts_replays_and_key_reuse_move_their_counters(api: Api) -> None:
         post_payment(client, "metrics-accept")  # replay while processing
         post_payment(client, "metrics-accept")
         post_payment(client, "metrics-accept", {**BODY, "amount": 7})  # 422
-        process_payment(api.container, first.json()["id"], 1, owner="metrics-test")
+        process_payment(api.container.runner(), first.json()["id"], 1, owner="metrics-test")
         finished = post_payment(client, "metrics-accept")  # replay of a finished payment
         post_payment(client, "metrics-invalid", {**BODY, "amount": -1})  # 400: counts nothing
     assert finished.status_code == 200
@@ -199,8 +198,10 @@ def test_provider_calls_are_counted_by_operation_and_outcome_with_latency(api: A
     # The next confirm (the paid one's) charges, then times out: the worker must query.
     confirms_so_far = sum(1 for call in api.provider.calls if call.operation == "confirm")
     api.provider.fail("confirm", confirms_so_far + 1, "unknown_after_effect")
-    process_payment(api.container, paid["id"], 1, owner="metrics-test", sleep=lambda _s: None)
-    process_payment(api.container, declined["id"], 1, owner="metrics-test")
+    process_payment(
+        api.container.runner(), paid["id"], 1, owner="metrics-test", sleep=lambda _s: None
+    )
+    process_payment(api.container.runner(), declined["id"], 1, owner="metrics-test")
     delta.take()
     # paid: create ok, confirm unknown (timed out after charging), retrieve ok (query first)
     assert delta("payorch_provider_calls_total", operation="create", outcome="ok") == 2
@@ -224,7 +225,7 @@ def test_takeovers_are_counted_by_sweeper_and_by_operator(api: Api) -> None:
     force(api.container, lost["id"], locked_until=past)
     delta = Delta(api)
     swept = Delta(role_text(metrics.Role.SWEEPER))
-    report = Sweeper(api.container, name="metrics-sweeper").run_once()
+    report = api.container.sweeper(name="metrics-sweeper").run_once()
     with api.client(api.ops_key) as ops:
         taken = ops.post(
             f"/v1/ops/payments/{stuck['id']}/takeover",
@@ -250,7 +251,7 @@ def test_records_by_status_and_oldest_processing_age_follow_the_database(api: Ap
         assert metric(text, "payorch_payment_records", status=status) == count
     assert metric(text, "payorch_oldest_processing_age_seconds") >= 3600
 
-    process_payment(api.container, old["id"], 1, owner="metrics-test")
+    process_payment(api.container.runner(), old["id"], 1, owner="metrics-test")
     force(api.container, old["id"], created_at=an_hour_ago)  # finished now: not counted
     after = scrape(api)
     assert metric(after, "payorch_payment_records", status="processing") == (

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from orchestrator.domain.model import ApiClient, PaymentRecord
-from orchestrator.services.processing import process_payment
+from orchestrator.engine.kinds.charge import process_payment
 from tests.harness.seeds import accept, finish_with_token, force, reload
 from tests.integration.hardening_helpers import Api, running_api
 from tests.integration.lease_helpers import expire_leases
@@ -59,7 +59,7 @@ def test_the_detail_shows_provider_calls_lease_history_events_and_ledger(api: Ap
     # The confirm's answer is lost after the provider acted: the worker queries first.
     api.provider.fail("confirm", 1, "unknown_after_effect")
     record = accept(api.container, _client(api, api.client_a_id), "detail-1", amount=2500)
-    process_payment(api.container, record.id, record.lease_token, sleep=lambda _s: None)
+    process_payment(api.container.runner(), record.id, record.lease_token, sleep=lambda _s: None)
 
     detail = _get(api, f"/v1/ops/payments/{record.id}")
 

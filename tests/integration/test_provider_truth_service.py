@@ -11,7 +11,8 @@ import pytest
 from orchestrator.bootstrap import Container
 from orchestrator.db.tables import ledger_lines
 from orchestrator.domain.states import PaymentStatus, RecoveryPoint
-from orchestrator.services.processing import ProcessResult, process_payment
+from orchestrator.engine.kinds.charge import process_payment
+from orchestrator.engine.lease import ProcessResult
 from tests.fakes.provider import FakeProvider
 from tests.harness.containers import build_container
 from tests.harness.seeds import accept, count_rows, force, new_merchant, reload
@@ -47,7 +48,13 @@ def container(database_url: str, provider: FakeProvider) -> Iterator[Container]:
 
 def run(container: Container, payment_id: str, token: int, **kw) -> ProcessResult:
     return process_payment(
-        container, payment_id, token, owner="test", sleep=Sleeps(), rng=random.Random(1), **kw
+        container.runner(),
+        payment_id,
+        token,
+        owner="test",
+        sleep=Sleeps(),
+        rng=random.Random(1),
+        **kw,
     )
 
 

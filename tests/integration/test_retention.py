@@ -18,10 +18,10 @@ from orchestrator.db.clock import FrozenClock
 from orchestrator.db.tables import ledger_lines
 from orchestrator.domain.model import ApiClient, PaymentRecord
 from orchestrator.domain.states import PaymentStatus
-from orchestrator.leases.sweeper import Sweeper
-from orchestrator.leases.takeover import Actor
+from orchestrator.engine.kinds.charge import process_payment
+from orchestrator.engine.lease import ProcessResult
+from orchestrator.engine.takeover import Actor
 from orchestrator.ops.commands import take_over_payment
-from orchestrator.services.processing import ProcessResult, process_payment
 from orchestrator.services.queries import find_payment_by_key, get_payment
 from tests.fakes.provider import FakeProvider
 from tests.harness.containers import build_container
@@ -67,7 +67,7 @@ def pay(container: Container, merchant: ApiClient, key: str, amount: int = 1000)
     outcome row and ledger lines."""
     record = accept(container, merchant, key, amount=amount)
     result = process_payment(
-        container,
+        container.runner(),
         record.id,
         record.lease_token,
         owner="w",
@@ -89,14 +89,14 @@ def test_a_finished_payments_key_is_kept_until_the_window_ends_and_purged_after(
     assert record.completed_at == T0
 
     clock.move_to(T0 + WINDOW)
-    assert Sweeper(container).purge_expired_idempotency_data() == 0
+    assert container.sweeper().purge_expired_idempotency_data() == 0
     kept = reload(container, record.id)
     assert kept.idempotency_key == "order-1"
     assert kept.request_fingerprint is not None and kept.response_body is not None
 
     clock.move_to(T0 + WINDOW + TICK)
     before = purged()
-    assert Sweeper(container).run_once().purged_keys == 1
+    assert container.sweeper().run_once().purged_keys == 1
     assert purged() == before + 1
     gone = reload(container, record.id)
     assert gone.idempotency_key is None
@@ -107,14 +107,14 @@ def test_a_finished_payments_key_is_kept_until_the_window_ends_and_purged_after(
 def test_the_window_counts_from_the_finish_of_a_slow_payment(container, clock, merchant):
     record = accept(container, merchant, "slow")
     clock.tick(timedelta(hours=10))
-    process_payment(container, record.id, record.lease_token, sleep=lambda _s: None)
+    process_payment(container.runner(), record.id, record.lease_token, sleep=lambda _s: None)
     finished_at = T0 + timedelta(hours=10)
     assert reload(container, record.id).completed_at == finished_at
 
     clock.move_to(T0 + WINDOW + timedelta(hours=1))  # created more than a window ago
-    assert Sweeper(container).purge_expired_idempotency_data() == 0
+    assert container.sweeper().purge_expired_idempotency_data() == 0
     clock.move_to(finished_at + WINDOW + TICK)
-    assert Sweeper(container).purge_expired_idempotency_data() == 1
+    assert container.sweeper().purge_expired_idempotency_data() == 1
 
 
 def test_unfinished_payments_keep_their_keys_however_old(container, clock, merchant):
@@ -122,7 +122,7 @@ def test_unfinished_payments_keep_their_keys_however_old(container, clock, merch
     parked = force(container, accept(container, merchant, "parked").id, status="needs_attention")
 
     clock.move_to(T0 + 100 * WINDOW)
-    assert Sweeper(container).purge_expired_idempotency_data() == 0
+    assert container.sweeper().purge_expired_idempotency_data() == 0
     assert reload(container, processing.id).idempotency_key == "still-processing"
     assert reload(container, parked.id).idempotency_key == "parked"
 
@@ -130,7 +130,7 @@ def test_unfinished_payments_keep_their_keys_however_old(container, clock, merch
 def test_after_the_purge_the_same_key_creates_a_new_payment(container, clock, merchant):
     old = pay(container, merchant, "order-1", amount=1000)
     clock.move_to(T0 + WINDOW + TICK)
-    Sweeper(container).run_once()
+    container.sweeper().run_once()
 
     new = accept(container, merchant, "order-1", amount=1000)
 
@@ -151,7 +151,7 @@ def test_the_purge_keeps_outcomes_ledger_lines_and_the_audit_trail(container, cl
     )
 
     clock.move_to(T0 + WINDOW + TICK)
-    Sweeper(container).purge_expired_idempotency_data()
+    container.sweeper().purge_expired_idempotency_data()
 
     assert reload(container, record.id).idempotency_key is None
     assert outcome_rows(container, record.id) == 1
@@ -164,6 +164,6 @@ def test_the_purge_works_through_a_backlog_in_batches(container, clock, merchant
     records = [pay(container, merchant, f"order-{n}") for n in range(5)]  # batch size: 2
 
     clock.move_to(T0 + WINDOW + TICK)
-    assert Sweeper(container).purge_expired_idempotency_data() == 5
+    assert container.sweeper().purge_expired_idempotency_data() == 5
     assert all(reload(container, r.id).idempotency_key is None for r in records)
-    assert Sweeper(container).purge_expired_idempotency_data() == 0
+    assert container.sweeper().purge_expired_idempotency_data() == 0

@@ -21,8 +21,8 @@ import sqlalchemy as sa
 
 from orchestrator.db.tables import api_clients, audit_log, payments
 from orchestrator.domain.model import Role
+from orchestrator.engine.kinds.charge import process_payment
 from orchestrator.services.api_keys import create_client, revoke_client
-from orchestrator.services.processing import process_payment
 from tests.integration.hardening_helpers import (
     BODY,
     Api,
@@ -176,7 +176,7 @@ def test_reusing_another_clients_key_makes_an_independent_payment(api: Api) -> N
 def test_a_finished_payment_replays_only_to_its_own_client(api: Api) -> None:
     with api.client(api.key_a) as a:
         created = post_payment(a, "a-finished").json()
-        process_payment(api.container, created["id"], 1, owner="test")
+        process_payment(api.container.runner(), created["id"], 1, owner="test")
         assert post_payment(a, "a-finished").status_code == 200
     with api.client(api.key_b) as b:
         replay = post_payment(b, "a-finished")

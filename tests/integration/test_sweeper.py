@@ -15,9 +15,10 @@ from freezegun import freeze_time
 from orchestrator.bootstrap import Container
 from orchestrator.db.clock import FrozenClock
 from orchestrator.domain.states import PaymentStatus
-from orchestrator.leases.sweeper import MAX_CONSECUTIVE_PUBLISH_FAILURES, Sweeper, SweepReport
+from orchestrator.engine.kinds.charge import process_payment
+from orchestrator.engine.lease import ProcessResult
+from orchestrator.engine.sweep import MAX_CONSECUTIVE_PUBLISH_FAILURES, Sweeper, SweepReport
 from orchestrator.services.dispatch import PublishFailed
-from orchestrator.services.processing import ProcessResult, process_payment
 from tests.fakes.provider import FakeProvider
 from tests.fakes.publisher import RecordingPublisher
 from tests.harness.containers import build_container
@@ -56,13 +57,11 @@ def test_two_sweepers_running_at_once_never_take_the_same_record(database_url, c
     initial = {r.id: r.lease_token for r in records}
     # Two sweepers with their own engines and connections, as two hosts would have.
     publishers = [RecordingPublisher(), RecordingPublisher()]
-    sweepers = [
-        Sweeper(
-            build_container(database_url, publisher=p, migrate=False, sweep_batch_size=20),
-            name=f"sweeper-{n}",
-        )
-        for n, p in enumerate(publishers)
+    containers = [
+        build_container(database_url, publisher=p, migrate=False, sweep_batch_size=20)
+        for p in publishers
     ]
+    sweepers = [c.sweeper(name=f"sweeper-{n}") for n, c in enumerate(containers)]
     start = threading.Barrier(2)
     results: dict[int, list[SweepReport]] = {}
     errors: list[BaseException] = []
@@ -78,8 +77,8 @@ def test_two_sweepers_running_at_once_never_take_the_same_record(database_url, c
         thread.start()
     for thread in threads:
         thread.join(timeout=120)
-    for sweeper in sweepers:
-        sweeper._container.close()
+    for built in containers:
+        built.close()
     assert not errors, errors
 
     taken = [[i for report in results[n] for i in report.taken_over] for n in range(2)]
@@ -114,7 +113,7 @@ def test_with_the_broker_down_a_pass_stops_publishing_after_a_few_failures(datab
     broker = DeadBroker()
     sweeping = build_container(database_url, publisher=broker, migrate=False)
     try:
-        report = Sweeper(sweeping).run_once()
+        report = sweeping.sweeper().run_once()
     finally:
         sweeping.close()
 
@@ -133,7 +132,7 @@ def test_the_loop_sweeps_until_told_to_stop(database_url):
         [record] = expired_payments(container, new_merchant(container), 1)
         publisher.published.clear()
         stop = threading.Event()
-        loop = threading.Thread(target=Sweeper(container).run, args=(stop,))
+        loop = threading.Thread(target=container.sweeper().run, args=(stop,))
         loop.start()
         try:
             for _ in range(200):
@@ -164,7 +163,7 @@ def test_a_long_backoff_waits_in_the_row_until_the_sweeper_finds_it_due(database
         with freeze_time(T0) as clock:
             record = accept(container, new_merchant(container), "order-1")
             result = process_payment(
-                container,
+                container.runner(),
                 record.id,
                 record.lease_token,
                 sleep=lambda _s: None,
@@ -177,14 +176,14 @@ def test_a_long_backoff_waits_in_the_row_until_the_sweeper_finds_it_due(database
             assert deferred.next_attempt_at >= T0 + timedelta(seconds=120)  # Retry-After: a floor
 
             clock.move_to(deferred.next_attempt_at - timedelta(microseconds=1))
-            assert Sweeper(container).run_once().requeued == []
+            assert container.sweeper().run_once().requeued == []
             clock.move_to(deferred.next_attempt_at)
-            report = Sweeper(container).run_once()
+            report = container.sweeper().run_once()
             assert report.due_retries == [record.id]
 
             payment_id, token = publisher.published[-1]
             assert (
-                process_payment(container, payment_id, token, sleep=lambda _s: None)
+                process_payment(container.runner(), payment_id, token, sleep=lambda _s: None)
                 is ProcessResult.COMPLETED
             )
         assert reload(container, record.id).status is PaymentStatus.SUCCEEDED

@@ -16,8 +16,9 @@ from orchestrator.bootstrap import Container
 from orchestrator.db.tables import ledger_lines
 from orchestrator.domain.model import PaymentRecord
 from orchestrator.domain.states import PaymentStatus, RecoveryPoint
+from orchestrator.engine.kinds.charge import process_payment
+from orchestrator.engine.lease import ProcessResult
 from orchestrator.providers.base import ProviderIntent
-from orchestrator.services.processing import ProcessResult, process_payment
 from tests.fakes.provider import FakeProvider
 from tests.harness.containers import build_container
 from tests.harness.seeds import (
@@ -77,7 +78,12 @@ def create_intent_at_provider(provider: FakeProvider, record: PaymentRecord) -> 
 
 def run(container: Container, payment_id: str, token: int, sleeps: Sleeps) -> ProcessResult:
     return process_payment(
-        container, payment_id, token, owner="test-worker", sleep=sleeps, rng=random.Random(7)
+        container.runner(),
+        payment_id,
+        token,
+        owner="test-worker",
+        sleep=sleeps,
+        rng=random.Random(7),
     )
 
 

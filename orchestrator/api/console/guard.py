@@ -23,7 +23,7 @@ from orchestrator.api.console.session import (
 from orchestrator.api.deps import ContainerDep
 from orchestrator.api.problems import Problem
 from orchestrator.domain.model import ApiClient, Role
-from orchestrator.leases.takeover import Actor
+from orchestrator.engine.takeover import Actor
 
 # A console form carries a reason of at most 1000 characters and a token.
 MAX_FORM_BYTES = 16 * 1024

@@ -20,7 +20,7 @@ from orchestrator.domain.ids import is_payment_id
 from orchestrator.domain.model import ApiClient
 from orchestrator.domain.preconditions import TagList, parse_tag_list
 from orchestrator.domain.representation import iso
-from orchestrator.leases.takeover import Actor
+from orchestrator.engine.takeover import Actor
 from orchestrator.ops.commands import retry_payment, take_over_payment
 from orchestrator.ops.errors import (
     MAX_REASON_LENGTH,

@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from orchestrator import metrics
-from orchestrator.bootstrap import Container
-from orchestrator.leases.takeover import (
+from orchestrator.db.uow import UnitOfWorkFactory
+from orchestrator.engine.takeover import (
     Actor,
     TakeoverOutcome,
     TakeoverResult,
@@ -46,6 +46,8 @@ from orchestrator.leases.takeover import (
     take_over_lease,
 )
 from orchestrator.logging import get_logger
+from orchestrator.services.dispatch import TaskPublisher
+from orchestrator.settings import Settings
 
 log = get_logger(__name__)
 
@@ -99,9 +101,20 @@ def default_sweeper_name() -> str:
 
 
 class Sweeper:
-    def __init__(self, container: Container, *, name: str | None = None) -> None:
-        self._container = container
-        self._settings = container.settings
+    """Takes over expired leases and re-queues due work; needs a unit of work to find and
+    fence the rows, and a publisher to wake a worker after the commit."""
+
+    def __init__(
+        self,
+        uow: UnitOfWorkFactory,
+        publisher: TaskPublisher,
+        settings: Settings,
+        *,
+        name: str | None = None,
+    ) -> None:
+        self._uow = uow
+        self._publisher = publisher
+        self._settings = settings
         self.actor = Actor.sweeper(name or default_sweeper_name())
 
     def run_once(self) -> SweepReport:
@@ -134,7 +147,7 @@ class Sweeper:
     def _take_over_due(self, report: SweepReport) -> list[TakeoverOutcome]:
         settings = self._settings
         outcomes: list[TakeoverOutcome] = []
-        with self._container.uow() as uow:
+        with self._uow() as uow:
             now = uow.now()
             due = uow.leases.lock_due(now=now, limit=settings.sweep_batch_size)
             report.batch_full = len(due) >= settings.sweep_batch_size
@@ -180,7 +193,7 @@ class Sweeper:
                 # Not attempted: the committed dispatch lease brings it back next time.
                 report.publish_failures.append(outcome.payment_id)
                 continue
-            if requeue_after_commit(self._container.publisher, outcome.payment_id, token):
+            if requeue_after_commit(self._publisher, outcome.payment_id, token):
                 consecutive_failures = 0
             else:
                 consecutive_failures += 1
@@ -199,7 +212,7 @@ class Sweeper:
         window = timedelta(hours=settings.idempotency_retention_hours)
         purged = 0
         for _ in range(MAX_PURGE_BATCHES_PER_PASS):
-            with self._container.uow() as uow:
+            with self._uow() as uow:
                 now = uow.now()
                 count = uow.payments.purge_idempotency_data(
                     cutoff=now - window, limit=settings.retention_batch_size, now=now

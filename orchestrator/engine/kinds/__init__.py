@@ -1,0 +1,1 @@
+"""Operation kinds: each supplies its steps and how it reads the provider's truth."""

@@ -1,0 +1,469 @@
+"""The charge: create and confirm one PaymentIntent, once.
+
+Its lease lives on the payment row (``db.repositories.leases``).  The steps, by the
+record's recovery point::
+
+    [accepted] create intent ──► [intent_created] query-first / confirm
+                                                      │
+                          settle ◄────────────────────┘
+                            │
+                    [provider_settled] finish (status, outcome, ledger, outbox, COMPLETED)
+
+* The lease is renewed before every provider call, and the confirm number is taken in
+  that same transaction, so the key ``payorch-{id}-confirm-{n}`` is durable before sent.
+* An unknown outcome (timeout, connection error, 5xx) is never answered with a blind
+  resend: the next confirm happens only after a retrieve proved the intent unconfirmed.
+* Every intent we read is compared with the record (``domain.intent_match``) before it is
+  adopted, confirmed or settled: an intent that names our record but asks for another
+  amount, currency, customer, capture or payment method is never confirmed; it is kept on
+  the record (``rejected_intents``) and the payment goes to needs_attention.
+* A create whose outcome is unknown owes a lookup (``services.intent_lookup``): bounded by
+  the create attempts stamped on the record, paged under a budget, resumed from a stored
+  cursor; a failed page is an unknown outcome, never "absent".
+* The final status is written in one place: ``_Charge.finish``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from orchestrator import metrics
+from orchestrator.db.repositories.leases import LeaseRepository
+from orchestrator.db.uow import UnitOfWork
+from orchestrator.domain.intent_match import ExpectedIntent, intent_mismatches, reject
+from orchestrator.domain.intent_outcome import Next, Reading, UnexpectedIntentStatus, read_intent
+from orchestrator.domain.ledger import lines_for
+from orchestrator.domain.model import Failure, PaymentRecord
+from orchestrator.domain.representation import payment_representation
+from orchestrator.domain.states import Outcome, PaymentStatus, RecoveryPoint
+from orchestrator.engine.lease import Deferred, Lease, Parked, ProcessResult, describe_error
+from orchestrator.engine.runner import Runner, run_operation
+from orchestrator.logging import get_logger
+from orchestrator.providers.base import (
+    Declined,
+    OutcomeUnknown,
+    PaymentProvider,
+    Permanent,
+    ProviderIntent,
+    Retryable,
+)
+from orchestrator.services.intent_lookup import Verdict, lookup_window, scan_for_intent
+
+log = get_logger(__name__)
+
+# Permanent errors that say *our* side is wrong (credentials, a key reused with other
+# parameters): failing the merchant's payment for them would be wrong, so an operator
+# looks instead.
+_OPERATOR_ERRORS = frozenset({"idempotency_error"})
+_OPERATOR_HTTP_STATUSES = frozenset({401, 403})
+UNEXPECTED_STATE = "payment_intent_unexpected_state"
+
+
+class ChargeKind:
+    """The charge's rows and steps, for ``engine.runner.run_operation``."""
+
+    name = "charge"
+
+    def leases(self, uow: UnitOfWork) -> LeaseRepository:
+        return uow.leases
+
+    def log_fields(self, record_id: str) -> dict[str, Any]:
+        return {"payment_id": record_id}
+
+    def run(self, lease: Lease[PaymentRecord], provider: PaymentProvider) -> None:
+        _Charge(lease, provider).run()
+
+
+CHARGE = ChargeKind()
+
+
+def process_payment(
+    runner: Runner,
+    payment_id: str,
+    lease_token: int,
+    **options: Any,
+) -> ProcessResult:
+    """Charge ``payment_id`` under the lease ``lease_token`` carries (see ``run_operation``
+    for the options)."""
+    return run_operation(runner, CHARGE, payment_id, lease_token, **options)
+
+
+@dataclass
+class _Charge:
+    """One run of the charge's steps for one claimed payment."""
+
+    lease: Lease[PaymentRecord]
+    provider: PaymentProvider
+    # The intent this run last read and found to be ours: confirming it needs no new read.
+    checked_intent_id: str | None = None
+
+    @property
+    def record(self) -> PaymentRecord:
+        return self.lease.record
+
+    def run(self) -> None:
+        while True:
+            point = self.record.recovery_point
+            if point is RecoveryPoint.ACCEPTED:
+                self.create_intent()
+            elif point is RecoveryPoint.INTENT_CREATED:
+                self.drive_intent()
+            elif point is RecoveryPoint.PROVIDER_SETTLED:
+                self.finish()
+                return
+            else:
+                return  # completed by someone else; the fence would refuse us anyway
+
+    # -- step 2: create ---------------------------------------------------------------------
+
+    def create_intent(self) -> None:
+        """An unconfirmed intent moves no money, so resending the same create key is always
+        safe; a create whose outcome is unknown is resolved by the lookup first."""
+        if self.record.lookup_pending:
+            self.resolve_lost_create()
+            return
+        record = self.record
+        lease = self.lease
+        lease.check_budget()
+        # Renew, and stamp the attempt (database clock) that bounds the lookup's window.
+        lease.write(
+            lambda uow, now: uow.leases.renew_for_create(
+                record.id, token=lease.token, now=now, lease_until=lease.until(now)
+            )
+        )
+        try:
+            intent = self.provider.create_intent(
+                record_id=record.id,
+                amount=record.request.amount,
+                currency=record.request.currency,
+                payment_method=record.request.payment_method,
+                description=record.request.description,
+                metadata=record.request.metadata,
+            )
+        except Retryable as error:
+            lease.wait(error.retry_after, describe_error(error))
+            return
+        except OutcomeUnknown as error:
+            # Even a saved 500 replaying under the fixed key gets here every time: each
+            # unknown create owes a lookup before the next create.
+            self.note_unknown(error, owe_lookup=True)
+            self.resolve_lost_create()
+            return
+        except Declined as error:
+            self._settle_failure(error, intent_id=error.intent_id)
+            return
+        except Permanent as error:
+            self._settle_permanent(error, intent_id=None)
+            return
+        self.check_ours(intent)
+        self.mark_intent_created(intent)
+
+    def resolve_lost_create(self) -> None:
+        """The bounded, resumable lookup (``services.intent_lookup``), then what it proved."""
+        record = self.record
+        settings = self.lease.settings
+        assert record.first_create_at is not None and record.last_create_at is not None
+        window = lookup_window(
+            record.first_create_at,
+            record.last_create_at,
+            margin_seconds=settings.lookup_clock_margin_seconds,
+            call_seconds=settings.provider_timeout_seconds,
+        )
+        try:
+            result = scan_for_intent(
+                self.provider,
+                self.expected,
+                window,
+                cursor=record.lookup_cursor,
+                pages_read=record.lookup_pages,
+                rejected=list(record.rejected_intents),
+                page_budget=settings.lookup_pages_per_attempt,
+                save=self.save_lookup,
+            )
+        except Retryable as error:
+            self.lease.wait(error.retry_after, f"lookup: {describe_error(error)}")
+            return
+        except OutcomeUnknown as error:
+            # A failed page proves nothing: the lookup stays owed and resumes at its cursor.
+            self.note_unknown(error)
+            self.lease.wait(None, f"lookup: {describe_error(error)}")
+            return
+        except Permanent as error:
+            raise Parked(f"cannot list provider intents: {describe_error(error)}") from error
+        if result.rejected != list(self.record.rejected_intents):
+            self.record_rejected(result.rejected)
+        if result.verdict is Verdict.FOUND:
+            assert result.intent is not None
+            self.checked_intent_id = result.intent.id
+            self.mark_intent_created(result.intent)
+        elif result.verdict is Verdict.UNFINISHED:
+            raise Deferred(0.0, f"lookup continues after {self.record.lookup_pages} pages")
+        else:
+            self._resend_after_lookup(result.verdict, result.rejected)
+
+    def save_lookup(self, cursor: str | None, pages: int, rejected: list[dict[str, Any]]) -> None:
+        """Before every page of the lookup: renew, store where it resumes, then check the
+        time budget (a deferral here loses nothing: the cursor is already stored)."""
+        lease = self.lease
+        lease.write(
+            lambda uow, now: uow.leases.save_lookup_progress(
+                lease.id,
+                token=lease.token,
+                now=now,
+                lease_until=lease.until(now),
+                cursor=cursor,
+                pages=pages,
+                rejected=rejected,
+            )
+        )
+        lease.check_budget()
+
+    def _resend_after_lookup(self, verdict: Verdict, rejected: list[dict[str, Any]]) -> None:
+        """The whole window was read and no intent of ours is in it.  Our create may still
+        be executing at the provider (the client gave up, the server did not), so neither
+        "absent" nor "only foreign intents" proves it never will land.  Re-sending the same
+        create key is what is always safe: it replays our intent, waits on the in-flight one
+        (409) or creates ours, and it can never adopt a foreign intent (``check_ours``).
+        Out of attempts, the payment parks and names every rejected intent."""
+        self.lease.write(
+            lambda uow, now: uow.leases.end_lookup(self.lease.id, token=self.lease.token, now=now)
+        )
+        if verdict is Verdict.FOREIGN_ONLY:
+            described = "; ".join(f"{r['id']} ({', '.join(r['reasons'])})" for r in rejected)
+            why = f"only intents that are not this payment's (never confirmed): {described}"
+            log.warning("provider_foreign_intents_only", payment_id=self.record.id, found=why)
+        else:
+            why = "no intent naming this payment"
+        self.lease.park_if_out_of_attempts(
+            f"creates with an unknown outcome; the lookup found {why}"
+        )
+        self.lease.wait(None, f"lookup found {why}; re-sending the create (same key)")
+
+    # -- step 3: query first, confirm -------------------------------------------------------
+
+    def drive_intent(self) -> None:
+        """Query first (when a confirm may have been sent), then confirm."""
+        intent_id = self.record.provider_payment_id
+        assert intent_id is not None, "intent_created without a provider id"
+        lease = self.lease
+        # Query first when a confirm may have been sent, and before confirming an intent this
+        # run has not read and compared with the record (resumed after a crash or takeover).
+        if self.record.confirm_attempts > 0 or self.checked_intent_id != intent_id:
+            lease.renew()
+            try:
+                intent = self.provider.retrieve_intent(intent_id)
+            except Retryable as error:
+                lease.wait(error.retry_after, describe_error(error))
+                return
+            except OutcomeUnknown as error:
+                self.note_unknown(error)
+                lease.wait(None, describe_error(error))
+                return
+            except Permanent as error:
+                raise Parked(f"cannot read intent {intent_id}: {describe_error(error)}") from error
+            if self._act_on(intent) is not Next.CONFIRM:
+                return
+
+        # Renew and take the next confirm number in one transaction: the key is durable
+        # before it is sent.
+        lease.check_budget()
+        lease.write(
+            lambda uow, now: uow.leases.renew(
+                lease.id,
+                token=lease.token,
+                now=now,
+                lease_until=lease.until(now),
+                next_confirm=True,
+            )
+        )
+        attempt = self.record.confirm_attempts
+        try:
+            intent = self.provider.confirm_intent(
+                intent_id, record_id=self.record.id, attempt=attempt
+            )
+        except Declined as error:
+            self._settle_failure(error, intent_id=intent_id)
+            return
+        except Retryable as error:
+            # 429: nothing happened.  409 key in use: our earlier request with this key is
+            # still executing at the provider; either way the next round queries first.
+            lease.wait(error.retry_after, describe_error(error))
+            return
+        except OutcomeUnknown as error:
+            # The provider may have charged.  The next round retrieves before any confirm;
+            # a saved 500 would replay forever under this key, so a later confirm takes n+1.
+            self.note_unknown(error)
+            lease.wait(None, describe_error(error))
+            return
+        except Permanent as error:
+            if error.code == UNEXPECTED_STATE:
+                # Already confirmed (by us, earlier): the next round's retrieve tells how.
+                log.info("confirm_unexpected_state", payment_id=self.record.id)
+                return
+            self._settle_permanent(error, intent_id=intent_id)
+            return
+        self._act_on(intent)
+
+    def _act_on(self, intent: ProviderIntent) -> Next:
+        """The provider's truth about our intent, read (``domain.intent_outcome``)."""
+        self.check_ours(intent)
+        try:
+            reading = read_intent(intent)
+        except UnexpectedIntentStatus as error:
+            raise Parked(str(error)) from error
+        if reading.next is Next.SETTLE:
+            self.settle(reading, intent.id, intent)
+        elif reading.next is Next.WAIT:
+            self.lease.wait(None, f"provider still processing {intent.id}")
+        return reading.next
+
+    # -- what the provider said, stored ------------------------------------------------------
+
+    @property
+    def expected(self) -> ExpectedIntent:
+        return ExpectedIntent.for_record(self.record)
+
+    def check_ours(self, intent: ProviderIntent) -> None:
+        """Stop (needs_attention) on an intent that is not what the record asked for; it is
+        kept on the record for ops and never confirmed or settled."""
+        problems = intent_mismatches(intent, self.expected)
+        if not problems:
+            self.checked_intent_id = intent.id
+            return
+        rejected = reject(intent, problems)
+        entry = rejected.to_json()
+        kept = [r for r in self.record.rejected_intents if r.get("id") != intent.id]
+        self.record_rejected([*kept, entry])
+        log.warning(
+            "provider_intent_mismatch",
+            payment_id=self.record.id,
+            intent_id=intent.id,
+            reasons=list(problems),
+        )
+        raise Parked(f"provider intent is not this payment's: {rejected.describe()}")
+
+    def record_rejected(self, rejected: list[dict[str, Any]]) -> None:
+        """Keep the intents that named this record but did not match it (never confirmed)."""
+        self.lease.write(
+            lambda uow, now: uow.leases.record_rejected(
+                self.lease.id, token=self.lease.token, rejected=rejected, now=now
+            )
+        )
+
+    def mark_intent_created(self, intent: ProviderIntent) -> None:
+        self.lease.write(
+            lambda uow, now: uow.leases.mark_intent_created(
+                self.lease.id, token=self.lease.token, provider_payment_id=intent.id, now=now
+            )
+        )
+
+    def note_unknown(self, error: Exception, *, owe_lookup: bool = False) -> None:
+        """Count an unknown outcome; out of attempts -> needs_attention.  ``owe_lookup``: a
+        create whose outcome is unknown, so a fresh lookup is owed before anything else."""
+        why = describe_error(error)
+        self.lease.write(
+            lambda uow, now: uow.leases.record_unknown_outcome(
+                self.lease.id, token=self.lease.token, error=why, now=now, owe_lookup=owe_lookup
+            )
+        )
+        # A lost create is looked up before it may park the payment: the lookup can still
+        # find our intent and carry on (resolve_lost_create parks when it cannot).
+        if not owe_lookup:
+            self.lease.park_if_out_of_attempts(why)
+
+    def settle(
+        self, reading: Reading, intent_id: str | None, intent: ProviderIntent | None = None
+    ) -> None:
+        """Store what the provider settled (``provider_settled``): a worker that dies before
+        finishing leaves a record that needs no further provider call."""
+        assert reading.outcome is not None
+        outcome = reading.outcome
+        settled_amount: int | None = None
+        settled_currency: str | None = None
+        if intent is not None and outcome is Outcome.SUCCEEDED:
+            # What the provider says it moved, not what we asked for: the ledger books this.
+            settled_amount = (
+                intent.amount_received if intent.amount_received is not None else intent.amount
+            )
+            settled_currency = intent.currency.lower()
+        self.lease.write(
+            lambda uow, now: uow.leases.record_settlement(
+                self.lease.id,
+                token=self.lease.token,
+                outcome=outcome,
+                provider_payment_id=intent_id,
+                provider_charge_id=reading.charge_id,
+                failure=reading.failure,
+                now=now,
+                settled_amount=settled_amount,
+                settled_currency=settled_currency,
+            )
+        )
+
+    def _settle_failure(self, error: Declined, *, intent_id: str | None) -> None:
+        failure = Failure(code=error.code, decline_code=error.decline_code, message=error.message)
+        self.settle(Reading(Next.SETTLE, Outcome.FAILED, failure=failure), intent_id)
+
+    def _settle_permanent(self, error: Permanent, *, intent_id: str | None) -> None:
+        if error.code in _OPERATOR_ERRORS or error.http_status in _OPERATOR_HTTP_STATUSES:
+            raise Parked(f"provider refused our request: {describe_error(error)}")
+        failure = Failure(code=error.code or "invalid_request", message=error.message)
+        self.settle(Reading(Next.SETTLE, Outcome.FAILED, failure=failure), intent_id)
+
+    # -- step 4: the finish -----------------------------------------------------------------
+
+    def finish(self) -> None:
+        """The payment's final status is written here, and only here: one fenced
+        transaction with the outcome row, the ledger lines and the outbox event."""
+        record = self.record
+        outcome = record.provider_outcome
+        assert outcome is not None
+        status = PaymentStatus(outcome.value)
+        amount, currency = record.request.amount, record.request.currency
+        if record.provider_outcome is Outcome.SUCCEEDED and record.settled_amount is not None:
+            # Never finish a success at an amount the provider did not move: the checks
+            # before confirm make this unreachable, and this keeps it so.
+            amount, currency = record.settled_amount, record.settled_currency or currency
+            if (amount, currency) != (record.request.amount, record.request.currency):
+                raise Parked(
+                    f"provider moved {amount} {currency}, the payment asked for "
+                    f"{record.request.amount} {record.request.currency}"
+                )
+
+        def write_finish(uow: UnitOfWork, now: datetime) -> PaymentRecord | None:
+            final = replace(
+                record,
+                status=status,
+                recovery_point=RecoveryPoint.COMPLETED,
+                lease_owner=None,
+                locked_until=None,
+                next_attempt_at=None,
+                completed_at=now,
+                updated_at=now,
+            )
+            response = payment_representation(final)
+            finished = uow.leases.finish(
+                record.id, token=self.lease.token, status=status, response_body=response, now=now
+            )
+            if finished is None:
+                return None
+            uow.outcomes.add_outcome(finished, now=now)
+            uow.outcomes.add_ledger_lines(
+                record.id,
+                lines_for(
+                    outcome,
+                    amount=amount,
+                    currency=currency,
+                    provider=record.provider,
+                    client_id=record.client_id,
+                ),
+                now=now,
+            )
+            uow.outcomes.add_outbox_event(record.id, f"payment.{status.value}", response, now=now)
+            return finished
+
+        self.lease.write(write_finish)
+        metrics.PAYMENTS_FINISHED.labels(status=status.value).inc()
+        log.info("payment_finished", payment_id=record.id, status=status.value)

@@ -1,0 +1,195 @@
+"""A claimed lease, and the only way to write under it.
+
+Every write an operation makes after its claim goes through ``Lease.write``: one short
+transaction whose change says ``WHERE lease_token = mine``.  A change that finds no row
+(the repository returns None) means another holder took the lease over: ``Fenced`` is
+raised, the transaction rolls back, and the run stops without writing anything more.
+
+The three ways a run stops early are exceptions the runner (``engine.runner``) turns into
+a result::
+
+    Fenced    our token is stale            -> nothing written, FENCED
+    Deferred  wait longer than a task may   -> lease released until next_attempt_at, DEFERRED
+    Parked    an operator must decide       -> needs_attention, PARKED
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any, Generic, Protocol, TypeVar
+
+from orchestrator.db.uow import UnitOfWork, UnitOfWorkFactory
+from orchestrator.domain.backoff import backoff_delay
+from orchestrator.logging import get_logger
+from orchestrator.settings import Settings
+
+log = get_logger(__name__)
+
+
+class ProcessResult(StrEnum):
+    NOT_CLAIMED = "not_claimed"  # someone else holds it, it is not due, or it is finished
+    COMPLETED = "completed"
+    DEFERRED = "deferred"  # waits in the row (next_attempt_at) for the sweeper
+    PARKED = "parked"  # needs_attention
+    FENCED = "fenced"  # taken over while we worked; nothing of ours was written after
+
+
+class Fenced(Exception):
+    """Our lease token is stale: another holder owns the record now."""
+
+
+class Deferred(Exception):
+    def __init__(self, delay: float, reason: str) -> None:
+        super().__init__(reason)
+        self.delay = delay
+        self.reason = reason
+
+
+class Parked(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class LeasedRecord(Protocol):
+    """What the engine reads of any operation's record."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def lease_token(self) -> int: ...
+    @property
+    def attempts(self) -> int: ...
+    @property
+    def unknown_outcomes(self) -> int: ...
+
+
+R = TypeVar("R", bound=LeasedRecord)
+R_co = TypeVar("R_co", bound=LeasedRecord, covariant=True)
+
+
+class LeaseStore(Protocol[R_co]):
+    """The lease columns of one kind's rows, as compare-and-set updates (None: fenced or
+    not ours to take).  ``orchestrator.db.repositories.leases`` is the charge's."""
+
+    def claim(
+        self,
+        record_id: str,
+        *,
+        carried_token: int,
+        owner: str,
+        now: datetime,
+        lease_until: datetime,
+    ) -> R_co | None: ...
+
+    def renew(
+        self, record_id: str, *, token: int, now: datetime, lease_until: datetime
+    ) -> R_co | None: ...
+
+    def defer(
+        self, record_id: str, *, token: int, until: datetime, error: str | None, now: datetime
+    ) -> R_co | None: ...
+
+    def park(self, record_id: str, *, token: int, error: str, now: datetime) -> R_co | None: ...
+
+
+@dataclass
+class Lease(Generic[R]):
+    """One run's hold on one operation's record."""
+
+    store: Callable[[UnitOfWork], LeaseStore[R]]
+    uow: UnitOfWorkFactory
+    settings: Settings
+    record: R
+    owner: str
+    log_fields: dict[str, Any]
+    sleep: Callable[[float], None] = time.sleep
+    rng: random.Random | None = None
+    started: float = 0.0
+    retries: int = 0
+
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+    @property
+    def token(self) -> int:
+        return self.record.lease_token
+
+    def until(self, now: datetime) -> datetime:
+        """Where a renewal moves ``locked_until`` to."""
+        return now + timedelta(seconds=self.settings.lease_seconds)
+
+    # -- the fenced write -----------------------------------------------------------------
+
+    def write(self, change: Callable[[UnitOfWork, datetime], R | None]) -> R:
+        """Run ``change`` in one short transaction and commit it, or raise ``Fenced`` (and
+        roll back) when it found our token stale.  The only writer after the claim."""
+        with self.uow() as uow:
+            written = change(uow, uow.now())
+            if written is None:
+                raise Fenced()
+            uow.commit()
+        self.record = written
+        return written
+
+    def renew(self) -> None:
+        """Before every provider call: extend the lease (a heartbeat, not a change)."""
+        self.check_budget()
+        self.write(
+            lambda uow, now: self.store(uow).renew(
+                self.id, token=self.token, now=now, lease_until=self.until(now)
+            )
+        )
+
+    # -- time -----------------------------------------------------------------------------
+
+    def check_budget(self) -> None:
+        """Stop starting provider calls that could outlive the task's soft time limit:
+        the work waits in the row instead, and the lease stays meaningful."""
+        settings = self.settings
+        elapsed = time.monotonic() - self.started
+        if elapsed + settings.provider_timeout_seconds > settings.task_soft_time_limit:
+            raise Deferred(0.0, "task time budget spent")
+
+    def wait(self, retry_after: float | None, reason: str) -> None:
+        """Back off (full jitter) here if the wait is short; otherwise hand the work back to
+        the row (``Deferred``) and let the sweeper re-queue it when it is due."""
+        settings = self.settings
+        delay = backoff_delay(
+            self.retries + self.record.unknown_outcomes,
+            base=settings.retry_base_seconds,
+            cap=settings.retry_cap_seconds,
+            rng=self.rng or random.Random(),
+            retry_after=retry_after,
+        )
+        self.retries += 1
+        elapsed = time.monotonic() - self.started
+        if (
+            delay > settings.max_in_task_wait_seconds
+            or elapsed + delay + settings.provider_timeout_seconds > settings.task_soft_time_limit
+        ):
+            raise Deferred(delay, reason)
+        log.info("provider_backoff", **self.log_fields, delay=round(delay, 3), reason=reason)
+        self.sleep(delay)
+
+    def park_if_out_of_attempts(self, why: str) -> None:
+        if self.record.unknown_outcomes >= self.settings.max_attempts:
+            raise Parked(f"{self.record.unknown_outcomes} unknown outcomes: {why}")
+
+
+def describe_error(error: BaseException) -> str:
+    """An error as stored in ``last_error``: type, HTTP status, provider code, message."""
+    code = getattr(error, "code", None)
+    status = getattr(error, "http_status", None)
+    parts = [type(error).__name__]
+    if status:
+        parts.append(str(status))
+    if code:
+        parts.append(str(code))
+    return f"{' '.join(parts)}: {error}"[:2000]

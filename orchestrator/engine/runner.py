@@ -1,0 +1,194 @@
+"""The engine: run one operation, of any kind, under a lease.
+
+Read top to bottom, ``run_operation`` is the whole life of one task::
+
+    1. claim     one transaction: take the lease if the carried token is current or the
+                 lease expired; the fencing token and the attempt count go up.  Not ours:
+                 NOT_CLAIMED, nothing written.
+    2. steps     ``kind.run(lease, provider)``: the kind's steps (``engine.kinds.*``).  Each
+                 is a provider call between two fenced writes (``Lease.write``); the last
+                 one writes the finish (final status, ledger, outbox) in one transaction.
+    3. the end   Fenced   -> nothing more is written                       FENCED
+                 Deferred -> lease released until next_attempt_at           DEFERRED
+                 Parked   -> needs_attention, for an operator                PARKED
+
+Safe to run any number of times, concurrently, with stale tokens: the claim and the fence
+decide who may act.  What a kind supplies is only its steps and how it reads the
+provider's truth after an unknown outcome; claim, renew, fenced write, backoff, defer and
+park are here (and in ``engine.lease``), take-over and sweep in ``engine.takeover`` and
+``engine.sweep``, and they serve every kind.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Protocol
+
+from orchestrator import metrics
+from orchestrator.db.uow import UnitOfWork, UnitOfWorkFactory
+from orchestrator.engine.lease import (
+    Deferred,
+    Fenced,
+    Lease,
+    LeaseStore,
+    Parked,
+    ProcessResult,
+    R,
+)
+from orchestrator.logging import get_logger
+from orchestrator.providers.base import PaymentProvider
+from orchestrator.settings import Settings
+
+log = get_logger(__name__)
+
+
+class OperationKind(Protocol[R]):
+    """One kind of provider-side effect (``engine.kinds``): its rows and its steps."""
+
+    @property
+    def name(self) -> str: ...
+
+    def leases(self, uow: UnitOfWork) -> LeaseStore[R]:
+        """The repository holding this kind's lease columns."""
+        ...
+
+    def log_fields(self, record_id: str) -> dict[str, Any]:
+        """How log lines name a record of this kind."""
+        ...
+
+    def run(self, lease: Lease[R], provider: PaymentProvider) -> None:
+        """The steps, from the record's recovery point to its finish."""
+        ...
+
+
+@dataclass(frozen=True)
+class Runner:
+    """What the engine uses, and nothing else (bound once in ``bootstrap``)."""
+
+    uow: UnitOfWorkFactory
+    provider: PaymentProvider
+    settings: Settings
+
+
+def default_owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def run_operation(
+    runner: Runner,
+    kind: OperationKind[R],
+    record_id: str,
+    lease_token: int,
+    *,
+    owner: str | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    rng: random.Random | None = None,
+    interruptions: tuple[type[BaseException], ...] = (),
+) -> ProcessResult:
+    """Claim ``record_id``'s lease and run ``kind``'s steps under it.
+
+    ``interruptions`` are exceptions that mean "stop now and hand the work back" (Celery's
+    SoftTimeLimitExceeded): the record is deferred for the sweeper instead of waiting for
+    its lease to expire."""
+    owner = owner or default_owner()
+    started = time.monotonic()
+    fields = kind.log_fields(record_id)
+
+    # 1. claim
+    with runner.uow() as uow:
+        now = uow.now()
+        record = kind.leases(uow).claim(
+            record_id,
+            carried_token=lease_token,
+            owner=owner,
+            now=now,
+            lease_until=now + timedelta(seconds=runner.settings.lease_seconds),
+        )
+        uow.commit()
+    if record is None:
+        log.info("claim_skipped", **fields, carried_token=lease_token)
+        return ProcessResult.NOT_CLAIMED
+    log.info(
+        "lease_claimed",
+        **fields,
+        lease_token=record.lease_token,
+        attempt=record.attempts,
+        recovery_point=getattr(record, "recovery_point", None),
+    )
+    lease = Lease(
+        store=kind.leases,
+        uow=runner.uow,
+        settings=runner.settings,
+        record=record,
+        owner=owner,
+        log_fields=fields,
+        sleep=sleep,
+        rng=rng or random.Random(),
+        started=started,
+    )
+
+    # 2. the kind's steps, 3. how they ended
+    try:
+        if record.attempts > runner.settings.max_attempts:
+            raise Parked(f"claimed {record.attempts} times without finishing")
+        kind.run(lease, runner.provider)
+        return ProcessResult.COMPLETED
+    except Fenced:
+        return _fenced(lease)
+    except Deferred as deferred:
+        return _defer(lease, deferred)
+    except Parked as parked:
+        return _park(lease, parked.reason)
+    except interruptions as interruption:
+        return _defer(lease, Deferred(0.0, f"interrupted: {type(interruption).__name__}"))
+
+
+def _fenced(lease: Lease[Any]) -> ProcessResult:
+    metrics.FENCED_WRITES.inc()
+    log.warning("fenced_out", **lease.log_fields, lease_token=lease.token)
+    return ProcessResult.FENCED
+
+
+def _defer(lease: Lease[Any], deferred: Deferred) -> ProcessResult:
+    """Release the lease until the wait is over: the wait lives in the row, not in the
+    broker, and the sweeper re-queues the record when it is due."""
+    try:
+        lease.write(
+            lambda uow, now: lease.store(uow).defer(
+                lease.id,
+                token=lease.token,
+                until=now + timedelta(seconds=deferred.delay),
+                error=deferred.reason,
+                now=now,
+            )
+        )
+    except Fenced:
+        return _fenced(lease)
+    log.info(
+        "payment_deferred",
+        **lease.log_fields,
+        delay=round(deferred.delay, 3),
+        reason=deferred.reason,
+    )
+    return ProcessResult.DEFERRED
+
+
+def _park(lease: Lease[Any], reason: str) -> ProcessResult:
+    """needs_attention: the recovery point stays, so an operator's retry resumes there."""
+    try:
+        lease.write(
+            lambda uow, now: lease.store(uow).park(
+                lease.id, token=lease.token, error=reason, now=now
+            )
+        )
+    except Fenced:
+        return _fenced(lease)
+    metrics.PAYMENTS_PARKED.inc()
+    log.warning("payment_needs_attention", **lease.log_fields, reason=reason)
+    return ProcessResult.PARKED

@@ -1,1 +1,0 @@
-"""Lease expiry: the takeover the sweeper and operators share, and the sweeper loop."""
