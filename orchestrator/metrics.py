@@ -55,7 +55,17 @@ class Role(StrEnum):
 MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 PAYMENT_STATUSES = ("processing", "succeeded", "failed", "needs_attention")
 # The operation and outcome labels of orchestrator.providers.instrumented.
-PROVIDER_OPERATIONS = ("create", "confirm", "retrieve", "lookup")
+PROVIDER_OPERATIONS = (
+    "create",
+    "confirm",
+    "retrieve",
+    "lookup",
+    "capture",
+    "cancel",
+    "refund",
+    "retrieve_refund",
+    "list_refunds",
+)
 PROVIDER_OUTCOMES = ("ok", "declined", "permanent", "retryable", "unknown", "error")
 TAKEOVER_ACTORS = ("sweeper", "operator")
 

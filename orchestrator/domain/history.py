@@ -12,7 +12,7 @@ from typing import Any
 class ProviderCallRecord:
     """One provider call as the worker made it, before it is stored."""
 
-    operation: str  # create, confirm, retrieve, lookup
+    operation: str  # create, confirm, retrieve, capture, cancel, refund, retrieve_refund, …
     method: str
     path: str  # the provider request it stands for, e.g. /v1/payment_intents/pi_…/confirm
     payment_id: str | None

@@ -1,8 +1,8 @@
 """The provider protocol and our error taxonomy.
 
-Everything the worker needs from a provider is these four operations (create, confirm,
-retrieve, list).  Each call either
-returns a ``ProviderIntent`` or raises one of::
+Everything the workers need from a provider: intents (create, confirm, retrieve, list,
+capture, cancel) and refunds (create, retrieve, list).  Each call either returns its object
+(``ProviderIntent``, ``IntentPage``, ``ProviderRefund``, ``RefundPage``) or raises one of::
 
     ProviderError
     ├── Declined          the provider refused the payment (card errors): a final outcome,
@@ -14,8 +14,13 @@ returns a ``ProviderIntent`` or raises one of::
     └── OutcomeUnknown    timeout, connection error, 5xx: the provider MAY have acted.
                           Never resend blindly: query first.
 
-Idempotency keys are derived from our record id (``keys``), never random, so a resend of
-the same step after a crash is the same request to the provider.
+Idempotency keys are derived from our record or operation id (``keys``), never random, so a
+resend of the same step after a crash is the same request to the provider.
+
+Provider events (webhooks) come in the other direction: ``ProviderEvent`` is what a verified
+webhook says, and ``WebhookSignatureInvalid`` what a forged, stale or garbled one raises
+(``stripe_adapter.parse_webhook_event``).  An event is a hint, never the truth: the object it
+names is retrieved before anything is applied.
 """
 
 from __future__ import annotations
@@ -55,6 +60,18 @@ class ProviderIntent:
     capture_method: str = "automatic"
     # Money the provider actually received (a succeeded intent): what the ledger books.
     amount_received: int | None = None
+    # What a capture may still take (``requires_capture`` under manual capture), else 0.
+    amount_capturable: int = 0
+    # Only while ``requires_action``: what the customer must do (Stripe's ``next_action``:
+    # ``{"type": "redirect_to_url", "redirect_to_url": {"url", "return_url"}}`` or
+    # ``{"type": "use_stripe_sdk", ...}``).
+    next_action: dict[str, Any] | None = None
+    # The merchant's front end needs it to finish authentication; it lets anyone holding it
+    # confirm the intent from a browser, so it stays out of reprs (logs, tracebacks).
+    client_secret: str | None = field(default=None, repr=False)
+    # Set once canceled: abandoned, automatic, duplicate, failed_invoice, fraudulent,
+    # requested_by_customer, void_invoice.
+    cancellation_reason: str | None = None
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -62,6 +79,48 @@ class ProviderIntent:
 class IntentPage:
     intents: tuple[ProviderIntent, ...]
     has_more: bool
+
+
+@dataclass(frozen=True)
+class ProviderRefund:
+    id: str
+    payment_intent: str
+    amount: int
+    currency: str
+    # Stripe's refund statuses: pending, requires_action, succeeded, failed, canceled.
+    status: str
+    metadata: dict[str, str]
+    reason: str | None = None
+    # Why a refund failed (Stripe: lost_or_stolen_card, expired_or_canceled_card, unknown, …).
+    failure_reason: str | None = None
+    created: int | None = None
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class RefundPage:
+    refunds: tuple[ProviderRefund, ...]
+    has_more: bool
+
+
+@dataclass(frozen=True)
+class ProviderEvent:
+    """What a verified provider webhook says: a hint about one object, never its state."""
+
+    id: str
+    type: str  # e.g. payment_intent.succeeded, charge.refunded, charge.dispute.created
+    created: int
+    object_id: str  # the id of ``data.object`` (pi_…, ch_…, re_…, dp_…)
+    object_type: str  # its ``object`` field: payment_intent, charge, refund, dispute, …
+    # The payment intent the object belongs to (the object itself for payment_intent.*),
+    # or None when the event names none (an unrelated type).
+    payment_intent: str | None
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+class WebhookSignatureInvalid(Exception):
+    """A webhook whose signature is missing, wrong, or older than the tolerance, or whose
+    body is not an event: answer 400 and store nothing."""
 
 
 class ProviderError(Exception):
@@ -114,8 +173,8 @@ class OutcomeUnknown(ProviderError):
 
 
 class PaymentProvider(Protocol):
-    """What the worker needs from a provider.  Implementations must not retry: retries
-    are the worker's, at one layer."""
+    """What the workers need from a provider.  Implementations must not retry: retries
+    are the worker's, at one layer.  Every write carries the derived key named here."""
 
     name: str
 
@@ -128,12 +187,27 @@ class PaymentProvider(Protocol):
         payment_method: str,
         description: str | None,
         metadata: dict[str, str],
+        capture_method: str = "automatic",
+        customer: str | None = None,
     ) -> ProviderIntent:
         """Create an unconfirmed intent (``confirm=false``, moves no money) with the key
-        ``payorch-{record_id}-create`` and ``metadata[payorch_record_id] = record_id``."""
+        ``payorch-{record_id}-create`` and ``metadata[payorch_record_id] = record_id``.
+        ``capture_method="manual"`` makes a successful confirm stop at ``requires_capture``;
+        ``customer`` (``cus_…``) lets a saved card be used."""
 
-    def confirm_intent(self, intent_id: str, *, record_id: str, attempt: int) -> ProviderIntent:
-        """Confirm with the key ``payorch-{record_id}-confirm-{attempt}``."""
+    def confirm_intent(
+        self,
+        intent_id: str,
+        *,
+        record_id: str,
+        attempt: int,
+        off_session: bool | None = None,
+        return_url: str | None = None,
+    ) -> ProviderIntent:
+        """Confirm with the key ``payorch-{record_id}-confirm-{attempt}``.  ``off_session``:
+        the customer is not present, so a card that needs authentication declines
+        (``authentication_required``) instead of answering ``requires_action``;
+        ``return_url``: where a redirect-based authentication sends the customer back."""
 
     def retrieve_intent(self, intent_id: str) -> ProviderIntent:
         """Strongly consistent read of the intent."""
@@ -144,3 +218,41 @@ class PaymentProvider(Protocol):
         """One page of the intents created in ``[created_gte, created_lte]`` (provider
         timestamps, seconds), newest first, after ``starting_after``.  Listing is strongly
         consistent; the provider's search is not and is never used to prove absence."""
+
+    def capture_intent(
+        self, intent_id: str, *, operation_id: str, attempt: int, amount_to_capture: int | None
+    ) -> ProviderIntent:
+        """Capture a ``requires_capture`` intent (all of ``amount_capturable`` when
+        ``amount_to_capture`` is None; the rest is released) with the key
+        ``payorch-{operation_id}-capture-{attempt}``.  A non-capturable intent is
+        ``Permanent(code="payment_intent_unexpected_state")``."""
+
+    def cancel_intent(
+        self, intent_id: str, *, operation_id: str, attempt: int, reason: str | None
+    ) -> ProviderIntent:
+        """Cancel with the key ``payorch-{operation_id}-cancel-{attempt}``
+        (``cancellation_reason``: duplicate, fraudulent, requested_by_customer, abandoned).
+        Canceling a succeeded intent is ``Permanent(code="payment_intent_unexpected_state")``."""
+
+    def create_refund(
+        self,
+        *,
+        intent_id: str,
+        operation_id: str,
+        attempt: int,
+        amount: int,
+        reason: str | None,
+        metadata: dict[str, str],
+    ) -> ProviderRefund:
+        """Refund ``amount`` of the intent's charge with the key
+        ``payorch-{operation_id}-refund-{attempt}`` and
+        ``metadata[payorch_refund_id] = operation_id`` (how a lookup after an unknown outcome
+        recognises it).  More than is left is ``Permanent(code="charge_exceeds_source_limit"
+        or "amount_too_large")``; a refunded-in-full charge ``charge_already_refunded``."""
+
+    def retrieve_refund(self, refund_id: str) -> ProviderRefund:
+        """Strongly consistent read of one refund."""
+
+    def list_refunds(self, intent_id: str, *, starting_after: str | None, limit: int) -> RefundPage:
+        """One page of the intent's refunds, newest first (strongly consistent): how an
+        unknown refund outcome is resolved before anything is re-sent."""

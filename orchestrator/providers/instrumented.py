@@ -14,6 +14,8 @@ from orchestrator.providers.base import (
     PaymentProvider,
     Permanent,
     ProviderIntent,
+    ProviderRefund,
+    RefundPage,
     Retryable,
 )
 
@@ -58,6 +60,8 @@ class InstrumentedProvider:
         payment_method: str,
         description: str | None,
         metadata: dict[str, str],
+        capture_method: str = "automatic",
+        customer: str | None = None,
     ) -> ProviderIntent:
         return self._observe(
             "create",
@@ -68,13 +72,29 @@ class InstrumentedProvider:
                 payment_method=payment_method,
                 description=description,
                 metadata=metadata,
+                capture_method=capture_method,
+                customer=customer,
             ),
         )
 
-    def confirm_intent(self, intent_id: str, *, record_id: str, attempt: int) -> ProviderIntent:
+    def confirm_intent(
+        self,
+        intent_id: str,
+        *,
+        record_id: str,
+        attempt: int,
+        off_session: bool | None = None,
+        return_url: str | None = None,
+    ) -> ProviderIntent:
         return self._observe(
             "confirm",
-            lambda: self._inner.confirm_intent(intent_id, record_id=record_id, attempt=attempt),
+            lambda: self._inner.confirm_intent(
+                intent_id,
+                record_id=record_id,
+                attempt=attempt,
+                off_session=off_session,
+                return_url=return_url,
+            ),
         )
 
     def retrieve_intent(self, intent_id: str) -> ProviderIntent:
@@ -91,4 +111,58 @@ class InstrumentedProvider:
                 starting_after=starting_after,
                 limit=limit,
             ),
+        )
+
+    def capture_intent(
+        self, intent_id: str, *, operation_id: str, attempt: int, amount_to_capture: int | None
+    ) -> ProviderIntent:
+        return self._observe(
+            "capture",
+            lambda: self._inner.capture_intent(
+                intent_id,
+                operation_id=operation_id,
+                attempt=attempt,
+                amount_to_capture=amount_to_capture,
+            ),
+        )
+
+    def cancel_intent(
+        self, intent_id: str, *, operation_id: str, attempt: int, reason: str | None
+    ) -> ProviderIntent:
+        return self._observe(
+            "cancel",
+            lambda: self._inner.cancel_intent(
+                intent_id, operation_id=operation_id, attempt=attempt, reason=reason
+            ),
+        )
+
+    def create_refund(
+        self,
+        *,
+        intent_id: str,
+        operation_id: str,
+        attempt: int,
+        amount: int,
+        reason: str | None,
+        metadata: dict[str, str],
+    ) -> ProviderRefund:
+        return self._observe(
+            "refund",
+            lambda: self._inner.create_refund(
+                intent_id=intent_id,
+                operation_id=operation_id,
+                attempt=attempt,
+                amount=amount,
+                reason=reason,
+                metadata=metadata,
+            ),
+        )
+
+    def retrieve_refund(self, refund_id: str) -> ProviderRefund:
+        return self._observe("retrieve_refund", lambda: self._inner.retrieve_refund(refund_id))
+
+    def list_refunds(self, intent_id: str, *, starting_after: str | None, limit: int) -> RefundPage:
+        return self._observe(
+            "list_refunds",
+            lambda: self._inner.list_refunds(intent_id, starting_after=starting_after, limit=limit),
         )

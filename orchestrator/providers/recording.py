@@ -25,9 +25,17 @@ from orchestrator.providers.base import (
     PaymentProvider,
     ProviderError,
     ProviderIntent,
+    ProviderRefund,
+    RefundPage,
 )
 from orchestrator.providers.instrumented import outcome_label
-from orchestrator.providers.keys import confirm_key, create_key
+from orchestrator.providers.keys import (
+    cancel_key,
+    capture_key,
+    confirm_key,
+    create_key,
+    refund_key,
+)
 
 T = TypeVar("T")
 CallSink = Callable[[ProviderCallRecord], None]
@@ -35,6 +43,7 @@ CallSink = Callable[[ProviderCallRecord], None]
 log = get_logger(__name__)
 
 _INTENTS = "/v1/payment_intents"
+_REFUNDS = "/v1/refunds"
 
 
 class RecordingProvider:
@@ -72,7 +81,6 @@ class RecordingProvider:
                 error=_describe(error),
             )
             raise
-        intent = result if isinstance(result, ProviderIntent) else None
         self._record(
             operation,
             method,
@@ -80,10 +88,10 @@ class RecordingProvider:
             started,
             payment_id=payment_id,
             key=key,
-            object_id=intent.id if intent is not None else object_id,
+            object_id=_object_id(result, object_id),
             outcome="ok",
             http_status=200,
-            provider_status=intent.status if intent is not None else "not_found",
+            provider_status=_status(result),
             error=None,
         )
         return result
@@ -135,6 +143,8 @@ class RecordingProvider:
         payment_method: str,
         description: str | None,
         metadata: dict[str, str],
+        capture_method: str = "automatic",
+        customer: str | None = None,
     ) -> ProviderIntent:
         return self._call(
             "create",
@@ -147,18 +157,34 @@ class RecordingProvider:
                 payment_method=payment_method,
                 description=description,
                 metadata=metadata,
+                capture_method=capture_method,
+                customer=customer,
             ),
             payment_id=record_id,
             key=create_key(record_id),
             object_id=None,
         )
 
-    def confirm_intent(self, intent_id: str, *, record_id: str, attempt: int) -> ProviderIntent:
+    def confirm_intent(
+        self,
+        intent_id: str,
+        *,
+        record_id: str,
+        attempt: int,
+        off_session: bool | None = None,
+        return_url: str | None = None,
+    ) -> ProviderIntent:
         return self._call(
             "confirm",
             "POST",
             f"{_INTENTS}/{intent_id}/confirm",
-            lambda: self._inner.confirm_intent(intent_id, record_id=record_id, attempt=attempt),
+            lambda: self._inner.confirm_intent(
+                intent_id,
+                record_id=record_id,
+                attempt=attempt,
+                off_session=off_session,
+                return_url=return_url,
+            ),
             payment_id=record_id,
             key=confirm_key(record_id, attempt),
             object_id=intent_id,
@@ -187,6 +213,109 @@ class RecordingProvider:
             starting_after=starting_after,
             limit=limit,
         )
+
+    # Captures, cancels and refunds name the intent, not the payment: like a retrieve, the
+    # repository maps the intent to its payment (``provider_payment_id``).  A refund's row
+    # carries the intent too, so the payment page lists it; its own id is in the path.
+
+    def capture_intent(
+        self, intent_id: str, *, operation_id: str, attempt: int, amount_to_capture: int | None
+    ) -> ProviderIntent:
+        return self._call(
+            "capture",
+            "POST",
+            f"{_INTENTS}/{intent_id}/capture",
+            lambda: self._inner.capture_intent(
+                intent_id,
+                operation_id=operation_id,
+                attempt=attempt,
+                amount_to_capture=amount_to_capture,
+            ),
+            payment_id=None,
+            key=capture_key(operation_id, attempt),
+            object_id=intent_id,
+        )
+
+    def cancel_intent(
+        self, intent_id: str, *, operation_id: str, attempt: int, reason: str | None
+    ) -> ProviderIntent:
+        return self._call(
+            "cancel",
+            "POST",
+            f"{_INTENTS}/{intent_id}/cancel",
+            lambda: self._inner.cancel_intent(
+                intent_id, operation_id=operation_id, attempt=attempt, reason=reason
+            ),
+            payment_id=None,
+            key=cancel_key(operation_id, attempt),
+            object_id=intent_id,
+        )
+
+    def create_refund(
+        self,
+        *,
+        intent_id: str,
+        operation_id: str,
+        attempt: int,
+        amount: int,
+        reason: str | None,
+        metadata: dict[str, str],
+    ) -> ProviderRefund:
+        return self._call(
+            "refund",
+            "POST",
+            _REFUNDS,
+            lambda: self._inner.create_refund(
+                intent_id=intent_id,
+                operation_id=operation_id,
+                attempt=attempt,
+                amount=amount,
+                reason=reason,
+                metadata=metadata,
+            ),
+            payment_id=None,
+            key=refund_key(operation_id, attempt),
+            object_id=intent_id,
+        )
+
+    def retrieve_refund(self, refund_id: str) -> ProviderRefund:
+        return self._call(
+            "retrieve_refund",
+            "GET",
+            f"{_REFUNDS}/{refund_id}",
+            lambda: self._inner.retrieve_refund(refund_id),
+            payment_id=None,
+            key=None,
+            object_id=None,
+        )
+
+    def list_refunds(self, intent_id: str, *, starting_after: str | None, limit: int) -> RefundPage:
+        return self._call(
+            "list_refunds",
+            "GET",
+            f"{_REFUNDS}?payment_intent={intent_id}",
+            lambda: self._inner.list_refunds(intent_id, starting_after=starting_after, limit=limit),
+            payment_id=None,
+            key=None,
+            object_id=intent_id,
+        )
+
+
+def _object_id(result: object, requested: str | None) -> str | None:
+    """The intent a successful call is about (what maps the row to its payment)."""
+    if isinstance(result, ProviderIntent):
+        return result.id
+    if isinstance(result, ProviderRefund):
+        return result.payment_intent or requested
+    return requested
+
+
+def _status(result: object) -> str:
+    if isinstance(result, ProviderIntent | ProviderRefund):
+        return result.status
+    if isinstance(result, RefundPage):
+        return f"{len(result.refunds)} refunds" + (", more" if result.has_more else "")
+    return "not_found"
 
 
 def _describe(error: BaseException) -> str:

@@ -60,8 +60,12 @@ from orchestrator.providers.base import (
     PaymentError,
     Permanent,
     ProviderError,
+    ProviderEvent,
     ProviderIntent,
+    ProviderRefund,
+    RefundPage,
     Retryable,
+    WebhookSignatureInvalid,
 )
 from orchestrator.providers.stripe_version import PINNED_API_VERSION
 
@@ -70,6 +74,16 @@ if TYPE_CHECKING:
 
 # Stripe's maximum page size for list endpoints.
 LIST_PAGE_LIMIT = 100
+# How old a webhook's signed timestamp may be (Stripe's own default): a captured request
+# replayed later than this is refused.  Shorter would refuse genuine deliveries from a host
+# whose clock is a little off; longer widens the replay window.
+WEBHOOK_TOLERANCE_SECONDS = 300
+# Connections the adapter keeps to the provider.  One client is shared by every thread of a
+# process, so a pool smaller than the threads calling at once makes them queue on the
+# ``pool`` timeout (which then looks like a provider outage).  ``StripeProvider`` takes
+# ``max_connections`` so the composition root can size it from the worker's concurrency.
+DEFAULT_MAX_CONNECTIONS = 100
+DEFAULT_MAX_KEEPALIVE_CONNECTIONS = 20
 
 
 class ProviderBug(Exception):
@@ -88,9 +102,20 @@ class _HttpxClient(stripe.HTTPClient):
 
     name = "httpx"
 
-    def __init__(self, *, timeout: httpx.Timeout, transport: httpx.BaseTransport | None) -> None:
+    def __init__(
+        self,
+        *,
+        timeout: httpx.Timeout,
+        transport: httpx.BaseTransport | None,
+        limits: httpx.Limits | None = None,
+    ) -> None:
         super().__init__()
-        self._http = httpx.Client(timeout=timeout, transport=transport, follow_redirects=False)
+        self._http = httpx.Client(
+            timeout=timeout,
+            transport=transport,
+            limits=limits or pool_limits(),
+            follow_redirects=False,
+        )
 
     def request(
         self,
@@ -118,6 +143,19 @@ class _HttpxClient(stripe.HTTPClient):
         self._http.close()
 
 
+def pool_limits(
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    max_keepalive_connections: int | None = None,
+) -> httpx.Limits:
+    """The connection pool of one adapter (see ``DEFAULT_MAX_CONNECTIONS``)."""
+    keepalive = (
+        min(DEFAULT_MAX_KEEPALIVE_CONNECTIONS, max_connections)
+        if max_keepalive_connections is None
+        else max_keepalive_connections
+    )
+    return httpx.Limits(max_connections=max_connections, max_keepalive_connections=keepalive)
+
+
 class StripeProvider:
     """``PaymentProvider`` on the official SDK.  Thread-safe: one per process is enough."""
 
@@ -132,6 +170,7 @@ class StripeProvider:
         read_timeout: float,
         transport: httpx.BaseTransport | None = None,
         api_version: str = PINNED_API_VERSION,
+        limits: httpx.Limits | None = None,
     ) -> None:
         # The SDK offers telemetry (a request-metrics header, a telemetry id written under
         # ~/.config/stripe, the platform string) only as a module switch; it is one-way and
@@ -144,7 +183,7 @@ class StripeProvider:
         timeout = httpx.Timeout(
             connect=connect_timeout, read=read_timeout, write=read_timeout, pool=connect_timeout
         )
-        self._http_client = _HttpxClient(timeout=timeout, transport=transport)
+        self._http_client = _HttpxClient(timeout=timeout, transport=transport, limits=limits)
         self._client = stripe.StripeClient(
             api_key,
             base_addresses={"api": api_base},
@@ -182,6 +221,8 @@ class StripeProvider:
         payment_method: str,
         description: str | None,
         metadata: dict[str, str],
+        capture_method: str = "automatic",
+        customer: str | None = None,
     ) -> ProviderIntent:
         params: dict[str, Any] = {
             "amount": amount,
@@ -196,6 +237,13 @@ class StripeProvider:
         }
         if description is not None:
             params["description"] = description
+        # Sent only when not Stripe's default, so a create key recorded before these fields
+        # existed keeps the same parameters (a different body under a saved key would be a
+        # 400 idempotency_error on a resend).
+        if capture_method != "automatic":
+            params["capture_method"] = capture_method
+        if customer is not None:
+            params["customer"] = customer
         with _mapped_errors():
             intent = self._client.v1.payment_intents.create(
                 params,  # type: ignore[arg-type]
@@ -203,12 +251,107 @@ class StripeProvider:
             )
         return parse_intent(intent)
 
-    def confirm_intent(self, intent_id: str, *, record_id: str, attempt: int) -> ProviderIntent:
+    def confirm_intent(
+        self,
+        intent_id: str,
+        *,
+        record_id: str,
+        attempt: int,
+        off_session: bool | None = None,
+        return_url: str | None = None,
+    ) -> ProviderIntent:
+        params: dict[str, Any] = {}
+        if off_session is not None:
+            params["off_session"] = off_session
+        if return_url is not None:
+            params["return_url"] = return_url
         with _mapped_errors():
             intent = self._client.v1.payment_intents.confirm(
-                intent_id, options={"idempotency_key": keys.confirm_key(record_id, attempt)}
+                intent_id,
+                params,  # type: ignore[arg-type]
+                {"idempotency_key": keys.confirm_key(record_id, attempt)},
             )
         return parse_intent(intent)
+
+    def capture_intent(
+        self, intent_id: str, *, operation_id: str, attempt: int, amount_to_capture: int | None
+    ) -> ProviderIntent:
+        params: dict[str, Any] = {}
+        if amount_to_capture is not None:
+            params["amount_to_capture"] = amount_to_capture
+        with _mapped_errors():
+            intent = self._client.v1.payment_intents.capture(
+                intent_id,
+                params,  # type: ignore[arg-type]
+                {"idempotency_key": keys.capture_key(operation_id, attempt)},
+            )
+        return parse_intent(intent)
+
+    def cancel_intent(
+        self, intent_id: str, *, operation_id: str, attempt: int, reason: str | None
+    ) -> ProviderIntent:
+        params: dict[str, Any] = {}
+        if reason is not None:
+            params["cancellation_reason"] = reason
+        with _mapped_errors():
+            intent = self._client.v1.payment_intents.cancel(
+                intent_id,
+                params,  # type: ignore[arg-type]
+                {"idempotency_key": keys.cancel_key(operation_id, attempt)},
+            )
+        return parse_intent(intent)
+
+    def create_refund(
+        self,
+        *,
+        intent_id: str,
+        operation_id: str,
+        attempt: int,
+        amount: int,
+        reason: str | None,
+        metadata: dict[str, str],
+    ) -> ProviderRefund:
+        params: dict[str, Any] = {
+            "payment_intent": intent_id,
+            "amount": amount,
+            # Our refund id goes last so a merchant key of the same name cannot hide it: the
+            # lookup after an unknown outcome recognises our refund by it.
+            "metadata": {**metadata, keys.REFUND_ID_METADATA_KEY: operation_id},
+        }
+        if reason is not None:
+            params["reason"] = reason
+        with _mapped_errors():
+            refund = self._client.v1.refunds.create(
+                params,  # type: ignore[arg-type]
+                {"idempotency_key": keys.refund_key(operation_id, attempt)},
+            )
+        return parse_refund(refund)
+
+    def retrieve_refund(self, refund_id: str) -> ProviderRefund:
+        with _mapped_errors():
+            refund = self._client.v1.refunds.retrieve(refund_id)
+        return parse_refund(refund)
+
+    def list_refunds(self, intent_id: str, *, starting_after: str | None, limit: int) -> RefundPage:
+        """One page of ``GET /v1/refunds?payment_intent=…`` (newest first, strongly
+        consistent)."""
+        params: dict[str, Any] = {
+            "payment_intent": intent_id,
+            "limit": min(max(limit, 1), LIST_PAGE_LIMIT),
+        }
+        if starting_after is not None:
+            params["starting_after"] = starting_after
+        with _mapped_errors():
+            page = self._client.v1.refunds.list(params)  # type: ignore[arg-type]
+        return RefundPage(
+            refunds=tuple(parse_refund(r) for r in page.data), has_more=bool(page.has_more)
+        )
+
+    def parse_webhook_event(
+        self, payload: bytes, signature_header: str, secret: str
+    ) -> ProviderEvent:
+        """See the module-level ``parse_webhook_event``."""
+        return parse_webhook_event(payload, signature_header, secret)
 
     def retrieve_intent(self, intent_id: str) -> ProviderIntent:
         with _mapped_errors():
@@ -292,7 +435,79 @@ def parse_intent(intent: Any) -> ProviderIntent:
         customer=_id_of(raw.get("customer")),
         capture_method=str(raw.get("capture_method") or "automatic"),
         amount_received=int(amount_received) if amount_received is not None else None,
+        amount_capturable=int(raw.get("amount_capturable") or 0),
+        next_action=(
+            dict(raw["next_action"]) if isinstance(raw.get("next_action"), Mapping) else None
+        ),
+        client_secret=str(raw["client_secret"]) if raw.get("client_secret") else None,
+        cancellation_reason=(
+            str(raw["cancellation_reason"]) if raw.get("cancellation_reason") else None
+        ),
         raw=raw,
+    )
+
+
+def parse_refund(refund: Any) -> ProviderRefund:
+    """A Stripe Refund (SDK object or plain dict) as our ``ProviderRefund``."""
+    raw = _to_dict(refund)
+    created = raw.get("created")
+    return ProviderRefund(
+        id=str(raw["id"]),
+        payment_intent=_id_of(raw.get("payment_intent")) or "",
+        amount=int(raw["amount"]),
+        currency=str(raw["currency"]),
+        status=str(raw.get("status") or "pending"),
+        metadata={str(k): str(v) for k, v in (raw.get("metadata") or {}).items()},
+        reason=str(raw["reason"]) if raw.get("reason") else None,
+        failure_reason=str(raw["failure_reason"]) if raw.get("failure_reason") else None,
+        created=int(created) if created is not None else None,
+        raw=raw,
+    )
+
+
+# -- webhooks --------------------------------------------------------------------------
+
+
+def parse_webhook_event(payload: bytes, signature_header: str | None, secret: str) -> ProviderEvent:
+    """A webhook Stripe signed (``Stripe-Signature: t=…,v1=…``, HMAC-SHA256 of
+    ``"{t}.{payload}"`` with the endpoint's ``whsec_`` secret), verified by the SDK with a
+    300 s tolerance, as our ``ProviderEvent``.
+
+    A missing, wrong or stale signature, or a body that is not an event, raises
+    ``WebhookSignatureInvalid``: the route answers 400 and stores nothing.  Verification is
+    the SDK's (``stripe.Webhook.construct_event``), never ours: constant-time comparison,
+    several ``v1`` signatures during a secret roll, the timestamp check.
+    """
+    try:
+        event = stripe.Webhook.construct_event(
+            payload, signature_header, secret, tolerance=WEBHOOK_TOLERANCE_SECONDS
+        )
+    except stripe.SignatureVerificationError as exc:
+        raise WebhookSignatureInvalid(
+            f"Stripe-Signature rejected: {exc.user_message or exc}"
+        ) from exc
+    except ValueError as exc:  # the body is not JSON (the signature matched bytes, not an event)
+        raise WebhookSignatureInvalid(f"the webhook body is not a Stripe event: {exc}") from exc
+    return event_from_dict(_to_dict(event))
+
+
+def event_from_dict(raw: Mapping[str, Any]) -> ProviderEvent:
+    """A Stripe Event (already verified, or listed from ``/v1/events``) as ``ProviderEvent``."""
+    data = raw.get("data")
+    obj = data.get("object") if isinstance(data, Mapping) else None
+    if not isinstance(obj, Mapping) or not raw.get("id") or not raw.get("type"):
+        raise WebhookSignatureInvalid("the webhook body is not a Stripe event (no data.object)")
+    object_type = str(obj.get("object") or "")
+    object_id = str(obj.get("id") or "")
+    intent = object_id if object_type == "payment_intent" else _id_of(obj.get("payment_intent"))
+    return ProviderEvent(
+        id=str(raw["id"]),
+        type=str(raw["type"]),
+        created=int(raw.get("created") or 0),
+        object_id=object_id,
+        object_type=object_type,
+        payment_intent=intent,
+        raw=dict(raw),
     )
 
 
