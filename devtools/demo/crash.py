@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import threading
 
-from orchestrator.providers.base import IntentPage, PaymentProvider, ProviderIntent
+from orchestrator.providers.base import (
+    IntentPage,
+    PaymentProvider,
+    ProviderIntent,
+    ProviderRefund,
+    RefundPage,
+)
 
 
 class SimulatedWorkerCrash(Exception):
@@ -35,6 +41,8 @@ class CrashAfterChargeOnce:
         payment_method: str,
         description: str | None,
         metadata: dict[str, str],
+        capture_method: str = "automatic",
+        customer: str | None = None,
     ) -> ProviderIntent:
         return self._inner.create_intent(
             record_id=record_id,
@@ -43,10 +51,26 @@ class CrashAfterChargeOnce:
             payment_method=payment_method,
             description=description,
             metadata=metadata,
+            capture_method=capture_method,
+            customer=customer,
         )
 
-    def confirm_intent(self, intent_id: str, *, record_id: str, attempt: int) -> ProviderIntent:
-        intent = self._inner.confirm_intent(intent_id, record_id=record_id, attempt=attempt)
+    def confirm_intent(
+        self,
+        intent_id: str,
+        *,
+        record_id: str,
+        attempt: int,
+        off_session: bool | None = None,
+        return_url: str | None = None,
+    ) -> ProviderIntent:
+        intent = self._inner.confirm_intent(
+            intent_id,
+            record_id=record_id,
+            attempt=attempt,
+            off_session=off_session,
+            return_url=return_url,
+        )
         if intent.status == "succeeded" and self._should_crash(record_id):
             raise SimulatedWorkerCrash(f"worker crashed after charging {intent_id}")
         return intent
@@ -73,3 +97,47 @@ class CrashAfterChargeOnce:
             starting_after=starting_after,
             limit=limit,
         )
+
+    # Captures, cancels and refunds pass through unchanged (the crash is a charge's).
+
+    def capture_intent(
+        self, intent_id: str, *, operation_id: str, attempt: int, amount_to_capture: int | None
+    ) -> ProviderIntent:
+        return self._inner.capture_intent(
+            intent_id,
+            operation_id=operation_id,
+            attempt=attempt,
+            amount_to_capture=amount_to_capture,
+        )
+
+    def cancel_intent(
+        self, intent_id: str, *, operation_id: str, attempt: int, reason: str | None
+    ) -> ProviderIntent:
+        return self._inner.cancel_intent(
+            intent_id, operation_id=operation_id, attempt=attempt, reason=reason
+        )
+
+    def create_refund(
+        self,
+        *,
+        intent_id: str,
+        operation_id: str,
+        attempt: int,
+        amount: int,
+        reason: str | None,
+        metadata: dict[str, str],
+    ) -> ProviderRefund:
+        return self._inner.create_refund(
+            intent_id=intent_id,
+            operation_id=operation_id,
+            attempt=attempt,
+            amount=amount,
+            reason=reason,
+            metadata=metadata,
+        )
+
+    def retrieve_refund(self, refund_id: str) -> ProviderRefund:
+        return self._inner.retrieve_refund(refund_id)
+
+    def list_refunds(self, intent_id: str, *, starting_after: str | None, limit: int) -> RefundPage:
+        return self._inner.list_refunds(intent_id, starting_after=starting_after, limit=limit)

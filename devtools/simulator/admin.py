@@ -15,6 +15,12 @@ POST   /_sim/faults          body: a rule ({"spec": "confirm:hang:times=1"} or t
 DELETE /_sim/faults          remove every rule
 DELETE /_sim/faults/{id}     remove one rule (404 if unknown)
 POST   /_sim/reset           forget everything; start-up faults are armed again
+POST   /_sim/refunds/{id}/settle   move a pending or failing refund on now; body
+                             {"status": "succeeded"|"failed"|"canceled"} or {} (the card's
+                             behaviour); answers the refund
+POST   /_sim/dashboard/refunds     a refund made outside the API (Stripe's Dashboard): body
+                             {"payment_intent", "amount"?, "reason"?}; answers Stripe's
+                             refund, or Stripe's error with its status
 """
 
 from __future__ import annotations
@@ -72,6 +78,34 @@ def routes(simulator: Simulator) -> list[Route]:
         simulator.reset()
         return JSONResponse({"ok": True})
 
+    async def settle_refund(request: Request) -> Response:
+        try:
+            payload = await _json_object(request)
+            status = payload.get("status")
+            refund = simulator.settle_refund(
+                request.path_params["refund"], str(status) if status is not None else None
+            )
+        except KeyError:
+            return JSONResponse({"error": {"message": "no such refund"}}, status_code=404)
+        except ValueError as exc:
+            return JSONResponse({"error": {"message": str(exc)}}, status_code=400)
+        return JSONResponse(refund)
+
+    async def dashboard_refund(request: Request) -> Response:
+        try:
+            payload = await _json_object(request)
+            intent = payload["payment_intent"]
+            amount = payload.get("amount")
+            if not isinstance(intent, str) or not (amount is None or isinstance(amount, int)):
+                raise ValueError("payment_intent is a string and amount an integer")
+        except (KeyError, ValueError) as exc:
+            return JSONResponse({"error": {"message": f"bad request: {exc}"}}, status_code=400)
+        reason = payload.get("reason")
+        status, body = simulator.dashboard_refund(
+            intent, amount, str(reason) if reason is not None else None
+        )
+        return JSONResponse(body, status_code=status)
+
     return [
         Route("/_sim/health", health, methods=["GET"]),
         Route("/_sim/movements", movements, methods=["GET"]),
@@ -81,4 +115,14 @@ def routes(simulator: Simulator) -> list[Route]:
         Route("/_sim/faults", clear_faults, methods=["DELETE"]),
         Route("/_sim/faults/{rule_id:int}", remove_fault, methods=["DELETE"]),
         Route("/_sim/reset", reset, methods=["POST"]),
+        Route("/_sim/refunds/{refund}/settle", settle_refund, methods=["POST"]),
+        Route("/_sim/dashboard/refunds", dashboard_refund, methods=["POST"]),
     ]
+
+
+async def _json_object(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    payload: Any = json.loads(raw) if raw.strip() else {}
+    if not isinstance(payload, dict):
+        raise ValueError("the body is a JSON object")
+    return payload

@@ -7,6 +7,12 @@
                                              starting_after, ending_before (strongly consistent)
     GET  /v1/payment_intents/search          search (eventually consistent: lags by
                                              search_lag_seconds; never decide anything on it)
+    POST /v1/payment_intents/{id}/capture    capture (manual capture; amount_to_capture)
+    POST /v1/payment_intents/{id}/cancel     cancel (cancellation_reason)
+    POST /v1/refunds                         create a refund (payment_intent or charge)
+    GET  /v1/refunds/{id}                    retrieve a refund
+    GET  /v1/refunds                         list: payment_intent, charge, limit,
+                                             starting_after, ending_before (newest first)
 
 Anything else under ``/v1`` answers Stripe's 404 "Unrecognized request URL".
 """
@@ -41,6 +47,21 @@ def create_app(config: SimulatorConfig | None = None) -> Starlette:
     async def list_intents(request: Request) -> Response:
         return await simulator.handle(request, "list")
 
+    async def capture(request: Request) -> Response:
+        return await simulator.handle(request, "capture", request.path_params["intent"])
+
+    async def cancel(request: Request) -> Response:
+        return await simulator.handle(request, "cancel", request.path_params["intent"])
+
+    async def create_refund(request: Request) -> Response:
+        return await simulator.handle(request, "refund")
+
+    async def retrieve_refund(request: Request) -> Response:
+        return await simulator.handle(request, "retrieve_refund", request.path_params["refund"])
+
+    async def list_refunds(request: Request) -> Response:
+        return await simulator.handle(request, "list_refunds")
+
     async def search(request: Request) -> Response:
         return await simulator.handle(request, "search")
 
@@ -54,6 +75,11 @@ def create_app(config: SimulatorConfig | None = None) -> Starlette:
         Route("/v1/payment_intents/search", search, methods=["GET"]),
         Route("/v1/payment_intents/{intent}", retrieve, methods=["GET"]),
         Route("/v1/payment_intents/{intent}/confirm", confirm, methods=["POST"]),
+        Route("/v1/payment_intents/{intent}/capture", capture, methods=["POST"]),
+        Route("/v1/payment_intents/{intent}/cancel", cancel, methods=["POST"]),
+        Route("/v1/refunds", create_refund, methods=["POST"]),
+        Route("/v1/refunds", list_refunds, methods=["GET"]),
+        Route("/v1/refunds/{refund}", retrieve_refund, methods=["GET"]),
         *admin.routes(simulator),
         Route("/{path:path}", unrecognized, methods=_ALL_METHODS),
     ]

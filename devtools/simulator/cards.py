@@ -1,12 +1,32 @@
-"""Stripe's test PaymentMethod tokens and what each does on confirm.
+"""Stripe's test PaymentMethod tokens and what each does on confirm and on refund.
 
 Like Stripe, the simulator turns a token such as ``pm_card_visa`` into a fresh PaymentMethod
 id (``pm_1…``) when an intent is created with it; the intent carries that id, not the token.
+
+    authentication  None         no 3-D Secure: confirm succeeds (or declines)
+                    "required"   on-session confirm answers requires_action; off_session=true
+                                 declines with authentication_required (Stripe's 3184/3220)
+                    "on_setup"   on-session requires_action; off-session succeeds, as Stripe's
+                                 3155 card does once set up for future use
+    refund          "succeeds"   a refund succeeds at once (every card on Stripe)
+                    "fails"      the refund answers succeeded, then fails later
+                                 (``charge.refund.updated``), as Stripe's refundFail card
+                    "pending"    the refund answers pending, then succeeds later
+    settles         None         confirm settles at once
+                    "succeeded" / "failed"   confirm answers processing and settles later
+
+The ``pm_card_sim_*`` tokens are the simulator's own (Stripe has no card that answers
+``processing`` or keeps a refund pending); every other token is Stripe's.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
+
+Authentication = Literal["required", "on_setup"]
+RefundBehaviour = Literal["succeeds", "fails", "pending"]
+Settlement = Literal["succeeded", "failed"]
 
 
 @dataclass(frozen=True)
@@ -23,6 +43,9 @@ class SimCard:
     funding: str = "credit"
     country: str = "US"
     decline: CardDecline | None = None
+    authentication: Authentication | None = None
+    refund: RefundBehaviour = "succeeds"
+    settles: Settlement | None = None
 
     @property
     def succeeds(self) -> bool:
@@ -87,5 +110,26 @@ TEST_CARDS: dict[str, SimCard] = {
             "processing_error",
             "An error occurred while processing your card. Try again in a little bit.",
         ),
+    ),
+    # 3-D Secure (SCA): the customer must authenticate (see the module docstring).
+    "pm_card_threeDSecure2Required": SimCard("visa", "3220", authentication="required"),
+    "pm_card_threeDSecureRequired": SimCard("visa", "3063", authentication="required"),
+    "pm_card_authenticationRequired": SimCard("visa", "3184", authentication="required"),
+    "pm_card_authenticationRequiredOnSetup": SimCard("visa", "3155", authentication="on_setup"),
+    "pm_card_authenticationRequiredChargeDeclinedInsufficientFunds": SimCard(
+        "visa",
+        "3178",
+        authentication="required",
+        decline=_declined("insufficient_funds", "Your card has insufficient funds."),
+    ),
+    # Supports 3-D Secure but does not require it: succeeds without authentication.
+    "pm_card_threeDSecureOptional": SimCard("visa", "3055"),
+    # Refunds that do not simply succeed.
+    "pm_card_refundFail": SimCard("visa", "5126", refund="fails"),
+    "pm_card_sim_refundPending": SimCard("visa", "7726", refund="pending"),
+    # Asynchronous outcomes (simulator only): confirm answers processing, settles later.
+    "pm_card_sim_processingSucceeds": SimCard("visa", "1001", settles="succeeded"),
+    "pm_card_sim_processingFails": SimCard(
+        "visa", "1019", settles="failed", decline=_declined("generic_decline")
     ),
 }

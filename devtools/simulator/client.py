@@ -64,6 +64,22 @@ class SimulatorAdmin:
     def reset(self) -> None:
         self._json("POST", "/_sim/reset")
 
+    def settle_refund(self, refund_id: str, status: str | None = None) -> dict[str, Any]:
+        """Move a pending or failing refund on now; returns Stripe's refund object."""
+        body = {} if status is None else {"status": status}
+        return self._json("POST", f"/_sim/refunds/{refund_id}/settle", json=body)
+
+    def dashboard_refund(
+        self, intent_id: str, *, amount: int | None = None, reason: str | None = None
+    ) -> dict[str, Any]:
+        """Refund outside payorch (Stripe's Dashboard); raises on Stripe's error."""
+        body: dict[str, Any] = {"payment_intent": intent_id}
+        if amount is not None:
+            body["amount"] = amount
+        if reason is not None:
+            body["reason"] = reason
+        return self._json("POST", "/_sim/dashboard/refunds", json=body)
+
     def close(self) -> None:
         self._http.close()
 

@@ -36,5 +36,9 @@ class SimulatorConfig:
     answer_observer: Callable[[str, str, int, bytes], None] | None = field(
         default=None, compare=False
     )
+    # Refunds that do not simply succeed (``pm_card_refundFail``, ``pm_card_sim_refundPending``)
+    # move on by themselves this long after they were made (on the next request), or only
+    # when told (``POST /_sim/refunds/{id}/settle``) when None.
+    refund_settle_seconds: float | None = None
     # The request log is a ring: a long-running simulator must not grow without bound.
     max_logged_requests: int = 200_000

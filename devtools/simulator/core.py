@@ -46,8 +46,10 @@ from devtools.simulator.idempotency import (
     SavedResponse,
     fingerprint,
 )
+from devtools.simulator.models import Outcome
+from devtools.simulator.refunds import RefundRequest
 from devtools.simulator.requestlog import LoggedRequest, RequestLog
-from devtools.simulator.state import Outcome, PaymentState, amount_hint
+from devtools.simulator.state import PaymentState, amount_hint
 from orchestrator.providers import keys
 
 _TEST_KEY = re.compile(r"^sk_test_[A-Za-z0-9_]+$")
@@ -133,8 +135,11 @@ class Simulator:
 
     def movements(self) -> dict[str, Any]:
         with self._lock:
+            self.state.settle_due(time.monotonic())
             charges = list(self.state.movements)
             declines = list(self.state.declines)
+            captures = list(self.state.captures)
+            refunds = self.state.refunds.summary()
         amount: Counter[str] = Counter()
         by_intent: Counter[str] = Counter()
         by_record: Counter[str] = Counter()
@@ -163,7 +168,37 @@ class Simulator:
                 "by_record": dict(declined_by_record),
                 "items": [d.to_json() for d in declines],
             },
+            # A capture moves an authorisation's money (manual capture); a charge under
+            # automatic capture is in ``charges`` only.
+            "captures": {
+                "total": len(captures),
+                "by_intent": dict(Counter(c.intent_id for c in captures)),
+                "by_record": dict(Counter(c.record_id for c in captures if c.record_id)),
+                "items": [c.to_json() for c in captures],
+            },
+            "refunds": refunds,
         }
+
+    def settle_refund(self, refund_id: str, status: str | None) -> dict[str, Any]:
+        """Move a pending or failing refund on now (``POST /_sim/refunds/{id}/settle``)."""
+        with self._lock:
+            refund = self.state.refunds.settle(refund_id, status)
+            return objects.render_refund(refund)
+
+    def dashboard_refund(
+        self, intent_id: str, amount: int | None, reason: str | None
+    ) -> tuple[int, dict[str, Any]]:
+        """A refund made outside payorch, as in Stripe's Dashboard: Stripe's own checks,
+        no idempotency key, no metadata of ours (``POST /_sim/dashboard/refunds``)."""
+        with self._lock:
+            request = RefundRequest(
+                payment_intent=intent_id, charge=None, amount=amount, reason=reason, metadata={}
+            )
+            try:
+                outcome = self.state.refunds.execute_create(request, origin="dashboard")
+            except ApiError as error:
+                return error.status, error.body
+            return outcome.status, outcome.body
 
     def seed_intent(self, **fields: Any) -> str:
         """See ``PaymentState.seed_intent`` (tests: an intent made outside payorch)."""
@@ -180,12 +215,16 @@ class Simulator:
     async def handle(
         self, request: Request, operation: Operation, intent_id: str | None = None
     ) -> Response:
+        """One Stripe API request.  ``intent_id`` is the object the path names: a payment
+        intent, or a refund for ``retrieve_refund``."""
         started = time.monotonic()
         method = request.method
         key = request.headers.get("idempotency-key") if method == "POST" else None
         with self._lock:
+            # Whatever was due to happen by itself (a refund failing later) happens first.
+            self.state.settle_due(started)
             entry = self._log.open(method, request.url.path, operation, key or None)
-            if intent_id is not None:
+            if intent_id is not None and operation != "retrieve_refund":
                 entry.intent_id = intent_id
                 entry.record_id = self.state.intent_record_id(intent_id)
         try:
@@ -229,6 +268,18 @@ class Simulator:
                 if isinstance(metadata, dict):
                     record = metadata.get(keys.RECORD_ID_METADATA_KEY)
                     entry.record_id = record if isinstance(record, str) else None
+            elif operation in ("refund", "list_refunds"):
+                target = params.get("payment_intent")
+                target = target if isinstance(target, str) else None
+                if target is not None:
+                    entry.intent_id = target
+                    entry.record_id = self.state.intent_record_id(target)
+                amount = amount_hint(params) if operation == "refund" else None
+                if amount is None and target is not None:
+                    amount = self.state.intent_amount(target)
+            elif operation == "retrieve_refund":
+                refund = self.state.refunds.refunds.get(intent_id or "")
+                amount = refund.amount if refund is not None else None
             else:
                 amount = self.state.intent_amount(intent_id) if intent_id else None
         fault = self.faults.pick(operation, amount)
@@ -342,6 +393,12 @@ class Simulator:
             return self.state.validate_create(params)
         if operation == "confirm":
             return self.state.validate_confirm(params)
+        if operation == "capture":
+            return self.state.validate_capture(params)
+        if operation == "cancel":
+            return self.state.validate_cancel(params)
+        if operation == "refund":
+            return self.state.refunds.validate_create(params)
         return None
 
     def _execute(
@@ -354,11 +411,24 @@ class Simulator:
             elif operation == "confirm":
                 assert intent_id is not None
                 outcome = self.state.execute_confirm(intent_id, validated)
+            elif operation == "capture":
+                assert intent_id is not None
+                outcome = self.state.execute_capture(intent_id, validated)
+            elif operation == "cancel":
+                assert intent_id is not None
+                outcome = self.state.execute_cancel(intent_id, validated)
+            elif operation == "refund":
+                outcome = self.state.refunds.execute_create(validated)
             elif operation == "retrieve":
                 assert intent_id is not None
                 outcome = self.state.retrieve(intent_id, params)
+            elif operation == "retrieve_refund":
+                assert intent_id is not None
+                outcome = self.state.refunds.retrieve(intent_id, params)
             elif operation == "list":
                 outcome = self.state.list_intents(params)
+            elif operation == "list_refunds":
+                outcome = self.state.refunds.list(params)
             else:
                 outcome = self.state.search(params)
         except ApiError as error:

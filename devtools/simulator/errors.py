@@ -72,9 +72,12 @@ def invalid_integer(name: str, value: str) -> ApiError:
     )
 
 
-def resource_missing(kind: str, object_id: str, param: str, *, saved: bool) -> ApiError:
+def resource_missing(
+    kind: str, object_id: str, param: str, *, saved: bool, status: int | None = None
+) -> ApiError:
+    """Stripe's "No such …": 404 for the object a path names, 400 for a parameter's."""
     return ApiError(
-        404 if kind == "payment_intent" else 400,
+        status or (404 if kind in ("payment_intent", "refund") else 400),
         error_body(
             "invalid_request_error",
             f"No such {kind}: '{object_id}'",
@@ -165,4 +168,56 @@ def api_error(*, saved: bool) -> ApiError:
         500,
         error_body("api_error", "An unknown error occurred"),
         saved=saved,
+    )
+
+
+def _money(amount: int, currency: str) -> str:
+    """Stripe's wording for amounts in messages: ``$10.00``, ``€5.00``, ``1000 JPY``."""
+    symbols = {"usd": "$", "eur": "€", "gbp": "£", "cad": "CA$", "aud": "A$"}
+    zero_decimal = {"jpy", "krw", "vnd", "clp", "isk", "ugx", "xaf", "xof"}
+    if currency in zero_decimal:
+        return f"{amount} {currency.upper()}"
+    value = f"{amount / 100:.2f}"
+    symbol = symbols.get(currency)
+    return f"{symbol}{value}" if symbol else f"{value} {currency.upper()}"
+
+
+def refund_exceeds(amount: int, available: int, currency: str, *, any_refunded: bool) -> ApiError:
+    """Stripe's over-refund errors (400 ``amount_too_large``, never saved as a success)."""
+    asked, left = _money(amount, currency), _money(available, currency)
+    message = (
+        f"Refund amount ({asked}) is greater than unrefunded amount on charge ({left})"
+        if any_refunded
+        else f"Refund amount ({asked}) is greater than charge amount ({left})"
+    )
+    return ApiError(
+        400,
+        error_body("invalid_request_error", message, code="amount_too_large", param="amount"),
+        saved=True,
+    )
+
+
+def charge_already_refunded(charge_id: str) -> ApiError:
+    return ApiError(
+        400,
+        error_body(
+            "invalid_request_error",
+            f"Charge {charge_id} has already been refunded.",
+            code="charge_already_refunded",
+        ),
+        saved=True,
+    )
+
+
+def nothing_to_refund(intent_id: str, status: str) -> ApiError:
+    return ApiError(
+        400,
+        error_body(
+            "invalid_request_error",
+            f"This PaymentIntent ({intent_id}) does not have a successful charge to refund "
+            f"(its status is {status}).",
+            code="charge_not_refundable",
+            param="payment_intent",
+        ),
+        saved=True,
     )

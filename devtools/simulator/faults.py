@@ -4,7 +4,8 @@ A rule names an operation, a mode and when it fires::
 
     OP:MODE[:PROBABILITY][:key=value ...]
 
-    OP           create | confirm | retrieve | list | search | any
+    OP           create | confirm | retrieve | list | search | capture | cancel | refund |
+                 retrieve_refund | list_refunds | any
     MODE         latency               sleep ``seconds``, then proceed normally (on a POST the
                                        idempotency key is held meanwhile, so a concurrent
                                        request with the same key gets 409)
@@ -21,7 +22,8 @@ A rule names an operation, a mode and when it fires::
                                        simulator's hang_seconds); nothing done
     PROBABILITY  0..1, default 1 (also ``p=0.1``)
     keys         amounts=1313,2000   only for requests about these amounts (create: the
-                                     amount sent; confirm/retrieve: the intent's amount)
+                                     amount sent; refund: the amount sent, else the intent's;
+                                     confirm/capture/cancel/retrieve: the intent's amount)
                  times=N             fire at most N times, then the rule is spent
                  seconds=S           duration for latency / timeout_after_effect / hang
                  retry_after=N       Retry-After seconds for rate_limit (default 1)
@@ -41,8 +43,31 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, cast, get_args
 
-Operation = Literal["create", "confirm", "retrieve", "list", "search"]
-RuleOperation = Literal["create", "confirm", "retrieve", "list", "search", "any"]
+Operation = Literal[
+    "create",
+    "confirm",
+    "retrieve",
+    "list",
+    "search",
+    "capture",
+    "cancel",
+    "refund",
+    "retrieve_refund",
+    "list_refunds",
+]
+RuleOperation = Literal[
+    "create",
+    "confirm",
+    "retrieve",
+    "list",
+    "search",
+    "capture",
+    "cancel",
+    "refund",
+    "retrieve_refund",
+    "list_refunds",
+    "any",
+]
 FaultMode = Literal[
     "latency",
     "timeout_after_effect",

@@ -1,15 +1,23 @@
-"""The simulator's records: what it knows about intents, payment methods and money.
+"""The simulator's records: what it knows about intents, charges, refunds and money.
 
 PaymentIntent statuses it models::
 
     create (no payment_method) ──> requires_payment_method
     create (payment_method)    ──> requires_confirmation
     confirm, card succeeds     ──> succeeded              one charge = ONE money movement
+        capture_method=manual  ──> requires_capture       the charge is an authorisation
+    capture (requires_capture) ──> succeeded              amount_to_capture <= amount_capturable;
+                                                          one capture = ONE capture movement
     confirm, card declines     ──> requires_payment_method (last_payment_error, failed charge)
     confirm when succeeded     ──> 400 payment_intent_unexpected_state (nothing moves)
+    cancel (not succeeded, not
+      canceled)                ──> canceled               an authorisation is released
+    capture / cancel elsewhere ──> 400 payment_intent_unexpected_state
 
-``requires_action`` (3-D Secure), manual capture and cancellation are not simulated; the
-requests that would need them are refused with a 400 that says so.
+A refund (``POST /v1/refunds``) takes money back from a succeeded intent's charge: the sum of
+refunds that are not failed or canceled never exceeds what was captured (400 otherwise, with
+Stripe's wording).  Card refunds succeed at once, except for the refund test cards
+(``cards.RefundBehaviour``), whose refunds settle later.
 """
 
 from __future__ import annotations
@@ -48,8 +56,53 @@ class Intent:
     statement_descriptor: str | None = None
     statement_descriptor_suffix: str | None = None
     amount_received: int = 0
+    amount_capturable: int = 0
     latest_charge: str | None = None
     last_payment_error: dict[str, Any] | None = None
+    customer: str | None = None
+    canceled_at: int | None = None
+    cancellation_reason: str | None = None
+
+
+@dataclass
+class Charge:
+    """A successful charge (or, under manual capture, an authorisation until captured)."""
+
+    id: str
+    intent_id: str
+    record_id: str | None
+    amount: int
+    currency: str
+    created: int
+    payment_method: str
+    captured: bool
+    amount_captured: int = 0
+    # Sum of refunds that are not failed or canceled.
+    amount_refunded: int = 0
+    # An uncaptured authorisation released by a cancel.
+    released: bool = False
+
+    @property
+    def refundable(self) -> int:
+        return self.amount_captured - self.amount_refunded
+
+
+@dataclass
+class Refund:
+    id: str
+    seq: int
+    charge_id: str
+    intent_id: str
+    amount: int
+    currency: str
+    created: int
+    # pending | requires_action | succeeded | failed | canceled
+    status: str
+    metadata: dict[str, str]
+    reason: str | None = None
+    failure_reason: str | None = None
+    # Where the refund came from: ``api`` (POST /v1/refunds) or ``dashboard`` (/_sim).
+    origin: str = "api"
 
 
 @dataclass(frozen=True)
@@ -104,8 +157,42 @@ class Decline:
         }
 
 
+@dataclass(frozen=True)
+class Capture:
+    """Money that moved when an authorisation was captured."""
+
+    seq: int
+    at: float
+    charge_id: str
+    intent_id: str
+    record_id: str | None
+    amount: int
+    currency: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "at": self.at,
+            "charge": self.charge_id,
+            "payment_intent": self.intent_id,
+            "record_id": self.record_id,
+            "amount": self.amount,
+            "currency": self.currency,
+        }
+
+
 @dataclass
 class IntentVersions:
     """What search can see: past versions of an intent with the time each was written."""
 
     versions: list[tuple[float, Intent]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The answer of an executed request, before it is encoded."""
+
+    status: int
+    body: dict[str, Any]
+    intent_id: str | None
+    record_id: str | None

@@ -17,7 +17,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from devtools.simulator.models import Intent, PaymentMethod
+from devtools.simulator.models import Intent, PaymentMethod, Refund
 
 _ID_ALPHABET = string.ascii_letters + string.digits
 # Ids only need to be unique, not secret; one generator seeded from the OS at import is
@@ -39,21 +39,30 @@ def new_request_id() -> str:
 
 
 @cache
-def fixture_payment_intent() -> dict[str, Any]:
-    """Stripe's official payment_intent fixture, as shipped inside the package."""
-    text = (
-        resources.files("devtools.simulator")
-        .joinpath("payment_intent.json")
-        .read_text(encoding="utf-8")
-    )
+def fixture(name: str) -> dict[str, Any]:
+    """One of Stripe's official fixtures (``payment_intent``, ``refund``, ``charge``,
+    ``event``, ``dispute``), as shipped inside the package."""
+    text = resources.files("devtools.simulator").joinpath(f"{name}.json").read_text("utf-8")
     data = json.loads(text)
     assert isinstance(data, dict)
     return data
 
 
+def fixture_payment_intent() -> dict[str, Any]:
+    """Stripe's official payment_intent fixture, as shipped inside the package."""
+    return fixture("payment_intent")
+
+
 @cache
-def _intent_field_order() -> tuple[str, ...]:
-    return tuple(fixture_payment_intent())
+def _field_order(name: str) -> tuple[str, ...]:
+    return tuple(fixture(name))
+
+
+def _in_fixture_order(name: str, values: dict[str, Any]) -> dict[str, Any]:
+    """Fixture order first (a fixture field not modelled here is null), then anything extra."""
+    ordered = {key: values.pop(key, None) for key in _field_order(name)}
+    ordered.update(values)
+    return ordered
 
 
 def _card_options() -> dict[str, Any]:
@@ -72,7 +81,6 @@ def render_intent(intent: Intent) -> dict[str, Any]:
         "id": intent.id,
         "object": "payment_intent",
         "amount": intent.amount,
-        "amount_capturable": 0,
         "amount_details": {"tip": {}},
         "amount_received": intent.amount_received,
         "application": None,
@@ -80,14 +88,15 @@ def render_intent(intent: Intent) -> dict[str, Any]:
         "automatic_payment_methods": (
             dict(intent.automatic_payment_methods) if intent.automatic_payment_methods else None
         ),
-        "canceled_at": None,
-        "cancellation_reason": None,
+        "amount_capturable": intent.amount_capturable,
+        "canceled_at": intent.canceled_at,
+        "cancellation_reason": intent.cancellation_reason,
         "capture_method": intent.capture_method,
         "client_secret": intent.client_secret,
         "confirmation_method": intent.confirmation_method,
         "created": intent.created,
         "currency": intent.currency,
-        "customer": None,
+        "customer": intent.customer,
         "customer_account": None,
         "description": intent.description,
         "excluded_payment_method_types": None,
@@ -118,10 +127,37 @@ def render_intent(intent: Intent) -> dict[str, Any]:
         "transfer_data": None,
         "transfer_group": None,
     }
-    # Fixture order first (a fixture field not modelled here is null), then anything extra.
-    ordered = {key: values.pop(key, None) for key in _intent_field_order()}
-    ordered.update(values)
-    return ordered
+    return _in_fixture_order("payment_intent", values)
+
+
+def render_refund(refund: Refund) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "id": refund.id,
+        "object": "refund",
+        "amount": refund.amount,
+        # Stripe books a balance transaction for a refund that took money back.
+        "balance_transaction": (
+            f"txn_{refund.id[3:]}" if refund.status in ("succeeded", "failed") else None
+        ),
+        "charge": refund.charge_id,
+        "created": refund.created,
+        "currency": refund.currency,
+        "destination_details": {"card": {"type": "refund"}, "type": "card"},
+        "metadata": dict(refund.metadata),
+        "payment_intent": refund.intent_id,
+        "reason": refund.reason,
+        "receipt_number": None,
+        "source_transfer_reversal": None,
+        "status": refund.status,
+        "transfer_reversal": None,
+        "customer": None,
+        "customer_account": None,
+        "payment_method": None,
+    }
+    if refund.failure_reason is not None:
+        values["failure_reason"] = refund.failure_reason
+        values["failure_balance_transaction"] = f"txn_f{refund.id[4:]}"
+    return _in_fixture_order("refund", values)
 
 
 def render_payment_method(method: PaymentMethod) -> dict[str, Any]:

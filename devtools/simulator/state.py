@@ -22,10 +22,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from devtools.simulator import errors, objects
+from devtools.simulator import params as params_
 from devtools.simulator.cards import TEST_CARDS
 from devtools.simulator.config import SimulatorConfig
 from devtools.simulator.errors import ApiError
-from devtools.simulator.models import Decline, Intent, Movement, PaymentMethod
+from devtools.simulator.models import (
+    Capture,
+    Charge,
+    Decline,
+    Intent,
+    Movement,
+    Outcome,
+    PaymentMethod,
+    Refund,
+)
+from devtools.simulator.refunds import RefundDesk
 from devtools.simulator.search import SearchQueryError, parse_query
 from orchestrator.providers import keys
 
@@ -39,6 +50,7 @@ _CREATE_PARAMS = frozenset(
         "confirm",
         "confirmation_method",
         "currency",
+        "customer",
         "description",
         "metadata",
         "payment_method",
@@ -49,7 +61,18 @@ _CREATE_PARAMS = frozenset(
         "statement_descriptor_suffix",
     }
 )
-_CONFIRM_PARAMS = frozenset({"payment_method", "receipt_email", "return_url"})
+_CONFIRM_PARAMS = frozenset({"off_session", "payment_method", "receipt_email", "return_url"})
+_CAPTURE_PARAMS = frozenset({"amount_to_capture", "metadata"})
+_CANCEL_PARAMS = frozenset({"cancellation_reason"})
+_CANCELLATION_REASONS = ("abandoned", "duplicate", "fraudulent", "requested_by_customer")
+# Statuses a PaymentIntent can be canceled from (Stripe's list, in Stripe's order).
+_CANCELABLE = (
+    "requires_payment_method",
+    "requires_capture",
+    "requires_confirmation",
+    "requires_action",
+    "processing",
+)
 _LIST_PARAMS = frozenset({"created", "ending_before", "limit", "starting_after"})
 _SEARCH_PARAMS = frozenset({"limit", "page", "query"})
 _FINAL_STATUSES = ("succeeded", "canceled", "processing", "requires_capture")
@@ -66,6 +89,8 @@ class CreateRequest:
     automatic_payment_methods: dict[str, Any] | None
     confirm: bool
     confirmation_method: str
+    capture_method: str
+    customer: str | None
     description: str | None
     receipt_email: str | None
     return_url: str | None
@@ -78,59 +103,18 @@ class ConfirmRequest:
     payment_method: str | None
     receipt_email: str | None
     return_url: str | None
+    off_session: bool = False
 
 
 @dataclass(frozen=True)
-class Outcome:
-    """The answer of an executed request, before it is encoded."""
-
-    status: int
-    body: dict[str, Any]
-    intent_id: str | None
-    record_id: str | None
+class CaptureRequest:
+    amount_to_capture: int | None
+    metadata: dict[str, str]
 
 
-def _reject_unknown(params: dict[str, Any], allowed: frozenset[str]) -> None:
-    for name in params:
-        if name not in allowed:
-            if name == "expand":
-                raise errors.invalid_request(
-                    "The payorch simulator does not support expand.",
-                    code="parameter_unknown",
-                    param="expand",
-                )
-            raise errors.parameter_unknown(name)
-
-
-def _string(params: dict[str, Any], name: str) -> str | None:
-    value = params.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise errors.invalid_request(
-            f"Invalid string: {value!r}", code="parameter_invalid_string", param=name
-        )
-    return value
-
-
-def _integer(params: dict[str, Any], name: str) -> int | None:
-    value = params.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, str) or not re.fullmatch(r"-?\d+", value):
-        raise errors.invalid_integer(name, str(value))
-    return int(value)
-
-
-def _boolean(params: dict[str, Any], name: str, default: bool) -> bool:
-    value = params.get(name)
-    if value is None:
-        return default
-    if value not in ("true", "false"):
-        raise errors.invalid_request(
-            f"Invalid boolean: {value}", code="parameter_invalid_boolean", param=name
-        )
-    return bool(value == "true")
+@dataclass(frozen=True)
+class CancelRequest:
+    cancellation_reason: str | None
 
 
 def amount_hint(params: dict[str, Any]) -> int | None:
@@ -151,14 +135,17 @@ class PaymentState:
         self.methods: dict[str, PaymentMethod] = {}
         self.movements: list[Movement] = []
         self.declines: list[Decline] = []
+        self.charges: dict[str, Charge] = {}
+        self.captures: list[Capture] = []
+        self.refunds = RefundDesk(self, settle_seconds=config.refund_settle_seconds)
         self._versions: dict[str, list[tuple[float, Intent]]] = {}
         self._seq = itertools.count(1)
 
     # -- create ------------------------------------------------------------------------
 
     def validate_create(self, params: dict[str, Any]) -> CreateRequest:
-        _reject_unknown(params, _CREATE_PARAMS)
-        amount = _integer(params, "amount")
+        params_.reject_unknown(params, _CREATE_PARAMS)
+        amount = params_.integer(params, "amount")
         if amount is None:
             raise errors.parameter_missing("amount")
         if amount < self._config.min_amount:
@@ -173,12 +160,12 @@ class PaymentState:
                 code="amount_too_large",
                 param="amount",
             )
-        currency = _string(params, "currency")
+        currency = params_.string(params, "currency")
         if currency is None:
             raise errors.parameter_missing("currency")
         if not _CURRENCY.match(currency.lower()):
             raise errors.invalid_request(f"Invalid currency: {currency}", param="currency")
-        metadata = self._validate_metadata(params.get("metadata"))
+        metadata = params_.metadata(params.get("metadata"))
         types_param = params.get("payment_method_types")
         automatic = params.get("automatic_payment_methods")
         if types_param is not None and automatic is not None:
@@ -215,12 +202,18 @@ class PaymentState:
                     "enabled": automatic["enabled"] == "true",
                 }
             types = ["card"]
-        capture = _string(params, "capture_method") or "automatic"
-        if capture not in ("automatic", "automatic_async"):
+        capture = params_.string(params, "capture_method") or "automatic"
+        if capture not in ("automatic", "automatic_async", "manual"):
             raise errors.invalid_request(
-                "The payorch simulator supports automatic capture only.", param="capture_method"
+                f"Invalid capture_method: must be one of automatic, automatic_async, or "
+                f"manual (got {capture!r})",
+                param="capture_method",
             )
-        confirmation = _string(params, "confirmation_method") or "automatic"
+        customer = params_.string(params, "customer")
+        if customer is not None and not customer.startswith("cus_"):
+            # The simulator keeps no customers: any cus_ id is taken as one that exists.
+            raise errors.resource_missing("customer", customer, "customer", saved=False)
+        confirmation = params_.string(params, "confirmation_method") or "automatic"
         if confirmation not in ("automatic", "manual"):
             raise errors.invalid_request(
                 f"Invalid confirmation_method: {confirmation}", param="confirmation_method"
@@ -229,41 +222,19 @@ class PaymentState:
             amount=amount,
             currency=currency.lower(),
             metadata=metadata,
-            payment_method=_string(params, "payment_method"),
+            payment_method=params_.string(params, "payment_method"),
             payment_method_types=types,
             automatic_payment_methods=automatic_methods,
-            confirm=_boolean(params, "confirm", default=False),
+            confirm=params_.boolean(params, "confirm", default=False),
             confirmation_method=confirmation,
-            description=_string(params, "description"),
-            receipt_email=_string(params, "receipt_email"),
-            return_url=_string(params, "return_url"),
-            statement_descriptor=_string(params, "statement_descriptor"),
-            statement_descriptor_suffix=_string(params, "statement_descriptor_suffix"),
+            capture_method=capture,
+            customer=customer,
+            description=params_.string(params, "description"),
+            receipt_email=params_.string(params, "receipt_email"),
+            return_url=params_.string(params, "return_url"),
+            statement_descriptor=params_.string(params, "statement_descriptor"),
+            statement_descriptor_suffix=params_.string(params, "statement_descriptor_suffix"),
         )
-
-    @staticmethod
-    def _validate_metadata(raw: Any) -> dict[str, str]:
-        if raw is None or raw == "":
-            return {}
-        if not isinstance(raw, dict):
-            raise errors.invalid_request("Invalid hash", param="metadata")
-        if len(raw) > 50:
-            raise errors.invalid_request("Metadata can have at most 50 keys.", param="metadata")
-        metadata: dict[str, str] = {}
-        for key, value in raw.items():
-            if not isinstance(value, str):
-                raise errors.invalid_request("Invalid hash", param=f"metadata[{key}]")
-            if len(key) > 40:
-                raise errors.invalid_request(
-                    "Metadata keys can be at most 40 characters.", param=f"metadata[{key}]"
-                )
-            if len(value) > 500:
-                raise errors.invalid_request(
-                    "Metadata values can be at most 500 characters.", param=f"metadata[{key}]"
-                )
-            if value != "":  # an empty value means "unset", as on Stripe
-                metadata[key] = value
-        return metadata
 
     def execute_create(self, request: CreateRequest) -> Outcome:
         method = (
@@ -286,6 +257,8 @@ class PaymentState:
             description=request.description,
             payment_method=method.id if method else None,
             confirmation_method=request.confirmation_method,
+            capture_method=request.capture_method,
+            customer=request.customer,
             receipt_email=request.receipt_email,
             statement_descriptor=request.statement_descriptor,
             statement_descriptor_suffix=request.statement_descriptor_suffix,
@@ -305,11 +278,12 @@ class PaymentState:
     # -- confirm -----------------------------------------------------------------------
 
     def validate_confirm(self, params: dict[str, Any]) -> ConfirmRequest:
-        _reject_unknown(params, _CONFIRM_PARAMS)
+        params_.reject_unknown(params, _CONFIRM_PARAMS)
         return ConfirmRequest(
-            payment_method=_string(params, "payment_method"),
-            receipt_email=_string(params, "receipt_email"),
-            return_url=_string(params, "return_url"),
+            payment_method=params_.string(params, "payment_method"),
+            receipt_email=params_.string(params, "receipt_email"),
+            return_url=params_.string(params, "return_url"),
+            off_session=params_.boolean(params, "off_session", default=False),
         )
 
     def execute_confirm(self, intent_id: str, request: ConfirmRequest) -> Outcome:
@@ -363,9 +337,22 @@ class PaymentState:
         decline = method.card.decline
         intent.latest_charge = charge_id
         if decline is None:
-            intent.status = "succeeded"
-            intent.amount_received = intent.amount
+            manual = intent.capture_method == "manual"
+            intent.status = "requires_capture" if manual else "succeeded"
+            intent.amount_received = 0 if manual else intent.amount
+            intent.amount_capturable = intent.amount if manual else 0
             intent.last_payment_error = None
+            self.charges[charge_id] = Charge(
+                id=charge_id,
+                intent_id=intent.id,
+                record_id=record_id,
+                amount=intent.amount,
+                currency=intent.currency,
+                created=int(time.time()),
+                payment_method=method.id,
+                captured=not manual,
+                amount_captured=0 if manual else intent.amount,
+            )
             self.movements.append(
                 Movement(
                     seq=len(self.movements) + 1,
@@ -420,32 +407,130 @@ class PaymentState:
             saved=True,
         )
 
+    # -- capture / cancel --------------------------------------------------------------
+
+    def validate_capture(self, params: dict[str, Any]) -> CaptureRequest:
+        params_.reject_unknown(params, _CAPTURE_PARAMS)
+        amount = params_.integer(params, "amount_to_capture")
+        if amount is not None and amount < 1:
+            raise errors.invalid_request(
+                "This value must be greater than or equal to 1.", param="amount_to_capture"
+            )
+        return CaptureRequest(
+            amount_to_capture=amount, metadata=params_.metadata(params.get("metadata"))
+        )
+
+    def execute_capture(self, intent_id: str, request: CaptureRequest) -> Outcome:
+        intent = self._get(intent_id, param="intent", saved=True)
+        if intent.status != "requires_capture":
+            raise errors.unexpected_state(
+                "This PaymentIntent could not be captured because it has a status of "
+                f"{intent.status}. Only a PaymentIntent with one of the following statuses "
+                "may be captured: requires_capture.",
+                objects.render_intent(intent),
+            )
+        amount = (
+            intent.amount_capturable
+            if request.amount_to_capture is None
+            else (request.amount_to_capture)
+        )
+        if amount > intent.amount_capturable:
+            raise ApiError(
+                400,
+                errors.error_body(
+                    "invalid_request_error",
+                    f"The amount to capture ({amount}) must be less than or equal to the "
+                    f"PaymentIntent's amount_capturable ({intent.amount_capturable}).",
+                    code="amount_too_large",
+                    param="amount_to_capture",
+                ),
+                saved=True,
+            )
+        assert intent.latest_charge is not None
+        charge = self.charges[intent.latest_charge]
+        charge.captured = True
+        charge.amount_captured = amount
+        intent.status = "succeeded"
+        intent.amount_received = amount
+        intent.amount_capturable = 0
+        intent.metadata.update(request.metadata)
+        self.captures.append(
+            Capture(
+                seq=len(self.captures) + 1,
+                at=time.time(),
+                charge_id=charge.id,
+                intent_id=intent.id,
+                record_id=charge.record_id,
+                amount=amount,
+                currency=intent.currency,
+            )
+        )
+        self._remember(intent)
+        return self._intent_outcome(intent)
+
+    def validate_cancel(self, params: dict[str, Any]) -> CancelRequest:
+        params_.reject_unknown(params, _CANCEL_PARAMS)
+        reason = params_.string(params, "cancellation_reason")
+        if reason is not None and reason not in _CANCELLATION_REASONS:
+            raise errors.invalid_request(
+                f"Invalid cancellation_reason: must be one of {', '.join(_CANCELLATION_REASONS)}",
+                param="cancellation_reason",
+            )
+        return CancelRequest(cancellation_reason=reason)
+
+    def execute_cancel(self, intent_id: str, request: CancelRequest) -> Outcome:
+        intent = self._get(intent_id, param="intent", saved=True)
+        if intent.status not in _CANCELABLE:
+            raise errors.unexpected_state(
+                "You cannot cancel this PaymentIntent because it has a status of "
+                f"{intent.status}. Only a PaymentIntent with one of the following statuses "
+                f"may be canceled: {', '.join(_CANCELABLE)}.",
+                objects.render_intent(intent),
+            )
+        if intent.status == "requires_capture" and intent.latest_charge is not None:
+            self.charges[intent.latest_charge].released = True
+        intent.status = "canceled"
+        intent.amount_capturable = 0
+        intent.canceled_at = int(time.time())
+        intent.cancellation_reason = request.cancellation_reason
+        self._remember(intent)
+        return self._intent_outcome(intent)
+
+    # -- what happens on its own later ---------------------------------------------------
+
+    def on_refund_changed(self, refund: Refund, *, previous: str | None) -> None:
+        """A refund was made or moved on (the hook events hang on)."""
+
+    def settle_due(self, now: float) -> None:
+        """Everything whose configured delay has passed moves on (refunds)."""
+        self.refunds.settle_due(now)
+
     # -- reads -------------------------------------------------------------------------
 
     def retrieve(self, intent_id: str, params: dict[str, Any]) -> Outcome:
-        _reject_unknown(params, frozenset({"client_secret"}))
+        params_.reject_unknown(params, frozenset({"client_secret"}))
         return self._intent_outcome(self._get(intent_id, param="intent", saved=False))
 
     def list_intents(self, params: dict[str, Any]) -> Outcome:
-        _reject_unknown(params, _LIST_PARAMS)
-        limit = self._limit(params)
+        params_.reject_unknown(params, _LIST_PARAMS)
+        limit = params_.limit(params)
         created = params.get("created")
         bounds: dict[str, int] = {}
         if isinstance(created, dict):
             for op, value in created.items():
                 if op not in ("gt", "gte", "lt", "lte"):
                     raise errors.parameter_unknown(f"created[{op}]")
-                parsed = _integer({f"created[{op}]": value}, f"created[{op}]")
+                parsed = params_.integer({f"created[{op}]": value}, f"created[{op}]")
                 assert parsed is not None
                 bounds[op] = parsed
         elif created is not None:
-            exact = _integer(params, "created")
+            exact = params_.integer(params, "created")
             assert exact is not None
             bounds = {"gte": exact, "lte": exact}
         # Newest first by ``created``, like Stripe; ``seq`` orders intents of the same second.
         candidates = [i for i in reversed(self._ordered) if _within(i.created, bounds)]
-        starting_after = _string(params, "starting_after")
-        ending_before = _string(params, "ending_before")
+        starting_after = params_.string(params, "starting_after")
+        ending_before = params_.string(params, "ending_before")
         if starting_after is not None:
             anchor = _order(self._get(starting_after, param="starting_after", saved=False))
             candidates = [i for i in candidates if _order(i) < anchor]
@@ -468,16 +553,16 @@ class PaymentState:
         )
 
     def search(self, params: dict[str, Any]) -> Outcome:
-        _reject_unknown(params, _SEARCH_PARAMS)
-        query = _string(params, "query")
+        params_.reject_unknown(params, _SEARCH_PARAMS)
+        query = params_.string(params, "query")
         if query is None:
             raise errors.parameter_missing("query")
         try:
             clauses = parse_query(query)
         except SearchQueryError as exc:
             raise errors.invalid_request(str(exc), param="query") from exc
-        limit = self._limit(params)
-        page_token = _string(params, "page")
+        limit = params_.limit(params)
+        page_token = params_.string(params, "page")
         offset = 0
         if page_token:
             if not page_token.startswith("simpage_") or not page_token[8:].isdigit():
@@ -575,18 +660,6 @@ class PaymentState:
         )
         self.methods[method.id] = method
         return method
-
-    @staticmethod
-    def _limit(params: dict[str, Any]) -> int:
-        limit = _integer(params, "limit")
-        if limit is None:
-            return 10
-        if not 1 <= limit <= 100:
-            raise errors.invalid_request(
-                "This value must be greater than or equal to 1 and less than or equal to 100.",
-                param="limit",
-            )
-        return limit
 
     def _remember(self, intent: Intent) -> None:
         """Keep a version for the eventually consistent search view."""
