@@ -39,7 +39,12 @@ from tests.replay.cassette_support import (
 
 
 def _create(
-    cassette: Cassette, record: str, *, amount: int = 2000, payment_method: str = "pm_card_visa"
+    cassette: Cassette,
+    record: str,
+    *,
+    amount: int = 2000,
+    payment_method: str = "pm_card_visa",
+    capture_method: str = "automatic",
 ) -> ProviderIntent:
     return cassette.provider.create_intent(
         record_id=record,
@@ -48,7 +53,18 @@ def _create(
         payment_method=payment_method,
         description="payorch replay test",
         metadata={"order": "o-1"},
+        capture_method=capture_method,
     )
+
+
+def _authorised(cassette: Cassette, record: str, *, amount: int = 2000) -> ProviderIntent:
+    intent = _create(cassette, record, amount=amount, capture_method="manual")
+    return cassette.provider.confirm_intent(intent.id, record_id=record, attempt=1)
+
+
+def _paid(cassette: Cassette, record: str, *, amount: int = 2000) -> ProviderIntent:
+    intent = _create(cassette, record, amount=amount)
+    return cassette.provider.confirm_intent(intent.id, record_id=record, attempt=1)
 
 
 # -- create / confirm / retrieve -------------------------------------------------------
@@ -273,6 +289,162 @@ def test_the_lookup_lists_a_bounded_creation_window_and_our_intent_matches_the_r
     [listed] = [r for r in cassette.recorded.requests if r.method == "GET"]
     assert "created%5Blte%5D" in listed.uri or "created[lte]" in listed.uri
     assert all("/search" not in r.path for r in cassette.recorded.requests)
+
+
+# -- capture / cancel ------------------------------------------------------------------
+
+
+def test_a_manual_intent_is_captured_in_part_and_a_second_capture_is_unexpected_state(
+    cassette: Cassette,
+) -> None:
+    record = cassette.record_id("order")
+    authorised = _authorised(cassette, record)
+
+    captured = cassette.provider.capture_intent(
+        authorised.id, operation_id=cassette.record_id("capture"), attempt=1, amount_to_capture=1500
+    )
+    with pytest.raises(Permanent) as again:
+        cassette.provider.capture_intent(
+            authorised.id,
+            operation_id=cassette.record_id("capture"),
+            attempt=2,
+            amount_to_capture=None,
+        )
+
+    assert (authorised.status, authorised.amount_capturable) == ("requires_capture", 2000)
+    assert authorised.capture_method == "manual"
+    assert captured.status == "succeeded"
+    assert (captured.amount_received, captured.amount_capturable) == (1500, 0)
+    assert again.value.code == "payment_intent_unexpected_state"
+    captures = [r for r in cassette.recorded.requests if r.path.endswith("/capture")]
+    assert [r.headers["Idempotency-Key"] for r in captures] == [
+        keys.capture_key(cassette.record_id("capture"), 1),
+        keys.capture_key(cassette.record_id("capture"), 2),
+    ]
+
+
+def test_an_authorisation_is_canceled_with_a_reason_and_a_paid_intent_cannot_be(
+    cassette: Cassette,
+) -> None:
+    authorised = _authorised(cassette, cassette.record_id("held"))
+    paid = _paid(cassette, cassette.record_id("paid"))
+
+    canceled = cassette.provider.cancel_intent(
+        authorised.id,
+        operation_id=cassette.record_id("cancel-held"),
+        attempt=1,
+        reason="requested_by_customer",
+    )
+    with pytest.raises(Permanent) as refused:
+        cassette.provider.cancel_intent(
+            paid.id, operation_id=cassette.record_id("cancel-paid"), attempt=1, reason=None
+        )
+
+    assert (canceled.status, canceled.cancellation_reason) == ("canceled", "requested_by_customer")
+    assert canceled.amount_capturable == 0
+    assert refused.value.code == "payment_intent_unexpected_state"
+    assert cassette.provider.retrieve_intent(paid.id).status == "succeeded"
+
+
+# -- refunds ---------------------------------------------------------------------------
+
+
+def test_a_partial_refund_carries_our_refund_id_and_an_over_refund_is_amount_too_large(
+    cassette: Cassette,
+) -> None:
+    paid = _paid(cassette, cassette.record_id("order"))
+    ours = cassette.record_id("refund-1")
+
+    refund = cassette.provider.create_refund(
+        intent_id=paid.id,
+        operation_id=ours,
+        attempt=1,
+        amount=500,
+        reason="requested_by_customer",
+        metadata={"ticket": "T-1"},
+    )
+    with pytest.raises(Permanent) as over:
+        cassette.provider.create_refund(
+            intent_id=paid.id,
+            operation_id=cassette.record_id("refund-2"),
+            attempt=1,
+            amount=1600,
+            reason=None,
+            metadata={},
+        )
+    read = cassette.provider.retrieve_refund(refund.id)
+
+    assert refund.id.startswith("re_")
+    assert (refund.payment_intent, refund.amount, refund.currency) == (paid.id, 500, "usd")
+    assert refund.status == "succeeded"
+    assert refund.reason == "requested_by_customer"
+    assert refund.metadata == {"ticket": "T-1", keys.REFUND_ID_METADATA_KEY: ours}
+    assert (over.value.code, over.value.http_status) == ("amount_too_large", 400)
+    assert read == refund
+
+
+def test_the_refund_lookup_lists_the_intents_refunds_and_ours_is_found_by_metadata(
+    cassette: Cassette,
+) -> None:
+    paid = _paid(cassette, cassette.record_id("order"))
+    ours = cassette.record_id("refund-ours")
+    made = [
+        cassette.provider.create_refund(
+            intent_id=paid.id,
+            operation_id=cassette.record_id(f"refund-{n}") if n else ours,
+            attempt=1,
+            amount=100,
+            reason=None,
+            metadata={},
+        )
+        for n in range(3)
+    ]
+
+    first = cassette.provider.list_refunds(paid.id, starting_after=None, limit=2)
+    rest = cassette.provider.list_refunds(paid.id, starting_after=first.refunds[-1].id, limit=2)
+
+    listed = [*first.refunds, *rest.refunds]
+    assert first.has_more is True and rest.has_more is False
+    assert [r.id for r in listed] == [m.id for m in reversed(made)]  # newest first
+    [found] = [r for r in listed if r.metadata.get(keys.REFUND_ID_METADATA_KEY) == ours]
+    assert found.id == made[0].id
+
+
+def test_resending_a_refund_with_its_key_replays_the_same_refund(cassette: Cassette) -> None:
+    paid = _paid(cassette, cassette.record_id("order"))
+    ours = cassette.record_id("refund")
+
+    first, second = (
+        cassette.provider.create_refund(
+            intent_id=paid.id, operation_id=ours, attempt=1, amount=700, reason=None, metadata={}
+        )
+        for _ in range(2)
+    )
+
+    assert second == first
+    refund_posts = [i for i, r in enumerate(cassette.recorded.requests) if r.path == "/v1/refunds"]
+    assert cassette.response_headers(refund_posts[1]).get("idempotent-replayed") == "true"
+    assert cassette.recorded.requests[refund_posts[0]].headers["Idempotency-Key"] == (
+        keys.refund_key(ours, 1)
+    )
+
+
+def test_a_refund_answered_500_after_the_effect_is_unknown_and_the_lookup_finds_it(
+    fault_cassette: Cassette,
+) -> None:
+    paid = _paid(fault_cassette, fault_cassette.record_id("order"))
+    ours = fault_cassette.record_id("refund")
+    fault_cassette.arm("refund:error_500_after:times=1")
+
+    with pytest.raises(OutcomeUnknown) as unknown:
+        fault_cassette.provider.create_refund(
+            intent_id=paid.id, operation_id=ours, attempt=1, amount=900, reason=None, metadata={}
+        )
+    page = fault_cassette.provider.list_refunds(paid.id, starting_after=None, limit=10)
+
+    assert unknown.value.http_status == 500
+    [found] = [r for r in page.refunds if r.metadata.get(keys.REFUND_ID_METADATA_KEY) == ours]
+    assert (found.amount, found.status) == (900, "succeeded")
 
 
 # -- replay safety ---------------------------------------------------------------------

@@ -87,7 +87,7 @@ def test_basic_auth_with_the_key_as_user_is_accepted(client: InProcessClient) ->
 
 
 def test_an_unknown_url_is_stripes_unrecognized_request_url(client: InProcessClient) -> None:
-    response = client.post("/v1/refunds", headers=AUTH)
+    response = client.post("/v1/customers", headers=AUTH)
 
     assert response.status_code == 404
     assert response.json()["error"]["message"].startswith("Unrecognized request URL (POST")
