@@ -172,6 +172,16 @@ class OutcomeUnknown(ProviderError):
     pass
 
 
+def optional(**values: tuple[Any, Any]) -> dict[str, Any]:
+    """The keyword arguments whose value differs from its default (``name=(value, default)``).
+
+    The wrappers forward the optional create/confirm arguments only when the caller set them:
+    for a conforming provider that is the same call, and a provider written before the
+    argument existed (a test double, a tool in ``devtools``) keeps working unchanged.
+    """
+    return {name: value for name, (value, default) in values.items() if value != default}
+
+
 class PaymentProvider(Protocol):
     """What the workers need from a provider.  Implementations must not retry: retries
     are the worker's, at one layer.  Every write carries the derived key named here."""

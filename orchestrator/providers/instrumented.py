@@ -17,6 +17,7 @@ from orchestrator.providers.base import (
     ProviderRefund,
     RefundPage,
     Retryable,
+    optional,
 )
 
 T = TypeVar("T")
@@ -72,8 +73,7 @@ class InstrumentedProvider:
                 payment_method=payment_method,
                 description=description,
                 metadata=metadata,
-                capture_method=capture_method,
-                customer=customer,
+                **optional(capture_method=(capture_method, "automatic"), customer=(customer, None)),
             ),
         )
 
@@ -92,8 +92,7 @@ class InstrumentedProvider:
                 intent_id,
                 record_id=record_id,
                 attempt=attempt,
-                off_session=off_session,
-                return_url=return_url,
+                **optional(off_session=(off_session, None), return_url=(return_url, None)),
             ),
         )
 

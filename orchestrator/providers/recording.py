@@ -27,6 +27,7 @@ from orchestrator.providers.base import (
     ProviderIntent,
     ProviderRefund,
     RefundPage,
+    optional,
 )
 from orchestrator.providers.instrumented import outcome_label
 from orchestrator.providers.keys import (
@@ -157,8 +158,7 @@ class RecordingProvider:
                 payment_method=payment_method,
                 description=description,
                 metadata=metadata,
-                capture_method=capture_method,
-                customer=customer,
+                **optional(capture_method=(capture_method, "automatic"), customer=(customer, None)),
             ),
             payment_id=record_id,
             key=create_key(record_id),
@@ -182,8 +182,7 @@ class RecordingProvider:
                 intent_id,
                 record_id=record_id,
                 attempt=attempt,
-                off_session=off_session,
-                return_url=return_url,
+                **optional(off_session=(off_session, None), return_url=(return_url, None)),
             ),
             payment_id=record_id,
             key=confirm_key(record_id, attempt),

@@ -157,8 +157,6 @@ class FakeProvider:
         payment_method: str,
         description: str | None,
         metadata: dict[str, str],
-        capture_method: str = "automatic",
-        customer: str | None = None,
     ) -> ProviderIntent:
         key = create_key(record_id)
         self.calls.append(Call("create", None, key))
@@ -178,15 +176,7 @@ class FakeProvider:
 
         return self._with_key(key, fault, act)
 
-    def confirm_intent(
-        self,
-        intent_id: str,
-        *,
-        record_id: str,
-        attempt: int,
-        off_session: bool | None = None,
-        return_url: str | None = None,
-    ) -> ProviderIntent:
+    def confirm_intent(self, intent_id: str, *, record_id: str, attempt: int) -> ProviderIntent:
         key = confirm_key(record_id, attempt)
         self.calls.append(Call("confirm", intent_id, key))
         fault = self._fault("confirm")

@@ -236,3 +236,40 @@ def test_each_new_call_is_counted_under_its_own_operation(operation: str, call: 
     assert ok._value.get() == before_ok + 1
     assert permanent._value.get() == before_permanent + 1
     assert operation in metrics.PROVIDER_OPERATIONS
+
+
+class OldStyleProvider(StubProvider):
+    """A provider written before the optional create/confirm arguments existed."""
+
+    def create_intent(  # type: ignore[override]
+        self,
+        *,
+        record_id: str,
+        amount: int,
+        currency: str,
+        payment_method: str,
+        description: str | None,
+        metadata: dict[str, str],
+    ) -> ProviderIntent:
+        return INTENT
+
+    def confirm_intent(  # type: ignore[override]
+        self, intent_id: str, *, record_id: str, attempt: int
+    ) -> ProviderIntent:
+        return INTENT
+
+
+def test_the_optional_arguments_reach_an_older_provider_only_when_set() -> None:
+    provider = RecordingProvider(InstrumentedProvider(OldStyleProvider()), lambda call: None)  # type: ignore[arg-type]
+
+    provider.create_intent(
+        record_id="pay_1",
+        amount=1000,
+        currency="usd",
+        payment_method="pm_card_visa",
+        description=None,
+        metadata={},
+    )
+    provider.confirm_intent("pi_1", record_id="pay_1", attempt=1)
+    with pytest.raises(TypeError):
+        provider.confirm_intent("pi_1", record_id="pay_1", attempt=2, off_session=True)
