@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -21,7 +22,7 @@ import pytest
 import sqlalchemy as sa
 
 from tests.support import postgres, rabbitmq
-from tests.support.locking import LOCK_PATH, SERVICE_LOCK
+from tests.support.locking import LOCK_PATH, SERVICE_LOCK, ServiceLock
 from tests.support.plugin import DatabaseFactory
 from tests.support.private_servers import OWNER_FILE, ROOT, reap_dead_sessions
 from tests.support.processes import (
@@ -246,23 +247,34 @@ def test_private_servers_of_a_dead_session_are_stopped_and_removed(tmp_path: Pat
                 directory.rmdir()
 
 
-def test_service_lock_is_reentrant_here_and_exclusive_across_processes() -> None:
+def test_service_lock_is_reentrant_here_and_exclusive_across_processes(tmp_path: Path) -> None:
+    # The lock's own file, not the machine-wide one: other test sessions on this machine hold
+    # that one while they start a private server (tens of seconds on a busy machine), and
+    # what is tested here is the lock's behaviour, not who else is running.
+    lock_path = tmp_path / "services.lock"
+    lock = ServiceLock(lock_path)
     other_process_tries = textwrap.dedent(
         f"""
         import fcntl, sys
-        with open({str(LOCK_PATH)!r}, "ab") as handle:
+        with open({str(lock_path)!r}, "ab") as handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 sys.exit(7)
         """
     )
-    with SERVICE_LOCK.held(timeout=60), SERVICE_LOCK.held(timeout=1):
+    with lock.held(timeout=60), lock.held(timeout=1):
         blocked = subprocess.run([sys.executable, "-c", other_process_tries], check=False)
     assert blocked.returncode == 7
 
     free = subprocess.run([sys.executable, "-c", other_process_tries], check=False)
     assert free.returncode == 0
+
+
+def test_the_machine_wide_service_lock_lives_in_the_shared_temp_directory() -> None:
+    # Every session on the machine must agree on the path, or the lock serialises nothing.
+    assert Path(tempfile.gettempdir()) / "payorch-test-services.lock" == LOCK_PATH
+    assert SERVICE_LOCK.path == LOCK_PATH
 
 
 # Processes ----------------------------------------------------------------------------------

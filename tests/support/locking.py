@@ -33,6 +33,10 @@ class ServiceLock:
         self._depth = 0
         self._file: IO[bytes] | None = None
 
+    @property
+    def path(self) -> Path:
+        return self._path
+
     @contextmanager
     def held(self, timeout: float = LOCK_TIMEOUT_SECONDS) -> Iterator[None]:
         with self._guard:
