@@ -19,6 +19,9 @@ from orchestrator.db.uow import UnitOfWork
 from orchestrator.domain.history import ProviderCallRecord
 from orchestrator.engine.runner import Runner
 from orchestrator.engine.sweep import Sweeper
+from orchestrator.events.endpoints import EndpointService
+from orchestrator.events.secret_box import SecretBox
+from orchestrator.events.url_rules import Resolver, system_resolver
 from orchestrator.logging import configure_logging
 from orchestrator.providers.instrumented import InstrumentedProvider
 from orchestrator.providers.recording import RecordingProvider
@@ -39,6 +42,8 @@ class Container:
     publisher: TaskPublisher
     provider_factory: Callable[[], PaymentProvider]
     celery_app: Celery | None = None
+    # How webhook hosts are resolved (the SSRF checks): tests pass a table, never DNS.
+    resolver: Resolver = system_resolver
     _provider: PaymentProvider | None = field(default=None, repr=False)
 
     def uow(self, *, read_only: bool = False) -> UnitOfWork:
@@ -69,6 +74,18 @@ class Container:
         with self.uow() as uow:
             uow.history.add_provider_call(call, now=uow.now())
             uow.commit()
+
+    def secret_box(self) -> SecretBox:
+        return SecretBox(self.settings.secret_key.get_secret_value())
+
+    def endpoint_service(self) -> EndpointService:
+        return EndpointService(
+            uow=self.uow,
+            box=self.secret_box(),
+            allow_private=self.settings.webhook_private_targets_allowed,
+            resolver=self.resolver,
+            grace_hours=self.settings.webhook_secret_grace_hours,
+        )
 
     def close(self) -> None:
         self.engine.dispose()

@@ -13,6 +13,9 @@ workers' provider calls at a reassuring 0:
   (``PROMETHEUS_MULTIPROC_DIR``) and port P serves the sum over its children.
 * ``sweeper``: ``payorch sweeper --metrics-port P``; takeovers, parked payments, publish
   failures, keys purged.
+* ``relay``: ``payorch relay --metrics-port P``; webhook attempts by outcome, events fanned
+  out, and the webhook gauges (backlog, oldest undelivered age, disabled endpoints), sampled
+  by the relay loop.
 
 One port per process, not one shared multiprocess directory for everything: the API,
 workers and sweeper run on different hosts (containers), and a scrape per process is what
@@ -50,6 +53,7 @@ class Role(StrEnum):
     API = "api"
     WORKER = "worker"
     SWEEPER = "sweeper"
+    RELAY = "relay"
 
 
 MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -68,6 +72,16 @@ PROVIDER_OPERATIONS = (
 )
 PROVIDER_OUTCOMES = ("ok", "declined", "permanent", "retryable", "unknown", "error")
 TAKEOVER_ACTORS = ("sweeper", "operator")
+# orchestrator.events.model.AttemptOutcome (kept literal: metrics imports nothing of ours).
+WEBHOOK_OUTCOMES = (
+    "delivered",
+    "gone",
+    "http_error",
+    "timeout",
+    "connect_error",
+    "refused_target",
+    "error",
+)
 
 PAYMENTS_ACCEPTED = Counter("payorch_payments_accepted_total", "New payments accepted (202).")
 REPLAYS_ANSWERED = Counter(
@@ -140,6 +154,38 @@ HTTP_LATENCY = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
 
+WEBHOOK_ATTEMPTS = Counter(
+    "payorch_webhook_attempts_total",
+    "Webhook delivery attempts by outcome (delivered, gone, http_error, timeout, "
+    "connect_error, refused_target, error).",
+    ["outcome"],
+)
+WEBHOOK_EVENTS_PUBLISHED = Counter(
+    "payorch_webhook_events_published_total",
+    "Outbox events fanned out to the subscribed endpoints' deliveries.",
+)
+WEBHOOK_ENDPOINTS_DISABLED = Counter(
+    "payorch_webhook_endpoints_disabled_total",
+    "Endpoints the relay disabled, by why (gone: answered 410; failing: failed for the "
+    "whole retry window).",
+    ["reason"],
+)
+WEBHOOK_BACKLOG = Gauge(
+    "payorch_webhook_backlog",
+    "Pending deliveries to enabled endpoints (sampled by the relay).",
+    multiprocess_mode="livemostrecent",
+)
+WEBHOOK_OLDEST_PENDING_AGE = Gauge(
+    "payorch_webhook_oldest_undelivered_age_seconds",
+    "Age of the oldest pending delivery to an enabled endpoint; 0 when none.",
+    multiprocess_mode="livemostrecent",
+)
+WEBHOOK_DISABLED_ENDPOINTS = Gauge(
+    "payorch_webhook_disabled_endpoints",
+    "Webhook endpoints currently disabled (sampled by the relay).",
+    multiprocess_mode="livemostrecent",
+)
+
 # Who moves what.  The sweep runs in the sweeper loop and, under ``payorch beat``, inside
 # workers, so workers export the sweep's series too.
 _SWEEP_SERIES = (
@@ -173,6 +219,16 @@ ROLE_SERIES: dict[Role, frozenset[str]] = {
         }
     ),
     Role.SWEEPER: frozenset(_SWEEP_SERIES),
+    Role.RELAY: frozenset(
+        {
+            "payorch_webhook_attempts_total",
+            "payorch_webhook_events_published_total",
+            "payorch_webhook_endpoints_disabled_total",
+            "payorch_webhook_backlog",
+            "payorch_webhook_oldest_undelivered_age_seconds",
+            "payorch_webhook_disabled_endpoints",
+        }
+    ),
 }
 
 
@@ -189,6 +245,10 @@ def _initialise_label_sets() -> None:
         LEASE_TAKEOVERS.labels(by=actor)
     for status in ("succeeded", "failed"):
         PAYMENTS_FINISHED.labels(status=status)
+    for outcome in WEBHOOK_OUTCOMES:
+        WEBHOOK_ATTEMPTS.labels(outcome=outcome)
+    for reason in ("gone", "failing"):
+        WEBHOOK_ENDPOINTS_DISABLED.labels(reason=reason)
 
 
 _initialise_label_sets()

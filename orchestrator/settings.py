@@ -119,6 +119,35 @@ class Settings(BaseSettings):
     # elsewhere (a local console on http://127.0.0.1 would never get its cookie back).
     console_secure_cookie: bool | None = None
 
+    # Merchant webhooks (orchestrator/events/).
+    # Private, loopback and link-local targets and plain http; always allowed in dev.
+    # Never in production unless the relay's network cannot reach anything internal.
+    webhook_allow_private: bool = False
+    # Retries: full jitter, ceiling base * 2**n capped; given up after the window.  Too short a
+    # window loses events to a merchant's weekend outage; the 72 h default is Stripe's.
+    webhook_retry_base_seconds: float = Field(default=5.0, gt=0)
+    webhook_retry_cap_seconds: float = Field(default=3600.0, gt=0)
+    webhook_retry_hours: float = Field(default=72.0, gt=0)
+    # One attempt: connect timeout, then the whole request and response must fit in the
+    # timeout.  Too long: slow endpoints hold relay threads (others' events wait); too
+    # short: a merchant doing work before answering is retried needlessly.
+    webhook_connect_timeout_seconds: float = Field(default=3.0, gt=0)
+    webhook_timeout_seconds: float = Field(default=10.0, gt=0)
+    # Bytes of an answer read (then the connection is dropped); 1 KiB of it is stored.
+    webhook_response_max_bytes: int = Field(default=64 * 1024, ge=1024)
+    # A relay's lease on a delivery.  Must outlast an attempt (connect + timeout) with margin,
+    # or a second relay could attempt the same delivery while the first is still sending.
+    webhook_lease_seconds: float = Field(default=60.0, gt=0)
+    # Deliveries attempted at once by one relay (threads), and claimed per pass.
+    relay_concurrency: int = Field(default=8, ge=1, le=256)
+    # Sleep when a pass found nothing to do.  Latency of a new event is at most about this.
+    relay_idle_seconds: float = Field(default=0.5, gt=0)
+    # After a rotation the previous secret keeps signing (a second signature) this long.
+    webhook_secret_grace_hours: float = Field(default=24.0, ge=0)
+    # Events (with their deliveries and attempts) are purged this long after they were
+    # written once no delivery of theirs is pending.  GET /v1/events reaches this far back.
+    webhook_event_retention_days: float = Field(default=30.0, gt=0)
+
     log_level: str = "INFO"
     log_json: bool = True
 
@@ -137,6 +166,14 @@ class Settings(BaseSettings):
             )
         if self.env == "production":
             self._check_real_provider()
+        attempt = self.webhook_connect_timeout_seconds + self.webhook_timeout_seconds
+        if self.webhook_lease_seconds < 2 * attempt:
+            raise ValueError(
+                "PAYORCH_WEBHOOK_LEASE_SECONDS must be at least twice "
+                "PAYORCH_WEBHOOK_CONNECT_TIMEOUT_SECONDS + PAYORCH_WEBHOOK_TIMEOUT_SECONDS "
+                f"({attempt:.1f}s): a lease that ends mid-attempt lets a second relay send the "
+                "same delivery at the same time"
+            )
         if self.provider_timeout_seconds >= self.task_soft_time_limit:
             raise ValueError(
                 "PAYORCH_PROVIDER_TIMEOUT_SECONDS must be well below PAYORCH_LEASE_SECONDS "
@@ -175,6 +212,11 @@ class Settings(BaseSettings):
         if self.console_secure_cookie is not None:
             return self.console_secure_cookie
         return self.env == "production"
+
+    @property
+    def webhook_private_targets_allowed(self) -> bool:
+        """Dev, or the explicit flag: loopback/private targets and plain http."""
+        return self.env == "dev" or self.webhook_allow_private
 
     @property
     def is_sqlite(self) -> bool:

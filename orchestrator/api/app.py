@@ -13,7 +13,15 @@ from orchestrator.api.docs import install_docs
 from orchestrator.api.errors import install_error_handlers
 from orchestrator.api.middleware import RequestContextMiddleware
 from orchestrator.api.openapi import install_openapi
-from orchestrator.api.routes import health, ops, ops_payments, payments
+from orchestrator.api.routes import (
+    events,
+    health,
+    ops,
+    ops_events,
+    ops_payments,
+    payments,
+    webhook_endpoints,
+)
 from orchestrator.bootstrap import Container
 
 
@@ -34,6 +42,9 @@ def create_app(container: Container) -> FastAPI:
     app.include_router(payments.router)
     app.include_router(ops.router)
     app.include_router(ops_payments.router)
+    app.include_router(webhook_endpoints.router)
+    app.include_router(events.router)
+    app.include_router(ops_events.router)
     app.include_router(health.router)
     install_console(app)
     install_docs(app)

@@ -11,6 +11,7 @@ from orchestrator.cli import (
     leases,
     payments,
     payments_view,
+    relay,
     serve,
     status,
     sweeper,
@@ -35,6 +36,7 @@ app.command("bench")(bench)
 app.command("sweeper")(sweeper.sweeper)
 app.command("sweep")(sweeper.sweep)
 app.command("beat")(sweeper.beat)
+app.command("relay")(relay.relay)
 app.add_typer(leases.app, name="leases")
 payments_view.register(payments.app)
 app.add_typer(payments.app, name="payments")

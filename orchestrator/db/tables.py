@@ -159,7 +159,15 @@ outbox_events = sa.Table(
     sa.Column("event_type", sa.String(50), nullable=False),
     sa.Column("payload", JsonDocument, nullable=False),
     sa.Column("created_at", UtcDateTime(), nullable=False),
+    # Set when the relay fanned the event out to the subscribed endpoints (deliveries below).
     sa.Column("published_at", UtcDateTime(), nullable=True),
+    # The public id (``evt_…``): the webhook-id header and GET /v1/events name it.
+    sa.Column("public_id", sa.String(40), nullable=False),
+    # Increases per payment (1, 2, …) so a receiver can discard a stale event.
+    sa.Column("sequence", sa.Integer, nullable=False),
+    sa.UniqueConstraint("public_id"),
+    # Also the guard against two writers numbering the same payment's events alike.
+    sa.UniqueConstraint("payment_id", "sequence"),
     sa.Index(
         "ix_outbox_events_unpublished",
         "id",
@@ -221,4 +229,93 @@ lease_events = sa.Table(
     sa.Column("recovery_point", sa.String(20), nullable=False),
     sa.Column("created_at", UtcDateTime(), nullable=False),
     sa.Index("ix_lease_events_payment_id", "payment_id"),
+)
+
+# Merchant webhook endpoints (orchestrator/events/).  Deleting one keeps the row (its
+# deliveries and attempts refer to it) with deleted_at set; nothing reads it afterwards.
+webhook_endpoints = sa.Table(
+    "webhook_endpoints",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("client_id", sa.String(40), sa.ForeignKey("api_clients.id"), nullable=False),
+    sa.Column("url", sa.String(2048), nullable=False),
+    sa.Column("events", JsonDocument, nullable=False),  # event types, or ["*"]
+    sa.Column("description", sa.String(1000), nullable=True),
+    sa.Column("status", sa.String(10), nullable=False),
+    sa.Column("disabled_reason", sa.String(500), nullable=True),
+    # Fernet tokens (key derived from SECRET_KEY, orchestrator/events/secrets.py): the
+    # relay needs the secret itself to sign, so it cannot be stored as a hash.
+    sa.Column("secret_encrypted", sa.Text, nullable=False),
+    # After a rotation the old secret signs too (a second signature) until this instant.
+    sa.Column("previous_secret_encrypted", sa.Text, nullable=True),
+    sa.Column("previous_secret_expires_at", UtcDateTime(), nullable=True),
+    # Bumped by every change: the ETag that If-Match compares.
+    sa.Column("version", sa.Integer, nullable=False),
+    # The first failed attempt since the last success: failing for the whole retry window
+    # disables the endpoint.
+    sa.Column("failing_since", UtcDateTime(), nullable=True),
+    sa.Column("created_at", UtcDateTime(), nullable=False),
+    sa.Column("updated_at", UtcDateTime(), nullable=False),
+    sa.Column("rotated_at", UtcDateTime(), nullable=True),
+    sa.Column("deleted_at", UtcDateTime(), nullable=True),
+    sa.CheckConstraint("status IN ('enabled', 'disabled')", name="status_known"),
+    sa.Index("ix_webhook_endpoints_client_id", "client_id"),
+)
+
+# One delivery per event and endpoint, leased by a relay while it attempts it.
+webhook_deliveries = sa.Table(
+    "webhook_deliveries",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column("event_id", sa.BigInteger, sa.ForeignKey("outbox_events.id"), nullable=False),
+    sa.Column("endpoint_id", sa.String(40), sa.ForeignKey("webhook_endpoints.id"), nullable=False),
+    sa.Column("status", sa.String(12), nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("next_attempt_at", UtcDateTime(), nullable=True),
+    # Retries stop WEBHOOK_RETRY_HOURS after this (a redeliver starts a new window).
+    sa.Column("window_started_at", UtcDateTime(), nullable=False),
+    sa.Column("lease_owner", sa.String(200), nullable=True),
+    sa.Column("lease_token", sa.BigInteger, nullable=False),
+    sa.Column("locked_until", UtcDateTime(), nullable=True),
+    sa.Column("last_status_code", sa.Integer, nullable=True),
+    sa.Column("last_error", sa.String(500), nullable=True),
+    sa.Column("created_at", UtcDateTime(), nullable=False),
+    sa.Column("updated_at", UtcDateTime(), nullable=False),
+    sa.Column("delivered_at", UtcDateTime(), nullable=True),
+    sa.UniqueConstraint("event_id", "endpoint_id"),
+    sa.CheckConstraint("status IN ('pending', 'delivered', 'failed')", name="status_known"),
+    sa.Index("ix_webhook_deliveries_endpoint_id", "endpoint_id"),
+)
+# The relay's claim: pending deliveries by due time.  Partial: delivered ones cost nothing.
+sa.Index(
+    "ix_webhook_deliveries_due",
+    webhook_deliveries.c.next_attempt_at,
+    postgresql_where=webhook_deliveries.c.status == "pending",
+    sqlite_where=webhook_deliveries.c.status == "pending",
+)
+
+# Every attempt, written with the delivery's new state in one transaction after the HTTP
+# call returned (never a transaction open across it).
+webhook_delivery_attempts = sa.Table(
+    "webhook_delivery_attempts",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column(
+        "delivery_id",
+        sa.BigInteger,
+        sa.ForeignKey("webhook_deliveries.id"),
+        nullable=False,
+    ),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("relay", sa.String(200), nullable=False),
+    sa.Column("lease_token", sa.BigInteger, nullable=False),
+    sa.Column("outcome", sa.String(20), nullable=False),
+    sa.Column("status_code", sa.Integer, nullable=True),
+    sa.Column("latency_ms", sa.Integer, nullable=False),
+    sa.Column("response_body", sa.String(1024), nullable=True),
+    sa.Column("error", sa.String(500), nullable=True),
+    # The relay host's clock (started) and the database's (created): descriptive only.
+    sa.Column("started_at", UtcDateTime(), nullable=False),
+    sa.Column("created_at", UtcDateTime(), nullable=False),
+    sa.Index("ix_webhook_delivery_attempts_delivery_id", "delivery_id"),
 )

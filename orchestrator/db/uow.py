@@ -19,11 +19,14 @@ from orchestrator.db.clock import Clock, read_database_now
 from orchestrator.db.engine import READ_ONLY_OPTION
 from orchestrator.db.repositories.audit import AuditRepository
 from orchestrator.db.repositories.clients import ClientRepository
+from orchestrator.db.repositories.deliveries import DeliveryRepository
+from orchestrator.db.repositories.events import EventRepository
 from orchestrator.db.repositories.history import HistoryRepository
 from orchestrator.db.repositories.leases import LeaseRepository
 from orchestrator.db.repositories.outcomes import OutcomeRepository
 from orchestrator.db.repositories.payment_search import PaymentSearchRepository
 from orchestrator.db.repositories.payments import PaymentRepository
+from orchestrator.db.repositories.webhook_endpoints import WebhookEndpointRepository
 
 
 class UnitOfWork:
@@ -34,6 +37,9 @@ class UnitOfWork:
     audit: AuditRepository
     history: HistoryRepository
     search: PaymentSearchRepository
+    events: EventRepository
+    deliveries: DeliveryRepository
+    webhook_endpoints: WebhookEndpointRepository
 
     def __init__(self, engine: Engine, clock: Clock, *, read_only: bool = False) -> None:
         self._engine = engine
@@ -56,6 +62,9 @@ class UnitOfWork:
         self.audit = AuditRepository(conn)
         self.history = HistoryRepository(conn)
         self.search = PaymentSearchRepository(conn)
+        self.events = EventRepository(conn)
+        self.deliveries = DeliveryRepository(conn)
+        self.webhook_endpoints = WebhookEndpointRepository(conn)
         return self
 
     def __exit__(

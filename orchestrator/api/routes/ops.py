@@ -123,7 +123,7 @@ class AuditOut(BaseModel):
     created_at: str
     actor_client_id: str = Field(description="Ops API client id, or 'cli:<operator>'.")
     actor_name: str
-    action: Literal["takeover", "park", "retry"]
+    action: Literal["takeover", "park", "retry", "redeliver"]
     payment_id: str
     reason: str
     old_token: int | None

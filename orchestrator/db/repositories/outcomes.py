@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from orchestrator.db.tables import ledger_lines, outbox_events, payment_outcomes
 from orchestrator.domain.ledger import LedgerLine
 from orchestrator.domain.model import PaymentRecord
+from orchestrator.events.ids import new_event_id
 
 
 class OutcomeRepository:
@@ -54,8 +55,21 @@ class OutcomeRepository:
     def add_outbox_event(
         self, payment_id: str, event_type: str, payload: dict[str, Any], *, now: datetime
     ) -> None:
+        # The payment's next sequence number, in the same statement.  Writers of one
+        # payment's events are serialised by its lease; the unique (payment_id, sequence)
+        # turns a confused second writer into an error instead of two events numbered alike.
+        previous = (
+            sa.select(sa.func.coalesce(sa.func.max(outbox_events.c.sequence), 0))
+            .where(outbox_events.c.payment_id == payment_id)
+            .scalar_subquery()
+        )
         self._conn.execute(
             outbox_events.insert().values(
-                payment_id=payment_id, event_type=event_type, payload=payload, created_at=now
+                payment_id=payment_id,
+                event_type=event_type,
+                payload=payload,
+                created_at=now,
+                public_id=new_event_id(),
+                sequence=previous + 1,
             )
         )

@@ -1,0 +1,64 @@
+"""``payorch relay [--once]``: deliver merchant webhooks from the outbox.
+
+Run as many as you like (on several hosts): deliveries are leased with ``FOR UPDATE SKIP
+LOCKED``, so two relays never attempt the same delivery at once.  SIGTERM finishes the
+attempts in flight (at most one attempt's time) and exits.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from types import FrameType
+from typing import Annotated
+
+import typer
+
+from orchestrator import metrics
+from orchestrator.bootstrap import bootstrap
+from orchestrator.cli.config import load_settings
+from orchestrator.cli.output import print_json, print_table
+from orchestrator.cli.serve import MetricsHost, MetricsPort
+from orchestrator.events.relay import Relay
+from orchestrator.logging import capture_standard_logging
+from orchestrator.services.dispatch import NullPublisher
+
+
+def relay(
+    once: Annotated[
+        bool, typer.Option("--once", help="One pass (fan-out, claim, attempt), print it, exit.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="With --once: print JSON.")] = False,
+    metrics_port: MetricsPort = None,
+    metrics_host: MetricsHost = "127.0.0.1",
+) -> None:
+    """Deliver webhooks until SIGTERM or Ctrl-C (or one pass with --once)."""
+    # The relay publishes no Celery task: no broker connection.
+    container = bootstrap(load_settings(), publisher=NullPublisher())
+    worker = Relay(container)
+    try:
+        if once:
+            report = worker.run_once()
+            if as_json:
+                print_json(report.as_dict())
+            else:
+                print_table(
+                    "relay pass",
+                    ["what", "count"],
+                    [[key, str(value)] for key, value in report.as_dict().items()],
+                )
+            return
+        capture_standard_logging(container.settings)
+        if metrics_port is not None:
+            metrics.start_metrics_server(metrics_port, metrics_host, metrics.Role.RELAY)
+        stop = threading.Event()
+
+        def _stop(_signum: int, _frame: FrameType | None) -> None:
+            stop.set()
+
+        signal.signal(signal.SIGTERM, _stop)
+        signal.signal(signal.SIGINT, _stop)
+        worker.run(stop)
+    finally:
+        worker.close()
+        container.close()

@@ -1,0 +1,312 @@
+"""The relay: outbox -> deliveries -> signed HTTP attempts, at least once.
+
+One pass (``run_once``) does, each step its own short transaction:
+
+1. fan-out: unpublished outbox rows become one delivery per subscribed enabled endpoint
+   (here, not in the finishing transaction: a payment's finish stays as fast as before
+   and knows nothing of endpoints; an endpoint registered before the fan-out still gets
+   the event);
+2. claim: up to ``RELAY_CONCURRENCY`` due deliveries, leased (``FOR UPDATE SKIP LOCKED``),
+   so relays on several hosts never hold the same delivery;
+3. attempt each claimed delivery in a thread (no transaction open across the POST), then
+   record the attempt and the delivery's next state in one transaction, fenced by the
+   lease token.
+
+At least once, never twice at once: a relay killed after the POST but before the record
+leaves the delivery leased; the lease expires (``WEBHOOK_LEASE_SECONDS``, at least twice
+an attempt's time) and another relay sends it again with the same ``webhook-id`` (the
+receiver dedupes).  A relay that is *frozen* (SIGSTOP, a VM pause) for longer than its lease
+can still send after another relay took over; its record is then fenced out, but the
+receiver may see the two attempts overlap.  Nothing but a smaller pause can prevent that.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import secrets as token_source
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from orchestrator import metrics
+from orchestrator.bootstrap import Container
+from orchestrator.db.repositories.deliveries import AttemptRecord
+from orchestrator.db.uow import UnitOfWork
+from orchestrator.events.model import (
+    AttemptOutcome,
+    ClaimedDelivery,
+    DeliveryStatus,
+    WebhookStats,
+)
+from orchestrator.events.representation import event_body
+from orchestrator.events.schedule import RetryPolicy
+from orchestrator.events.secret_box import SecretBox, UnreadableSecret
+from orchestrator.events.sender import AttemptResult, WebhookSender
+from orchestrator.events.signing import signature_headers
+from orchestrator.logging import get_logger
+
+log = get_logger(__name__)
+
+FAN_OUT_BATCH = 200
+# The gauges cost two aggregate queries: sampled at most this often.
+STATS_INTERVAL_SECONDS = 5.0
+
+
+def default_relay_name() -> str:
+    return f"relay:{socket.gethostname()}:{os.getpid()}:{token_source.token_hex(2)}"
+
+
+@dataclass
+class RelayReport:
+    published: int = 0
+    deliveries_created: int = 0
+    attempted: int = 0
+    delivered: int = 0
+    retrying: int = 0
+    gave_up: int = 0
+    fenced: int = 0
+    endpoints_disabled: list[str] = field(default_factory=list)
+
+    @property
+    def did_something(self) -> bool:
+        return bool(self.published or self.attempted)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "published": self.published,
+            "deliveries_created": self.deliveries_created,
+            "attempted": self.attempted,
+            "delivered": self.delivered,
+            "retrying": self.retrying,
+            "gave_up": self.gave_up,
+            "fenced": self.fenced,
+            "endpoints_disabled": self.endpoints_disabled,
+        }
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    delivered: bool
+    retrying: bool
+    fenced: bool
+    disabled_endpoint: str | None
+
+
+def build_sender(container: Container) -> WebhookSender:
+    settings = container.settings
+    return WebhookSender(
+        allow_private=settings.webhook_private_targets_allowed,
+        resolver=container.resolver,
+        connect_timeout=settings.webhook_connect_timeout_seconds,
+        timeout=settings.webhook_timeout_seconds,
+        max_response_bytes=settings.webhook_response_max_bytes,
+    )
+
+
+class Relay:
+    def __init__(
+        self,
+        container: Container,
+        *,
+        name: str | None = None,
+        sender: WebhookSender | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        settings = container.settings
+        self.container = container
+        self.name = name or default_relay_name()
+        self._sender = sender or build_sender(container)
+        self._box: SecretBox = container.secret_box()
+        self._policy = RetryPolicy(
+            base_seconds=settings.webhook_retry_base_seconds,
+            cap_seconds=settings.webhook_retry_cap_seconds,
+            window_hours=settings.webhook_retry_hours,
+        )
+        self._rng = rng or random.Random()
+        self._rng_lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(
+            max_workers=settings.relay_concurrency, thread_name_prefix="relay"
+        )
+        self._stats_sampled_at = 0.0
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        self._sender.close()
+
+    # -- the loop -----------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        idle = self.container.settings.relay_idle_seconds
+        while not stop.is_set():
+            try:
+                report = self.run_once()
+            except Exception:
+                # The database may be down: log, wait, try again (nothing is lost: the
+                # outbox and the deliveries are rows).
+                log.exception("relay_pass_failed", relay=self.name)
+                stop.wait(idle * 4)
+                continue
+            if not report.did_something:
+                stop.wait(idle)
+
+    def run_once(self) -> RelayReport:
+        report = RelayReport()
+        self._fan_out(report)
+        claimed = self._claim()
+        verdicts = list(self._pool.map(self._attempt_and_record, claimed))
+        for verdict in verdicts:
+            report.attempted += 1
+            report.delivered += verdict.delivered
+            report.retrying += verdict.retrying
+            report.fenced += verdict.fenced
+            report.gave_up += not (verdict.delivered or verdict.retrying or verdict.fenced)
+            if verdict.disabled_endpoint is not None:
+                report.endpoints_disabled.append(verdict.disabled_endpoint)
+        self._sample_stats()
+        if report.did_something:
+            log.info("relay_pass", relay=self.name, **report.as_dict())
+        return report
+
+    # -- steps --------------------------------------------------------------------------
+
+    def _fan_out(self, report: RelayReport) -> None:
+        while True:
+            with self.container.uow() as uow:
+                published, created = uow.deliveries.fan_out(limit=FAN_OUT_BATCH, now=uow.now())
+                uow.commit()
+            report.published += published
+            report.deliveries_created += created
+            if published:
+                metrics.WEBHOOK_EVENTS_PUBLISHED.inc(published)
+            if published < FAN_OUT_BATCH:
+                return
+
+    def _claim(self) -> list[ClaimedDelivery]:
+        settings = self.container.settings
+        with self.container.uow() as uow:
+            claimed = uow.deliveries.claim_due(
+                owner=self.name,
+                limit=settings.relay_concurrency,
+                lease_seconds=settings.webhook_lease_seconds,
+                now=uow.now(),
+            )
+            uow.commit()
+        return claimed
+
+    def _attempt_and_record(self, claimed: ClaimedDelivery) -> _Verdict:
+        started_at = datetime.now(UTC)
+        result = self._attempt(claimed, started_at)
+        metrics.WEBHOOK_ATTEMPTS.labels(outcome=result.outcome.value).inc()
+        return self._record(claimed, result, started_at)
+
+    def _attempt(self, claimed: ClaimedDelivery, now: datetime) -> AttemptResult:
+        endpoint = claimed.endpoint
+        try:
+            keys = [self._box.open(endpoint.secret_encrypted)]
+            expires = endpoint.previous_secret_expires_at
+            if endpoint.previous_secret_encrypted and expires is not None and expires > now:
+                keys.append(self._box.open(endpoint.previous_secret_encrypted))
+        except UnreadableSecret as error:
+            return AttemptResult(AttemptOutcome.ERROR, None, 0, error=str(error))
+        body = event_body(claimed.event)
+        headers = signature_headers(claimed.event.public_id, body, keys, timestamp=now)
+        return self._sender.send(endpoint.url, body, headers)
+
+    def _next_attempt_at(self, claimed: ClaimedDelivery, now: datetime) -> datetime | None:
+        with self._rng_lock:
+            return self._policy.next_attempt_at(
+                attempts=claimed.delivery.attempts + 1,
+                window_started_at=claimed.delivery.window_started_at,
+                now=now,
+                rng=self._rng,
+            )
+
+    def _record(
+        self, claimed: ClaimedDelivery, result: AttemptResult, started_at: datetime
+    ) -> _Verdict:
+        endpoint = claimed.endpoint
+        disabled: str | None = None
+        with self.container.uow() as uow:
+            now = uow.now()
+            if result.outcome is AttemptOutcome.DELIVERED:
+                status, next_at = DeliveryStatus.DELIVERED, None
+            elif result.outcome is AttemptOutcome.GONE:
+                status, next_at = DeliveryStatus.FAILED, None
+            else:
+                next_at = self._next_attempt_at(claimed, now)
+                status = DeliveryStatus.PENDING if next_at is not None else DeliveryStatus.FAILED
+            record = AttemptRecord(
+                outcome=result.outcome,
+                status_code=result.status_code,
+                latency_ms=result.latency_ms,
+                response_body=result.response_body,
+                error=result.error,
+                started_at=started_at,
+                new_status=status,
+                next_attempt_at=next_at,
+            )
+            held = uow.deliveries.record_attempt(claimed.delivery, record, owner=self.name, now=now)
+            if held:
+                disabled = self._judge_endpoint(uow, endpoint.id, result.outcome, now)
+            uow.commit()
+        if not held:
+            metrics.FENCED_WRITES.inc()
+            log.warning("webhook_attempt_fenced", relay=self.name, delivery=claimed.delivery.id)
+        return _Verdict(
+            delivered=held and status is DeliveryStatus.DELIVERED,
+            retrying=held and status is DeliveryStatus.PENDING,
+            fenced=not held,
+            disabled_endpoint=disabled,
+        )
+
+    def _judge_endpoint(
+        self, uow: UnitOfWork, endpoint_id: str, outcome: AttemptOutcome, now: datetime
+    ) -> str | None:
+        """A success stops the endpoint's failing clock; 410, or failing for the whole
+        retry window, disables it (its pending deliveries wait; re-enabling resumes them)."""
+        repo = uow.webhook_endpoints
+        if outcome is AttemptOutcome.DELIVERED:
+            repo.record_success(endpoint_id)
+            return None
+        if outcome is AttemptOutcome.GONE:
+            if repo.disable(endpoint_id, reason="the endpoint answered 410 Gone", now=now):
+                metrics.WEBHOOK_ENDPOINTS_DISABLED.labels(reason="gone").inc()
+                log.warning("webhook_endpoint_disabled", endpoint=endpoint_id, why="gone")
+                return endpoint_id
+            return None
+        updated = repo.record_failure(endpoint_id, now=now)
+        failing_since = None if updated is None else updated.failing_since
+        if failing_since is not None and now >= self._policy.window_end(failing_since):
+            hours = self.container.settings.webhook_retry_hours
+            reason = f"every attempt failed for {hours:g} h (since {failing_since.isoformat()})"
+            if repo.disable(endpoint_id, reason=reason, now=now):
+                metrics.WEBHOOK_ENDPOINTS_DISABLED.labels(reason="failing").inc()
+                log.warning("webhook_endpoint_disabled", endpoint=endpoint_id, why="failing")
+                return endpoint_id
+        return None
+
+    def _sample_stats(self) -> None:
+        if time.monotonic() - self._stats_sampled_at < STATS_INTERVAL_SECONDS:
+            return
+        self._stats_sampled_at = time.monotonic()
+        publish_stats(self.container)
+
+
+def webhook_stats(container: Container) -> tuple[WebhookStats, datetime]:
+    with container.uow(read_only=True) as uow:
+        return uow.deliveries.stats(), uow.now()
+
+
+def publish_stats(container: Container) -> WebhookStats:
+    stats, now = webhook_stats(container)
+    metrics.WEBHOOK_BACKLOG.set(stats.backlog)
+    oldest = stats.oldest_pending_created_at
+    metrics.WEBHOOK_OLDEST_PENDING_AGE.set(
+        0.0 if oldest is None else max(0.0, (now - oldest).total_seconds())
+    )
+    metrics.WEBHOOK_DISABLED_ENDPOINTS.set(stats.disabled_endpoints)
+    return stats

@@ -1,0 +1,144 @@
+"""One webhook attempt over HTTP (httpx), to an address checked just before connecting.
+
+Error tree of an attempt (every branch is an ``AttemptResult``, never an exception)::
+
+    RefusedUrl (url_rules)        -> refused_target   (nothing was sent)
+    httpx.TimeoutException        -> timeout          (connect, write or read timeout, or
+                                                       the whole-attempt deadline)
+    httpx.ConnectError            -> connect_error    (refused, unreachable, TLS failure)
+    other httpx.HTTPError         -> error
+    a response: 2xx               -> delivered
+                410               -> gone
+                anything else     -> http_error       (3xx included: redirects are never
+                                                       followed, the Location is recorded)
+
+Pinning: the request goes to the checked IP address with the original ``Host`` header and,
+for https, the original name as SNI and for certificate verification (httpcore's
+``sni_hostname`` extension), so the HTTP client never resolves the name a second time.
+Keep-alive is off: a pooled connection is keyed by IP, and reusing one made for another
+host's name (shared IPs behind a CDN) would skip that host's certificate check.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import httpx
+
+from orchestrator.events.model import AttemptOutcome
+from orchestrator.events.url_rules import RefusedUrl, Resolver, parse_url, resolve_target
+
+STORED_BODY_CHARS = 1024
+USER_AGENT = "payorch-webhooks/1 (+https://www.standardwebhooks.com)"
+
+
+@dataclass(frozen=True)
+class AttemptResult:
+    outcome: AttemptOutcome
+    status_code: int | None
+    latency_ms: int
+    response_body: str | None = None
+    error: str | None = None
+
+
+class WebhookSender:
+    def __init__(
+        self,
+        *,
+        allow_private: bool,
+        resolver: Resolver,
+        connect_timeout: float,
+        timeout: float,
+        max_response_bytes: int,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self._allow_private = allow_private
+        self._resolver = resolver
+        self._timeout = timeout
+        self._max_bytes = max_response_bytes
+        self._client = httpx.Client(
+            transport=transport,
+            follow_redirects=False,
+            trust_env=False,  # no proxy from the environment: the pinned address is the peer
+            timeout=httpx.Timeout(timeout, connect=connect_timeout),
+            limits=httpx.Limits(max_keepalive_connections=0),
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+    def send(self, url: str, body: str, headers: Mapping[str, str]) -> AttemptResult:
+        started = time.monotonic()
+
+        def elapsed_ms() -> int:
+            return int((time.monotonic() - started) * 1000)
+
+        try:
+            parsed = parse_url(url, allow_private=self._allow_private)
+            target = resolve_target(
+                parsed, allow_private=self._allow_private, resolver=self._resolver
+            )
+        except RefusedUrl as error:
+            return AttemptResult(
+                AttemptOutcome.REFUSED_TARGET, None, elapsed_ms(), error=str(error)
+            )
+        request_headers = {
+            **headers,
+            "Host": parsed.netloc.decode("ascii"),
+            "Content-Type": "application/json",
+            "User-Agent": USER_AGENT,
+        }
+        extensions = {"sni_hostname": parsed.host} if parsed.scheme == "https" else {}
+        try:
+            with self._client.stream(
+                "POST",
+                parsed.copy_with(host=target.address),
+                content=body.encode("utf-8"),
+                headers=request_headers,
+                extensions=extensions,
+            ) as response:
+                text = self._read_capped(response, started)
+                return self._verdict(response, text, elapsed_ms())
+        except httpx.TimeoutException as error:
+            return AttemptResult(AttemptOutcome.TIMEOUT, None, elapsed_ms(), error=_describe(error))
+        except httpx.ConnectError as error:
+            return AttemptResult(
+                AttemptOutcome.CONNECT_ERROR, None, elapsed_ms(), error=_describe(error)
+            )
+        except httpx.HTTPError as error:
+            return AttemptResult(AttemptOutcome.ERROR, None, elapsed_ms(), error=_describe(error))
+
+    def _read_capped(self, response: httpx.Response, started: float) -> str:
+        """At most ``max_response_bytes`` of the answer, within the attempt's deadline; what
+        is left is dropped with the connection (a huge or endless answer costs nothing)."""
+        chunks: list[bytes] = []
+        size = 0
+        for chunk in response.iter_bytes():
+            chunks.append(chunk)
+            size += len(chunk)
+            if size >= self._max_bytes or time.monotonic() - started > self._timeout:
+                break
+        return b"".join(chunks)[: self._max_bytes].decode("utf-8", errors="replace")
+
+    @staticmethod
+    def _verdict(response: httpx.Response, text: str, latency_ms: int) -> AttemptResult:
+        stored = text[:STORED_BODY_CHARS] or None
+        code = response.status_code
+        if 200 <= code < 300:
+            return AttemptResult(AttemptOutcome.DELIVERED, code, latency_ms, stored)
+        if code == 410:
+            return AttemptResult(
+                AttemptOutcome.GONE, code, latency_ms, stored, error="410 Gone: endpoint disabled"
+            )
+        error = f"HTTP {code}"
+        if 300 <= code < 400:
+            location = response.headers.get("location", "")[:200]
+            error = f"HTTP {code}: redirects are not followed (Location: {location})"
+        return AttemptResult(AttemptOutcome.HTTP_ERROR, code, latency_ms, stored, error=error)
+
+
+def _describe(error: httpx.HTTPError) -> str:
+    text = str(error) or type(error).__name__
+    return f"{type(error).__name__}: {text}"[:500]
