@@ -28,6 +28,7 @@ def status(
     else:
         leases = data["leases"]
         age = data["oldest_processing_age_seconds"]
+        webhook_age = data["oldest_undelivered_webhook_age_seconds"]
         rows = [[name, count] for name, count in data["payments_by_status"].items()]
         rows += [
             ["oldest processing", "-" if age is None else f"{age:.1f} s"],
@@ -35,7 +36,12 @@ def status(
             ["active leases", leases["active"]],
             ["deferred / retry due", f"{leases['deferred']} / {leases['retry_due']}"],
             ["requires_action near timeout", "n/a (no requires_action yet)"],
-            ["webhook backlog", "n/a (no webhooks yet)"],
+            ["webhook backlog", data["webhook_backlog"]],
+            [
+                "oldest undelivered webhook",
+                "-" if webhook_age is None else f"{webhook_age:.1f} s",
+            ],
+            ["disabled webhook endpoints", data["disabled_webhook_endpoints"]],
         ]
         verdict = "healthy" if data["healthy"] else "NEEDS A PERSON"
         print_table(f"payorch status at {data['now']}: {verdict}", ["", "count"], rows)

@@ -9,7 +9,8 @@ One pass (``run_once``)::
     2. after the commit: publish process_payment(id, new token) for each re-queued record
     3. retention:        forget idempotency data of payments finished more than
                          PAYORCH_IDEMPOTENCY_RETENTION_HOURS ago, batch by batch, each batch
-                         its own short transaction
+                         its own short transaction; then webhook events past
+                         PAYORCH_WEBHOOK_EVENT_RETENTION_DAYS (orchestrator.events.retention)
 
 What a pass finds due (``status = 'processing' AND locked_until <= now``):
 
@@ -38,6 +39,7 @@ from datetime import timedelta
 from orchestrator import metrics
 from orchestrator.db.uow import UnitOfWorkFactory
 from orchestrator.engine.takeover import (
+from orchestrator.events.retention import purge_delivered_events
     Actor,
     TakeoverOutcome,
     TakeoverResult,
@@ -76,6 +78,7 @@ class SweepReport:
     # Found due but changed by someone else before we could act (expected to stay empty).
     skipped: list[str] = field(default_factory=list)
     purged_keys: int = 0
+    purged_events: int = 0
     batch_full: bool = False
     duration_seconds: float = 0.0
 
@@ -91,6 +94,7 @@ class SweepReport:
             "publish_failures": list(self.publish_failures),
             "skipped": list(self.skipped),
             "purged_keys": self.purged_keys,
+            "purged_events": self.purged_events,
             "batch_full": self.batch_full,
             "duration_seconds": round(self.duration_seconds, 3),
         }
@@ -123,6 +127,7 @@ class Sweeper:
         outcomes = self._take_over_due(report)
         self._requeue(outcomes, report)
         report.purged_keys = self.purge_expired_idempotency_data()
+        report.purged_events = purge_delivered_events(self._uow, self._settings)
         report.duration_seconds = time.monotonic() - started
         self._log(report)
         return report
@@ -226,7 +231,13 @@ class Sweeper:
         return purged
 
     def _log(self, report: SweepReport) -> None:
-        did_something = report.requeued or report.parked or report.skipped or report.purged_keys
+        did_something = (
+            report.requeued
+            or report.parked
+            or report.skipped
+            or report.purged_keys
+            or report.purged_events
+        )
         # An idle pass every few seconds would drown the log at INFO.
         emit = log.info if did_something else log.debug
         emit(
@@ -238,6 +249,7 @@ class Sweeper:
             publish_failures=len(report.publish_failures),
             skipped=len(report.skipped),
             purged_keys=report.purged_keys,
+            purged_events=report.purged_events,
             batch_full=report.batch_full,
             duration_seconds=round(report.duration_seconds, 3),
         )

@@ -109,6 +109,7 @@ class ClaimedDelivery:
     delivery: Delivery
     event: Event
     endpoint: WebhookEndpoint
+    claimed_at: datetime  # the database clock at the claim (secret grace periods)
 
 
 @dataclass(frozen=True)

@@ -199,21 +199,24 @@ class Relay:
 
     def _attempt_and_record(self, claimed: ClaimedDelivery) -> _Verdict:
         started_at = datetime.now(UTC)
-        result = self._attempt(claimed, started_at)
+        result = self._attempt(claimed, signed_at=started_at)
         metrics.WEBHOOK_ATTEMPTS.labels(outcome=result.outcome.value).inc()
         return self._record(claimed, result, started_at)
 
-    def _attempt(self, claimed: ClaimedDelivery, now: datetime) -> AttemptResult:
+    def _attempt(self, claimed: ClaimedDelivery, *, signed_at: datetime) -> AttemptResult:
+        """Sign with the relay's wall clock (receivers compare the timestamp with theirs);
+        judge the old secret's grace period by the database clock, like every deadline."""
         endpoint = claimed.endpoint
         try:
             keys = [self._box.open(endpoint.secret_encrypted)]
             expires = endpoint.previous_secret_expires_at
-            if endpoint.previous_secret_encrypted and expires is not None and expires > now:
+            in_grace = expires is not None and expires > claimed.claimed_at
+            if endpoint.previous_secret_encrypted and in_grace:
                 keys.append(self._box.open(endpoint.previous_secret_encrypted))
         except UnreadableSecret as error:
             return AttemptResult(AttemptOutcome.ERROR, None, 0, error=str(error))
         body = event_body(claimed.event)
-        headers = signature_headers(claimed.event.public_id, body, keys, timestamp=now)
+        headers = signature_headers(claimed.event.public_id, body, keys, timestamp=signed_at)
         return self._sender.send(endpoint.url, body, headers)
 
     def _next_attempt_at(self, claimed: ClaimedDelivery, now: datetime) -> datetime | None:

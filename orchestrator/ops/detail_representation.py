@@ -121,6 +121,7 @@ def payment_page_representation(page: PaymentPage) -> dict[str, Any]:
 
 def status_representation(status: OpsStatus) -> dict[str, Any]:
     age = status.oldest_processing_age_seconds
+    webhook_age = status.oldest_undelivered_webhook_age_seconds
     return {
         "now": iso(status.now),
         "healthy": status.healthy,
@@ -135,6 +136,9 @@ def status_representation(status: OpsStatus) -> dict[str, Any]:
         },
         # Part 2 features that do not exist in this build yet: null, never a made-up 0.
         "requires_action_past_half_timeout": None,
-        "webhook_backlog": None,
-        "disabled_webhook_endpoints": None,
+        "webhook_backlog": status.webhooks.backlog,
+        "oldest_undelivered_webhook_age_seconds": (
+            None if webhook_age is None else round(webhook_age, 3)
+        ),
+        "disabled_webhook_endpoints": status.webhooks.disabled_endpoints,
     }

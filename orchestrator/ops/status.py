@@ -9,6 +9,7 @@ from datetime import datetime
 from orchestrator.bootstrap import Container
 from orchestrator.db.repositories.payment_search import LeaseCounts
 from orchestrator.domain.states import PaymentStatus
+from orchestrator.events.model import WebhookStats
 
 
 @dataclass(frozen=True)
@@ -17,6 +18,12 @@ class OpsStatus:
     by_status: dict[str, int]  # every known status, zeros included
     oldest_processing_age_seconds: float | None
     leases: LeaseCounts
+    webhooks: WebhookStats
+
+    @property
+    def oldest_undelivered_webhook_age_seconds(self) -> float | None:
+        oldest = self.webhooks.oldest_pending_created_at
+        return None if oldest is None else max(0.0, (self.now - oldest).total_seconds())
 
     @property
     def needs_attention(self) -> int:
@@ -32,9 +39,14 @@ def get_status(container: Container) -> OpsStatus:
     with container.uow(read_only=True) as uow:
         now = uow.now()
         counts = uow.search.status_counts(now=now)
+        webhooks = uow.deliveries.stats()
     by_status = {status.value: counts.by_status.get(status.value, 0) for status in PaymentStatus}
     oldest = counts.oldest_processing_created_at
     age = None if oldest is None else max(0.0, (now - oldest).total_seconds())
     return OpsStatus(
-        now=now, by_status=by_status, oldest_processing_age_seconds=age, leases=counts.leases
+        now=now,
+        by_status=by_status,
+        oldest_processing_age_seconds=age,
+        leases=counts.leases,
+        webhooks=webhooks,
     )

@@ -244,4 +244,5 @@ def test_status_counts_payments_and_leases_by_what_they_mean(api: Api) -> None:
     assert status["needs_attention"] == 1
     assert status["healthy"] is False
     assert status["oldest_processing_age_seconds"] >= 0
-    assert status["webhook_backlog"] is None
+    assert status["webhook_backlog"] == 0 and status["disabled_webhook_endpoints"] == 0
+    assert status["oldest_undelivered_webhook_age_seconds"] is None

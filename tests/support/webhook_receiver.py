@@ -14,7 +14,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -198,19 +198,3 @@ class WebhookReceiver:
                     pass  # the relay gave up (timeout) and closed its end
 
         return Handler
-
-
-@dataclass
-class ReceiverSet:
-    """Several receivers, closed together."""
-
-    receivers: list[WebhookReceiver] = field(default_factory=list)
-
-    def add(self, behaviour: Behaviour | None = None) -> WebhookReceiver:
-        receiver = WebhookReceiver(behaviour).__enter__()
-        self.receivers.append(receiver)
-        return receiver
-
-    def close(self) -> None:
-        for receiver in self.receivers:
-            receiver.__exit__(None, None, None)

@@ -142,9 +142,14 @@ class StatusOut(BaseModel):
     requires_action_past_half_timeout: int | None = Field(
         description="Null: payments cannot be in requires_action in this version."
     )
-    webhook_backlog: int | None = Field(description="Null: no webhook relay in this version.")
-    disabled_webhook_endpoints: int | None = Field(
-        description="Null: no webhook endpoints in this version."
+    webhook_backlog: int = Field(
+        description="Webhook deliveries pending to enabled endpoints (the relay's queue)."
+    )
+    oldest_undelivered_webhook_age_seconds: float | None = Field(
+        description="Age of the oldest pending delivery; null when none."
+    )
+    disabled_webhook_endpoints: int = Field(
+        description="Endpoints disabled (410, failing for the whole retry window, or by hand)."
     )
 
 

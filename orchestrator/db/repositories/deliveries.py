@@ -186,10 +186,14 @@ class DeliveryRepository:
             if self._conn.dialect.name == "sqlite"
             else postgresql.insert(webhook_deliveries)
         )
+        # RETURNING counts what was inserted (rowcount of a batch is not reliable).
         result = self._conn.execute(
-            insert.on_conflict_do_nothing(index_elements=["event_id", "endpoint_id"]), values
+            insert.on_conflict_do_nothing(index_elements=["event_id", "endpoint_id"]).returning(
+                d.id
+            ),
+            values,
         )
-        return max(result.rowcount, 0)
+        return len(result.all())
 
     # -- claim and record ---------------------------------------------------------------
 
@@ -246,7 +250,7 @@ class DeliveryRepository:
         )
         endpoints: dict[str, WebhookEndpoint] = {row.id: to_endpoint(row) for row in endpoint_rows}
         return [
-            ClaimedDelivery(x, events[x.event_id], endpoints[x.endpoint_id])
+            ClaimedDelivery(x, events[x.event_id], endpoints[x.endpoint_id], now)
             for x in sorted(claimed, key=lambda x: x.id)
         ]
 
