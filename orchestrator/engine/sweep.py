@@ -39,7 +39,6 @@ from datetime import timedelta
 from orchestrator import metrics
 from orchestrator.db.uow import UnitOfWorkFactory
 from orchestrator.engine.takeover import (
-from orchestrator.events.retention import purge_delivered_events
     Actor,
     TakeoverOutcome,
     TakeoverResult,
@@ -47,6 +46,7 @@ from orchestrator.events.retention import purge_delivered_events
     requeue_after_commit,
     take_over_lease,
 )
+from orchestrator.events.retention import purge_delivered_events
 from orchestrator.logging import get_logger
 from orchestrator.services.dispatch import TaskPublisher
 from orchestrator.settings import Settings

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from orchestrator.db.repositories.deliveries import DeliveryView
 from orchestrator.db.uow import UnitOfWorkFactory
 from orchestrator.domain.model import AuditEntry
+from orchestrator.engine.takeover import Actor
 from orchestrator.events.ids import is_event_id
 from orchestrator.events.model import Event
-from orchestrator.leases.takeover import Actor
 from orchestrator.ops.errors import clean_reason
 
 REDELIVER_ACTION = "redeliver"

@@ -37,9 +37,17 @@ def build_container(
 ) -> Container:
     if migrate:
         upgrade(database_url)
-    return bootstrap(
+    container = bootstrap(
         test_settings(database_url, **overrides),
         publisher=publisher if publisher is not None else RecordingPublisher(),
         provider_factory=(lambda: provider) if provider is not None else None,
         clock=clock,
     )
+    # Tests never ask real DNS where a webhook host is (a generated URL would send a query
+    # off this machine): a test that needs names injects a table.
+    container.resolver = no_dns
+    return container
+
+
+def no_dns(host: str, port: int) -> list[str]:
+    raise OSError(f"tests do not resolve {host!r}: inject a resolver table")

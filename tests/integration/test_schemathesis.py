@@ -46,7 +46,20 @@ CONFIG = schemathesis.Config.from_dict(
                 "include-path": "/v1/ops/payments",
                 "include-method": "GET",
                 "checks": {"positive_data_acceptance": {"expected-statuses": [*ACCEPTED, "400"]}},
-            }
+            },
+            # Webhook URLs must pass the SSRF rules (no schema can say "resolves to a public
+            # address"), and 'after' must name an existing event: a schema-valid value can
+            # still be a 400.
+            {
+                "include-path-regex": "^/v1/webhook_endpoints",
+                "include-method": "POST",
+                "checks": {"positive_data_acceptance": {"expected-statuses": [*ACCEPTED, "400"]}},
+            },
+            {
+                "include-path": "/v1/events",
+                "include-method": "GET",
+                "checks": {"positive_data_acceptance": {"expected-statuses": [*ACCEPTED, "400"]}},
+            },
         ],
     }
 )
@@ -69,6 +82,16 @@ def test_the_document_covers_every_route(api: Api) -> None:
         "GET /v1/ops/payments/{payment_id}",
         "GET /v1/ops/payments",
         "GET /v1/ops/status",
+        "POST /v1/webhook_endpoints",
+        "GET /v1/webhook_endpoints",
+        "GET /v1/webhook_endpoints/{endpoint_id}",
+        "POST /v1/webhook_endpoints/{endpoint_id}",
+        "DELETE /v1/webhook_endpoints/{endpoint_id}",
+        "POST /v1/webhook_endpoints/{endpoint_id}/rotate_secret",
+        "GET /v1/events",
+        "GET /v1/events/{event_id}",
+        "GET /v1/ops/events/{event_id}/deliveries",
+        "POST /v1/ops/events/{event_id}/redeliver",
     } <= labels
 
 

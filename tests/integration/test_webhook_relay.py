@@ -290,7 +290,9 @@ def test_retention_forgets_old_delivered_events_but_keeps_each_payments_newest(
             uow.commit()
         drain(relay, clock)
 
-    assert purge_delivered_events(api.container.uow, api.container.settings) == 0  # nothing old enough yet
+    assert (
+        purge_delivered_events(api.container.uow, api.container.settings) == 0
+    )  # nothing old enough yet
     clock.advance(days=31)
     purged = purge_delivered_events(api.container.uow, api.container.settings)
 

@@ -16,7 +16,7 @@ from orchestrator.db.tables import (
     webhook_delivery_attempts,
 )
 from orchestrator.domain.model import ApiClient
-from orchestrator.services.processing import process_payment
+from orchestrator.engine.kinds.charge import process_payment
 from tests.harness.seeds import accept
 from tests.integration.hardening_helpers import Api
 
@@ -56,7 +56,7 @@ def finished_payment(
     """Accept and process a payment with the fake provider: the finishing transaction
     writes its outbox event exactly as in production."""
     record = accept(container, client, key, payment_method=payment_method)
-    process_payment(container, record.id, record.lease_token, sleep=lambda _s: None)
+    process_payment(container.runner(), record.id, record.lease_token, sleep=lambda _s: None)
     return record.id
 
 

@@ -12,6 +12,7 @@ from orchestrator.api.body import parse_model
 from orchestrator.api.deps import ContainerDep, JsonBody, MerchantClient
 from orchestrator.api.problems import Problem
 from orchestrator.api.responses import AUTH_ERRORS, problem
+from orchestrator.api.routes.ops import ETAG_LIST_PATTERN
 from orchestrator.domain.preconditions import TagList, parse_tag_list
 from orchestrator.events.endpoints import (
     EndpointConflict,
@@ -100,6 +101,7 @@ IfMatch = Annotated[
         description="The endpoint's `etag` as you read it, or `*`. Optional; a stale one "
         "refuses the change with 412 and nothing changes.",
         examples=['"3"'],
+        json_schema_extra={"pattern": ETAG_LIST_PATTERN},
     ),
 ]
 
