@@ -46,6 +46,7 @@ class WebhookReceiver:
         self.secrets: list[str] = []
         self.received: list[Received] = []
         self.dropped = 0
+        self.dropped_ids: list[str] = []
         self._down = threading.Event()
         self._lock = threading.Lock()
         self._rng = random.Random(self.behaviour.seed)
@@ -133,10 +134,11 @@ class WebhookReceiver:
             return "hang"
         return "ok"
 
-    def _record(self, item: Received | None) -> None:
+    def _record(self, item: Received | None, dropped_id: str = "") -> None:
         with self._changed:
             if item is None:
                 self.dropped += 1
+                self.dropped_ids.append(dropped_id)
             else:
                 self.received.append(item)
             self._changed.notify_all()
@@ -159,7 +161,7 @@ class WebhookReceiver:
                 if receiver.is_down:
                     # Down: the connection is dropped without an answer.
                     self.close_connection = True
-                    receiver._record(None)
+                    receiver._record(None, self.headers.get("webhook-id", ""))
                     return
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 verified = receiver._verify(body, headers)
