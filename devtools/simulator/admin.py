@@ -21,11 +21,20 @@ POST   /_sim/refunds/{id}/settle   move a pending or failing refund on now; body
 POST   /_sim/dashboard/refunds     a refund made outside the API (Stripe's Dashboard): body
                              {"payment_intent", "amount"?, "reason"?}; answers Stripe's
                              refund, or Stripe's error with its status
+POST   /_sim/dashboard/disputes    the customer disputes the charge: body
+                             {"payment_intent", "amount"?, "reason"?}; answers the dispute
+POST   /_sim/payment_intents/{id}/authenticate   the customer completes 3-D Secure: body
+                             {"outcome": "succeed"|"fail"} (default succeed); answers the intent
+POST   /_sim/payment_intents/{id}/settle   a processing intent settles: body
+                             {"outcome": "succeeded"|"failed"} or {} (its payment method's)
+GET    /_sim/webhooks        {"url", "enabled", "deliveries": [delivery, ...]} in order
+POST   /_sim/webhooks        body {"url", "secret"} (null to stop delivering)
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -106,6 +115,54 @@ def routes(simulator: Simulator) -> list[Route]:
         )
         return JSONResponse(body, status_code=status)
 
+    async def authenticate(request: Request) -> Response:
+        payload = await _json_object(request)
+        outcome = payload.get("outcome", "succeed")
+        if outcome not in ("succeed", "fail"):
+            return _problem(400, 'outcome is "succeed" or "fail"')
+        return _acted(
+            lambda: simulator.authenticate(
+                request.path_params["intent"], succeed=outcome == "succeed"
+            )
+        )
+
+    async def settle_intent(request: Request) -> Response:
+        payload = await _json_object(request)
+        outcome = payload.get("outcome")
+        return _acted(
+            lambda: simulator.settle_intent(
+                request.path_params["intent"], str(outcome) if outcome is not None else None
+            )
+        )
+
+    async def dispute(request: Request) -> Response:
+        try:
+            payload = await _json_object(request)
+            intent = payload["payment_intent"]
+            amount = payload.get("amount")
+            if not isinstance(intent, str) or not (amount is None or isinstance(amount, int)):
+                raise ValueError("payment_intent is a string and amount an integer")
+        except (KeyError, ValueError) as exc:
+            return _problem(400, f"bad request: {exc}")
+        reason = str(payload.get("reason") or "fraudulent")
+        return _acted(lambda: simulator.open_dispute(intent, amount, reason))
+
+    async def webhooks(request: Request) -> Response:
+        sender = simulator.webhooks
+        return JSONResponse(
+            {"url": sender.url, "enabled": sender.enabled, "deliveries": sender.deliveries()}
+        )
+
+    async def configure_webhooks(request: Request) -> Response:
+        payload = await _json_object(request)
+        url, secret = payload.get("url"), payload.get("secret")
+        if url is not None and not isinstance(url, str):
+            return _problem(400, "url is a string or null")
+        if secret is not None and not (isinstance(secret, str) and secret.startswith("whsec_")):
+            return _problem(400, "secret is a whsec_… string or null")
+        simulator.webhooks.configure(url, secret)
+        return JSONResponse({"url": url, "enabled": simulator.webhooks.enabled})
+
     return [
         Route("/_sim/health", health, methods=["GET"]),
         Route("/_sim/movements", movements, methods=["GET"]),
@@ -117,7 +174,26 @@ def routes(simulator: Simulator) -> list[Route]:
         Route("/_sim/reset", reset, methods=["POST"]),
         Route("/_sim/refunds/{refund}/settle", settle_refund, methods=["POST"]),
         Route("/_sim/dashboard/refunds", dashboard_refund, methods=["POST"]),
+        Route("/_sim/dashboard/disputes", dispute, methods=["POST"]),
+        Route("/_sim/payment_intents/{intent}/authenticate", authenticate, methods=["POST"]),
+        Route("/_sim/payment_intents/{intent}/settle", settle_intent, methods=["POST"]),
+        Route("/_sim/webhooks", webhooks, methods=["GET"]),
+        Route("/_sim/webhooks", configure_webhooks, methods=["POST"]),
     ]
+
+
+def _problem(status: int, message: str) -> Response:
+    return JSONResponse({"error": {"message": message}}, status_code=status)
+
+
+def _acted(action: Callable[[], dict[str, Any]]) -> Response:
+    """Run a test-only action: 404 for an unknown object, 409 for one in the wrong state."""
+    try:
+        return JSONResponse(action())
+    except KeyError as exc:
+        return _problem(404, f"no such object: {exc}")
+    except ValueError as exc:
+        return _problem(409, str(exc))
 
 
 async def _json_object(request: Request) -> dict[str, Any]:

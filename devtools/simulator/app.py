@@ -13,6 +13,9 @@
     GET  /v1/refunds/{id}                    retrieve a refund
     GET  /v1/refunds                         list: payment_intent, charge, limit,
                                              starting_after, ending_before (newest first)
+    GET  /v1/events                          list: type (``*`` wildcard), types[], created,
+                                             limit, starting_after, ending_before (newest first)
+    GET  /v1/events/{id}                     retrieve an event
 
 Anything else under ``/v1`` answers Stripe's 404 "Unrecognized request URL".
 """
@@ -62,6 +65,12 @@ def create_app(config: SimulatorConfig | None = None) -> Starlette:
     async def list_refunds(request: Request) -> Response:
         return await simulator.handle(request, "list_refunds")
 
+    async def list_events(request: Request) -> Response:
+        return await simulator.handle(request, "list_events")
+
+    async def retrieve_event(request: Request) -> Response:
+        return await simulator.handle(request, "retrieve_event", request.path_params["event"])
+
     async def search(request: Request) -> Response:
         return await simulator.handle(request, "search")
 
@@ -80,6 +89,8 @@ def create_app(config: SimulatorConfig | None = None) -> Starlette:
         Route("/v1/refunds", create_refund, methods=["POST"]),
         Route("/v1/refunds", list_refunds, methods=["GET"]),
         Route("/v1/refunds/{refund}", retrieve_refund, methods=["GET"]),
+        Route("/v1/events", list_events, methods=["GET"]),
+        Route("/v1/events/{event}", retrieve_event, methods=["GET"]),
         *admin.routes(simulator),
         Route("/{path:path}", unrecognized, methods=_ALL_METHODS),
     ]

@@ -80,6 +80,31 @@ class SimulatorAdmin:
             body["reason"] = reason
         return self._json("POST", "/_sim/dashboard/refunds", json=body)
 
+    def authenticate(self, intent_id: str, *, succeed: bool = True) -> dict[str, Any]:
+        """The customer completes (or fails) 3-D Secure for ``intent_id``."""
+        body = {"outcome": "succeed" if succeed else "fail"}
+        return self._json("POST", f"/_sim/payment_intents/{intent_id}/authenticate", json=body)
+
+    def settle_intent(self, intent_id: str, outcome: str | None = None) -> dict[str, Any]:
+        """A processing intent settles (``succeeded`` / ``failed``; default: its method's)."""
+        body = {} if outcome is None else {"outcome": outcome}
+        return self._json("POST", f"/_sim/payment_intents/{intent_id}/settle", json=body)
+
+    def open_dispute(
+        self, intent_id: str, *, amount: int | None = None, reason: str = "fraudulent"
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"payment_intent": intent_id, "reason": reason}
+        if amount is not None:
+            body["amount"] = amount
+        return self._json("POST", "/_sim/dashboard/disputes", json=body)
+
+    def configure_webhooks(self, url: str | None, secret: str | None) -> None:
+        """Deliver every event to ``url`` signed with ``secret`` (None, None: stop)."""
+        self._json("POST", "/_sim/webhooks", json={"url": url, "secret": secret})
+
+    def webhook_deliveries(self) -> list[dict[str, Any]]:
+        return cast(list[dict[str, Any]], self._json("GET", "/_sim/webhooks")["deliveries"])
+
     def close(self) -> None:
         self._http.close()
 

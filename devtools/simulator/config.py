@@ -40,5 +40,17 @@ class SimulatorConfig:
     # move on by themselves this long after they were made (on the next request), or only
     # when told (``POST /_sim/refunds/{id}/settle``) when None.
     refund_settle_seconds: float | None = None
+    # A confirm with an asynchronous test card (``pm_card_sim_processing*``) answers
+    # ``processing``; it settles by itself this long after (on the next request), or only when
+    # told (``POST /_sim/payment_intents/{id}/settle``) when None.
+    processing_settle_seconds: float | None = None
+    # Where events are delivered as webhooks, and the endpoint's signing secret (whsec_…);
+    # both may also be set at run time (``POST /_sim/webhooks``).  None: no deliveries.
+    webhook_url: str | None = None
+    webhook_secret: str | None = None
+    # A delivery the endpoint did not accept (non-2xx, no answer) is retried this often, this
+    # many times in all (Stripe retries for three days; tests need seconds).
+    webhook_retry_seconds: float = 0.5
+    webhook_max_attempts: int = 5
     # The request log is a ring: a long-running simulator must not grow without bound.
     max_logged_requests: int = 200_000

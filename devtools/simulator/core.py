@@ -25,6 +25,8 @@ import re
 import threading
 import time
 from collections import Counter, defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +37,7 @@ from starlette.responses import Response
 from devtools.simulator import errors, objects
 from devtools.simulator.config import SimulatorConfig
 from devtools.simulator.errors import ApiError
+from devtools.simulator.events import RequestContext
 from devtools.simulator.faults import Fault, FaultBook, Operation
 from devtools.simulator.forms import FormError, decode_form
 from devtools.simulator.idempotency import (
@@ -50,6 +53,7 @@ from devtools.simulator.models import Outcome
 from devtools.simulator.refunds import RefundRequest
 from devtools.simulator.requestlog import LoggedRequest, RequestLog
 from devtools.simulator.state import PaymentState, amount_hint
+from devtools.simulator.webhooks import WebhookSender
 from orchestrator.providers import keys
 
 _TEST_KEY = re.compile(r"^sk_test_[A-Za-z0-9_]+$")
@@ -105,10 +109,18 @@ class Simulator:
         self._lock = threading.Lock()
         self._released = threading.Event()
         self.faults = FaultBook(seed=config.seed)
+        self.webhooks = WebhookSender(
+            self.faults,
+            retry_seconds=config.webhook_retry_seconds,
+            max_attempts=config.webhook_max_attempts,
+        )
         self._start_fresh()
 
     def _start_fresh(self) -> None:
+        self.webhooks.forget()
+        self.webhooks.configure(self.config.webhook_url, self.config.webhook_secret)
         self.state = PaymentState(self.config)
+        self.state.events.sender = self.webhooks
         self._keys = IdempotencyStore(self.config.idempotency_ttl_seconds)
         self._log = RequestLog(self.config.max_logged_requests)
         self.faults.clear()
@@ -124,8 +136,30 @@ class Simulator:
             self._start_fresh()
 
     def release_stalls(self) -> None:
-        """Let every stalled or hanging request answer now (used when stopping)."""
+        """Let every stalled or hanging request answer now, and stop delivering webhooks
+        (used when stopping)."""
         self._released.set()
+        self.webhooks.stop()
+
+    # -- test-only actions (``/_sim``): the customer, the bank, the Dashboard ------------
+
+    def authenticate(self, intent_id: str, *, succeed: bool) -> dict[str, Any]:
+        with self._lock, self._automatic():
+            return self.state.authenticate(intent_id, succeed=succeed)
+
+    def settle_intent(self, intent_id: str, outcome: str | None) -> dict[str, Any]:
+        with self._lock, self._automatic():
+            return self.state.settle_intent(intent_id, outcome)
+
+    def open_dispute(self, intent_id: str, amount: int | None, reason: str) -> dict[str, Any]:
+        with self._lock, self._automatic():
+            return self.state.open_dispute(intent_id, amount=amount, reason=reason)
+
+    @contextmanager
+    def _automatic(self) -> Iterator[None]:
+        """Changes no API request caused: their events name no request."""
+        self.state.events.request = RequestContext()
+        yield
 
     def requests(
         self, *, intent_id: str | None = None, record_id: str | None = None
@@ -181,7 +215,7 @@ class Simulator:
 
     def settle_refund(self, refund_id: str, status: str | None) -> dict[str, Any]:
         """Move a pending or failing refund on now (``POST /_sim/refunds/{id}/settle``)."""
-        with self._lock:
+        with self._lock, self._automatic():
             refund = self.state.refunds.settle(refund_id, status)
             return objects.render_refund(refund)
 
@@ -190,7 +224,7 @@ class Simulator:
     ) -> tuple[int, dict[str, Any]]:
         """A refund made outside payorch, as in Stripe's Dashboard: Stripe's own checks,
         no idempotency key, no metadata of ours (``POST /_sim/dashboard/refunds``)."""
-        with self._lock:
+        with self._lock, self._automatic():
             request = RefundRequest(
                 payment_intent=intent_id, charge=None, amount=amount, reason=reason, metadata={}
             )
@@ -222,9 +256,10 @@ class Simulator:
         key = request.headers.get("idempotency-key") if method == "POST" else None
         with self._lock:
             # Whatever was due to happen by itself (a refund failing later) happens first.
+            self.state.events.request = RequestContext()
             self.state.settle_due(started)
             entry = self._log.open(method, request.url.path, operation, key or None)
-            if intent_id is not None and operation != "retrieve_refund":
+            if intent_id is not None and operation not in ("retrieve_refund", "retrieve_event"):
                 entry.intent_id = intent_id
                 entry.record_id = self.state.intent_record_id(intent_id)
         try:
@@ -280,6 +315,8 @@ class Simulator:
             elif operation == "retrieve_refund":
                 refund = self.state.refunds.refunds.get(intent_id or "")
                 amount = refund.amount if refund is not None else None
+            elif operation in ("list_events", "retrieve_event"):
+                amount = None
             else:
                 amount = self.state.intent_amount(intent_id) if intent_id else None
         fault = self.faults.pick(operation, amount)
@@ -346,7 +383,7 @@ class Simulator:
             if fault is not None and fault.mode == "latency":
                 await anyio.sleep(fault.seconds or 0.0)
             with self._lock:
-                answer, saved_flag = self._execute(operation, intent_id, validated, params)
+                answer, saved_flag = self._execute(operation, intent_id, validated, params, key)
                 if fault is not None and fault.mode == "error_500_after":
                     answer = answer_from_error(errors.api_error(saved=True))
                     saved_flag = True
@@ -402,9 +439,27 @@ class Simulator:
         return None
 
     def _execute(
-        self, operation: Operation, intent_id: str | None, validated: Any, params: dict[str, Any]
+        self,
+        operation: Operation,
+        intent_id: str | None,
+        validated: Any,
+        params: dict[str, Any],
+        key: str | None = None,
     ) -> tuple[Answer, bool]:
         """Run the effect; returns the answer and whether Stripe would save it."""
+        request_id = objects.new_request_id()
+        # The events this request causes name it (and its key), as on Stripe.
+        self.state.events.request = RequestContext(request_id, key)
+        try:
+            answer, saved = self._dispatch(operation, intent_id, validated, params)
+        finally:
+            self.state.events.request = RequestContext()
+        answer.request_id = request_id
+        return answer, saved
+
+    def _dispatch(
+        self, operation: Operation, intent_id: str | None, validated: Any, params: dict[str, Any]
+    ) -> tuple[Answer, bool]:
         try:
             if operation == "create":
                 outcome = self.state.execute_create(validated)
@@ -428,7 +483,12 @@ class Simulator:
             elif operation == "list":
                 outcome = self.state.list_intents(params)
             elif operation == "list_refunds":
-                outcome = self.state.refunds.list(params)
+                outcome = self.state.refunds.list_refunds(params)
+            elif operation == "list_events":
+                outcome = self.state.events.list_events(params)
+            elif operation == "retrieve_event":
+                assert intent_id is not None
+                outcome = self.state.events.retrieve(intent_id, params)
             else:
                 outcome = self.state.search(params)
         except ApiError as error:

@@ -5,7 +5,8 @@ A rule names an operation, a mode and when it fires::
     OP:MODE[:PROBABILITY][:key=value ...]
 
     OP           create | confirm | retrieve | list | search | capture | cancel | refund |
-                 retrieve_refund | list_refunds | any
+                 retrieve_refund | list_refunds | list_events | retrieve_event | any
+                 webhook (delivery of events; its own modes, below, and never matched by any)
     MODE         latency               sleep ``seconds``, then proceed normally (on a POST the
                                        idempotency key is held meanwhile, so a concurrent
                                        request with the same key gets 409)
@@ -20,6 +21,7 @@ A rule names an operation, a mode and when it fires::
                                        nothing done, nothing saved
                  hang                  never answer in practice (``seconds``, default the
                                        simulator's hang_seconds); nothing done
+    webhook modes  drop | duplicate | reorder | delay (``seconds``, default 1): see webhooks.py
     PROBABILITY  0..1, default 1 (also ``p=0.1``)
     keys         amounts=1313,2000   only for requests about these amounts (create: the
                                      amount sent; refund: the amount sent, else the intent's;
@@ -54,6 +56,9 @@ Operation = Literal[
     "refund",
     "retrieve_refund",
     "list_refunds",
+    "list_events",
+    "retrieve_event",
+    "webhook",
 ]
 RuleOperation = Literal[
     "create",
@@ -66,6 +71,9 @@ RuleOperation = Literal[
     "refund",
     "retrieve_refund",
     "list_refunds",
+    "list_events",
+    "retrieve_event",
+    "webhook",
     "any",
 ]
 FaultMode = Literal[
@@ -75,7 +83,12 @@ FaultMode = Literal[
     "error_500_after",
     "rate_limit",
     "hang",
+    "drop",
+    "duplicate",
+    "reorder",
+    "delay",
 ]
+WEBHOOK_MODES = ("drop", "duplicate", "reorder", "delay")
 
 OPERATIONS: tuple[str, ...] = get_args(RuleOperation)
 MODES: tuple[str, ...] = get_args(FaultMode)
@@ -100,6 +113,11 @@ class FaultRule:
             raise ValueError(f"probability must be within 0..1, got {self.probability}")
         if self.times is not None and self.times < 1:
             raise ValueError(f"times must be >= 1, got {self.times}")
+        if (self.operation == "webhook") != (self.mode in WEBHOOK_MODES):
+            raise ValueError(
+                f"{self.operation}:{self.mode}: webhook takes {'|'.join(WEBHOOK_MODES)} only, "
+                "and those modes apply to webhook only"
+            )
         if self.mode == "latency" and self.seconds is None:
             raise ValueError("a latency fault needs seconds=S")
         if self.seconds is not None and self.seconds < 0:
@@ -264,6 +282,8 @@ class FaultBook:
                 rule = armed.rule
                 if armed.spent or rule.operation not in ("any", operation):
                     continue
+                if (operation == "webhook") != (rule.operation == "webhook"):
+                    continue  # "any" means any API request, never a webhook delivery
                 if rule.amounts is not None and amount not in rule.amounts:
                     continue
                 if rule.probability < 1.0 and self._rng.random() >= rule.probability:

@@ -9,6 +9,11 @@ PaymentIntent statuses it models::
     capture (requires_capture) ──> succeeded              amount_to_capture <= amount_capturable;
                                                           one capture = ONE capture movement
     confirm, card declines     ──> requires_payment_method (last_payment_error, failed charge)
+    confirm, 3-D Secure card   ──> requires_action         (next_action, client_secret)
+        off_session=true       ──> 402 authentication_required, requires_payment_method
+      /_sim authenticate ok    ──> as a confirm of a card without 3-D Secure
+      /_sim authenticate fail  ──> requires_payment_method (payment_intent_authentication_failure)
+    confirm, asynchronous card ──> processing ── /_sim settle or a delay ──> succeeded | failed
     confirm when succeeded     ──> 400 payment_intent_unexpected_state (nothing moves)
     cancel (not succeeded, not
       canceled)                ──> canceled               an authorisation is released
@@ -62,6 +67,10 @@ class Intent:
     customer: str | None = None
     canceled_at: int | None = None
     cancellation_reason: str | None = None
+    # While requires_action: what the customer must do (Stripe's next_action).
+    next_action: dict[str, Any] | None = None
+    # Set by a confirm that asked for authentication: was it off-session, and where to return.
+    off_session: bool = False
 
 
 @dataclass
@@ -81,6 +90,7 @@ class Charge:
     amount_refunded: int = 0
     # An uncaptured authorisation released by a cancel.
     released: bool = False
+    disputed: bool = False
 
     @property
     def refundable(self) -> int:
@@ -155,6 +165,18 @@ class Decline:
             "code": self.code,
             "decline_code": self.decline_code,
         }
+
+
+@dataclass
+class Dispute:
+    id: str
+    charge_id: str
+    intent_id: str
+    amount: int
+    currency: str
+    created: int
+    reason: str
+    status: str = "needs_response"
 
 
 @dataclass(frozen=True)

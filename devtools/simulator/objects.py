@@ -10,6 +10,7 @@ is written here from the simulator's records; a fixture field the simulator does
 
 from __future__ import annotations
 
+import copy
 import json
 import random
 import string
@@ -17,7 +18,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from devtools.simulator.models import Intent, PaymentMethod, Refund
+from devtools.simulator.models import Charge, Dispute, Intent, PaymentMethod, Refund
 
 _ID_ALPHABET = string.ascii_letters + string.digits
 # Ids only need to be unique, not secret; one generator seeded from the OS at import is
@@ -109,7 +110,7 @@ def render_intent(intent: Intent) -> dict[str, Any]:
         "livemode": False,
         "managed_payments": None,
         "metadata": dict(intent.metadata),
-        "next_action": None,
+        "next_action": copy.deepcopy(intent.next_action),
         "on_behalf_of": None,
         "payment_method": intent.payment_method,
         "payment_method_configuration_details": None,
@@ -219,3 +220,83 @@ def render_search_result(
         "next_page": next_page,
         "url": url,
     }
+
+
+def render_charge(charge: Charge, refunds: list[Refund]) -> dict[str, Any]:
+    """A charge as Stripe's events carry it (``charge.refunded``); the simulator has no
+    ``/v1/charges`` endpoint, so this is the only place a charge is rendered."""
+    values: dict[str, Any] = {
+        "id": charge.id,
+        "object": "charge",
+        "amount": charge.amount,
+        "amount_captured": charge.amount_captured,
+        "amount_refunded": charge.amount_refunded,
+        "balance_transaction": f"txn_{charge.id[3:]}" if charge.captured else None,
+        "captured": charge.captured,
+        "created": charge.created,
+        "currency": charge.currency,
+        "disputed": charge.disputed,
+        "livemode": False,
+        "metadata": {},
+        "paid": True,
+        "payment_intent": charge.intent_id,
+        "payment_method": charge.payment_method,
+        "refunded": charge.amount_captured > 0 and charge.amount_refunded == charge.amount_captured,
+        "refunds": render_list(
+            f"/v1/charges/{charge.id}/refunds", [render_refund(r) for r in refunds], False
+        ),
+        "status": "succeeded",
+    }
+    return _in_fixture_order("charge", values)
+
+
+def render_dispute(dispute: Dispute) -> dict[str, Any]:
+    fixture_evidence = fixture("dispute")["evidence"]
+    values: dict[str, Any] = {
+        "id": dispute.id,
+        "object": "dispute",
+        "amount": dispute.amount,
+        "balance_transactions": [],
+        "charge": dispute.charge_id,
+        "created": dispute.created,
+        "currency": dispute.currency,
+        "evidence": {key: None for key in fixture_evidence} | {"enhanced_evidence": {}},
+        "evidence_details": {
+            "due_by": dispute.created + 7 * 24 * 3600,
+            "has_evidence": False,
+            "past_due": False,
+            "submission_count": 0,
+            "enhanced_eligibility": {},
+        },
+        "is_charge_refundable": False,
+        "livemode": False,
+        "metadata": {},
+        "payment_intent": dispute.intent_id,
+        "reason": dispute.reason,
+        "status": dispute.status,
+    }
+    return _in_fixture_order("dispute", values)
+
+
+def render_event(
+    *,
+    event_id: str,
+    type_: str,
+    created: int,
+    data: dict[str, Any],
+    api_version: str,
+    request: dict[str, Any],
+    pending_webhooks: int,
+) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "id": event_id,
+        "object": "event",
+        "api_version": api_version,
+        "created": created,
+        "data": data,
+        "livemode": False,
+        "pending_webhooks": pending_webhooks,
+        "request": request,
+        "type": type_,
+    }
+    return _in_fixture_order("event", values)

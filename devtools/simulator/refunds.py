@@ -191,7 +191,7 @@ class RefundDesk:
             raise errors.resource_missing("refund", refund_id, "id", saved=False)
         return self._outcome(refund)
 
-    def list(self, params: dict[str, Any]) -> Outcome:
+    def list_refunds(self, params: dict[str, Any]) -> Outcome:
         params_.reject_unknown(params, _LIST_PARAMS)
         limit = params_.limit(params)
         intent = params_.string(params, "payment_intent")
@@ -228,6 +228,9 @@ class RefundDesk:
             intent_id=intent,
             record_id=self._state.intent_record_id(intent) if intent else None,
         )
+
+    def of_charge(self, charge_id: str) -> list[Refund]:
+        return [r for r in reversed(self._ordered) if r.charge_id == charge_id]
 
     def _anchor(self, refund_id: str, param: str) -> int:
         refund = self.refunds.get(refund_id)

@@ -23,13 +23,15 @@ from typing import Any
 
 from devtools.simulator import errors, objects
 from devtools.simulator import params as params_
-from devtools.simulator.cards import TEST_CARDS
+from devtools.simulator.cards import TEST_CARDS, CardDecline
 from devtools.simulator.config import SimulatorConfig
 from devtools.simulator.errors import ApiError
+from devtools.simulator.events import EventLog
 from devtools.simulator.models import (
     Capture,
     Charge,
     Decline,
+    Dispute,
     Intent,
     Movement,
     Outcome,
@@ -75,6 +77,13 @@ _CANCELABLE = (
 )
 _LIST_PARAMS = frozenset({"created", "ending_before", "limit", "starting_after"})
 _SEARCH_PARAMS = frozenset({"limit", "page", "query"})
+# Stripe's decline when a payment made without the customer needs authentication.
+AUTHENTICATION_REQUIRED = CardDecline(
+    "authentication_required",
+    "authentication_required",
+    "Your card was declined. This transaction requires authentication.",
+)
+_ASYNC_FAILURE = CardDecline("card_declined", "generic_decline", "Your card was declined.")
 _FINAL_STATUSES = ("succeeded", "canceled", "processing", "requires_capture")
 _CURRENCY = re.compile(r"^[a-z]{3}$")
 
@@ -138,6 +147,10 @@ class PaymentState:
         self.charges: dict[str, Charge] = {}
         self.captures: list[Capture] = []
         self.refunds = RefundDesk(self, settle_seconds=config.refund_settle_seconds)
+        self.disputes: dict[str, Dispute] = {}
+        self.events = EventLog(api_version=config.api_version)
+        # processing intents that settle by themselves at a monotonic instant
+        self._due_intents: dict[str, float] = {}
         self._versions: dict[str, list[tuple[float, Intent]]] = {}
         self._seq = itertools.count(1)
 
@@ -264,6 +277,12 @@ class PaymentState:
             statement_descriptor_suffix=request.statement_descriptor_suffix,
         )
         self._add(intent)
+        self.events.emit(
+            "payment_intent.created",
+            objects.render_intent(intent),
+            intent_id=intent.id,
+            amount=intent.amount,
+        )
         if request.confirm:
             return self.execute_confirm(
                 intent.id,
@@ -332,43 +351,106 @@ class PaymentState:
         if request.receipt_email is not None:
             intent.receipt_email = request.receipt_email
         method = self.methods[intent.payment_method]
+        card = method.card
+        intent.off_session = request.off_session
+        needs_authentication = card.authentication == "required" or (
+            card.authentication == "on_setup" and not request.off_session
+        )
+        if needs_authentication and request.off_session:
+            # Stripe's answer to an off-session payment the bank wants authenticated: a
+            # decline the merchant must bring the customer back for.
+            raise self._decline(intent, method, AUTHENTICATION_REQUIRED)
+        if needs_authentication:
+            return self._ask_for_authentication(intent, request.return_url)
+        if card.settles is not None:
+            intent.status = "processing"
+            intent.next_action = None
+            if self._config.processing_settle_seconds is not None:
+                self._due_intents[intent.id] = (
+                    time.monotonic() + self._config.processing_settle_seconds
+                )
+            self._changed(intent, "payment_intent.processing")
+            return self._intent_outcome(intent)
+        if card.decline is not None:
+            raise self._decline(intent, method, card.decline)
+        return self._charge(intent, method)
+
+    def _ask_for_authentication(self, intent: Intent, return_url: str | None) -> Outcome:
+        """``requires_action``: the customer must complete 3-D Secure.  With a return_url
+        the merchant redirects the customer (``redirect_to_url``); without one Stripe.js
+        handles it in the page (``use_stripe_sdk``)."""
+        hosted = (
+            "https://hooks.stripe.com/3d_secure_2/hosted?merchant=acct_payorchsim"
+            f"&payment_intent={intent.id}&payment_intent_client_secret={intent.client_secret}"
+        )
+        if return_url:
+            intent.next_action = {
+                "type": "redirect_to_url",
+                "redirect_to_url": {"return_url": return_url, "url": hosted},
+            }
+        else:
+            intent.next_action = {
+                "type": "use_stripe_sdk",
+                "use_stripe_sdk": {
+                    "source": objects.new_id("payatt"),
+                    "stripe_js": hosted,
+                    "type": "three_d_secure_redirect",
+                },
+            }
+        intent.status = "requires_action"
+        self._changed(intent, "payment_intent.requires_action")
+        return self._intent_outcome(intent)
+
+    def _charge(self, intent: Intent, method: PaymentMethod) -> Outcome:
+        """The card pays: one charge, ONE money movement (an authorisation when manual)."""
         charge_id = objects.new_id("ch")
         record_id = intent.metadata.get(keys.RECORD_ID_METADATA_KEY)
-        decline = method.card.decline
         intent.latest_charge = charge_id
-        if decline is None:
-            manual = intent.capture_method == "manual"
-            intent.status = "requires_capture" if manual else "succeeded"
-            intent.amount_received = 0 if manual else intent.amount
-            intent.amount_capturable = intent.amount if manual else 0
-            intent.last_payment_error = None
-            self.charges[charge_id] = Charge(
-                id=charge_id,
+        manual = intent.capture_method == "manual"
+        intent.status = "requires_capture" if manual else "succeeded"
+        intent.amount_received = 0 if manual else intent.amount
+        intent.amount_capturable = intent.amount if manual else 0
+        intent.last_payment_error = None
+        intent.next_action = None
+        self.charges[charge_id] = Charge(
+            id=charge_id,
+            intent_id=intent.id,
+            record_id=record_id,
+            amount=intent.amount,
+            currency=intent.currency,
+            created=int(time.time()),
+            payment_method=method.id,
+            captured=not manual,
+            amount_captured=0 if manual else intent.amount,
+        )
+        self.movements.append(
+            Movement(
+                seq=len(self.movements) + 1,
+                at=time.time(),
+                charge_id=charge_id,
                 intent_id=intent.id,
                 record_id=record_id,
                 amount=intent.amount,
                 currency=intent.currency,
-                created=int(time.time()),
-                payment_method=method.id,
-                captured=not manual,
-                amount_captured=0 if manual else intent.amount,
             )
-            self.movements.append(
-                Movement(
-                    seq=len(self.movements) + 1,
-                    at=time.time(),
-                    charge_id=charge_id,
-                    intent_id=intent.id,
-                    record_id=record_id,
-                    amount=intent.amount,
-                    currency=intent.currency,
-                )
-            )
-            self._remember(intent)
-            return self._intent_outcome(intent)
+        )
+        self._changed(
+            intent,
+            "payment_intent.amount_capturable_updated" if manual else "payment_intent.succeeded",
+        )
+        return self._intent_outcome(intent)
+
+    def _decline(self, intent: Intent, method: PaymentMethod, decline: CardDecline) -> ApiError:
+        """The card is declined: the intent returns to requires_payment_method with the
+        failed charge in last_payment_error.  Returns Stripe's 402 for the caller to raise
+        (a confirm) or drop (an authentication or settlement that happened later)."""
+        charge_id = objects.new_id("ch")
+        record_id = intent.metadata.get(keys.RECORD_ID_METADATA_KEY)
+        intent.latest_charge = charge_id
         payment_method = objects.render_payment_method(method)
         intent.status = "requires_payment_method"
         intent.payment_method = None
+        intent.next_action = None
         intent.last_payment_error = {
             "charge": charge_id,
             "code": decline.code,
@@ -391,8 +473,8 @@ class PaymentState:
                 decline_code=decline.decline_code,
             )
         )
-        self._remember(intent)
-        raise ApiError(
+        self._changed(intent, "payment_intent.payment_failed")
+        return ApiError(
             402,
             errors.error_body(
                 "card_error",
@@ -406,6 +488,60 @@ class PaymentState:
             ),
             saved=True,
         )
+
+    # -- what the customer does: 3-D Secure (test-only, /_sim) -----------------------------
+
+    def authenticate(self, intent_id: str, *, succeed: bool) -> dict[str, Any]:
+        """The customer completes (or fails) the authentication an intent waits for."""
+        intent = self.intents.get(intent_id)
+        if intent is None:
+            raise KeyError(intent_id)
+        if intent.status != "requires_action":
+            raise ValueError(f"{intent_id} is {intent.status}, not requires_action")
+        assert intent.payment_method is not None
+        method = self.methods[intent.payment_method]
+        if not succeed:
+            intent.status = "requires_payment_method"
+            intent.next_action = None
+            intent.payment_method = None
+            intent.last_payment_error = {
+                "code": "payment_intent_authentication_failure",
+                "doc_url": "https://stripe.com/docs/error-codes/"
+                "payment-intent-authentication-failure",
+                "message": "The provided PaymentMethod has failed authentication. You can "
+                "provide payment_method_data or a new PaymentMethod to attempt to fulfill this "
+                "PaymentIntent again.",
+                "payment_method": objects.render_payment_method(method),
+                "type": "invalid_request_error",
+            }
+            self._changed(intent, "payment_intent.payment_failed")
+        elif method.card.decline is not None:
+            self._decline(intent, method, method.card.decline)  # declined after authenticating
+        else:
+            self._charge(intent, method)
+        return objects.render_intent(intent)
+
+    # -- asynchronous payment methods ----------------------------------------------------
+
+    def settle_intent(self, intent_id: str, outcome: str | None = None) -> dict[str, Any]:
+        """A ``processing`` intent settles: ``succeeded`` or ``failed`` (default: what its
+        payment method does)."""
+        intent = self.intents.get(intent_id)
+        if intent is None:
+            raise KeyError(intent_id)
+        if intent.status != "processing":
+            raise ValueError(f"{intent_id} is {intent.status}, not processing")
+        assert intent.payment_method is not None
+        method = self.methods[intent.payment_method]
+        target = outcome or method.card.settles or "succeeded"
+        if target not in ("succeeded", "failed"):
+            raise ValueError(f"an intent settles as succeeded or failed, not {target!r}")
+        self._due_intents.pop(intent_id, None)
+        if target == "failed":
+            self._decline(intent, method, method.card.decline or _ASYNC_FAILURE)
+        else:
+            self._charge(intent, method)
+        return objects.render_intent(intent)
 
     # -- capture / cancel --------------------------------------------------------------
 
@@ -465,7 +601,7 @@ class PaymentState:
                 currency=intent.currency,
             )
         )
-        self._remember(intent)
+        self._changed(intent, "payment_intent.succeeded")
         return self._intent_outcome(intent)
 
     def validate_cancel(self, params: dict[str, Any]) -> CancelRequest:
@@ -493,17 +629,73 @@ class PaymentState:
         intent.amount_capturable = 0
         intent.canceled_at = int(time.time())
         intent.cancellation_reason = request.cancellation_reason
-        self._remember(intent)
+        intent.next_action = None
+        self._due_intents.pop(intent.id, None)
+        self._changed(intent, "payment_intent.canceled")
         return self._intent_outcome(intent)
 
     # -- what happens on its own later ---------------------------------------------------
 
     def on_refund_changed(self, refund: Refund, *, previous: str | None) -> None:
-        """A refund was made or moved on (the hook events hang on)."""
+        """A refund was made or moved on: Stripe's events for it."""
+        rendered = objects.render_refund(refund)
+
+        def emit(type_: str, obj: dict[str, Any], **extra: Any) -> None:
+            self.events.emit(type_, obj, intent_id=refund.intent_id, amount=refund.amount, **extra)
+
+        if previous is None:
+            charge = self.charges[refund.charge_id]
+            emit("refund.created", rendered)
+            # The charge's amount_refunded changed (partial refunds included).
+            emit(
+                "charge.refunded", objects.render_charge(charge, self.refunds.of_charge(charge.id))
+            )
+            return
+        for type_ in ("charge.refund.updated", "refund.updated"):
+            emit(type_, rendered, previous_attributes={"status": previous})
+        if refund.status == "failed":
+            emit("refund.failed", rendered)
+
+    def open_dispute(
+        self, intent_id: str, *, amount: int | None = None, reason: str = "fraudulent"
+    ) -> dict[str, Any]:
+        """The customer disputes the charge (Stripe's Dashboard / card network)."""
+        intent = self.intents.get(intent_id)
+        if intent is None:
+            raise KeyError(intent_id)
+        charge = self.charges.get(intent.latest_charge or "")
+        if charge is None or not charge.captured:
+            raise ValueError(f"{intent_id} has no captured charge to dispute")
+        dispute = Dispute(
+            id=objects.new_id("dp"),
+            charge_id=charge.id,
+            intent_id=intent.id,
+            amount=charge.amount_captured if amount is None else amount,
+            currency=charge.currency,
+            created=int(time.time()),
+            reason=reason,
+        )
+        self.disputes[dispute.id] = dispute
+        charge.disputed = True
+        rendered = objects.render_dispute(dispute)
+        self.events.emit(
+            "charge.dispute.created", rendered, intent_id=intent.id, amount=dispute.amount
+        )
+        return rendered
 
     def settle_due(self, now: float) -> None:
-        """Everything whose configured delay has passed moves on (refunds)."""
+        """Everything whose configured delay has passed moves on (refunds, processing)."""
         self.refunds.settle_due(now)
+        for intent_id, due in list(self._due_intents.items()):
+            if due <= now:
+                self.settle_intent(intent_id)
+
+    def _changed(self, intent: Intent, event_type: str) -> None:
+        """An intent changed: a version for search, and Stripe's event."""
+        self._remember(intent)
+        self.events.emit(
+            event_type, objects.render_intent(intent), intent_id=intent.id, amount=intent.amount
+        )
 
     # -- reads -------------------------------------------------------------------------
 
