@@ -16,8 +16,10 @@ if TYPE_CHECKING:
 
 FAULT_HELP = (
     "Arm a fault rule; repeatable.  Syntax OP:MODE[:PROBABILITY][:key=value...] with "
-    "OP = create|confirm|retrieve|list|search|any and MODE = latency | timeout_after_effect | "
-    "error_500_before | error_500_after | rate_limit | hang; keys: amounts=1313,2000 (only "
+    "OP = create|confirm|retrieve|list|search|capture|cancel|refund|retrieve_refund|"
+    "list_refunds|list_events|retrieve_event|any and MODE = latency | timeout_after_effect | "
+    "error_500_before | error_500_after | rate_limit | hang, or OP = webhook (deliveries) and "
+    "MODE = drop | duplicate | reorder | delay; keys: amounts=1313,2000 (only "
     "these amounts), times=N (at most N times), seconds=S (latency/stall/hang length), "
     "retry_after=N (rate_limit).  Examples: confirm:timeout_after_effect:0.1, "
     "confirm:error_500_after:amounts=1313, any:latency:seconds=0.05, "
@@ -33,6 +35,10 @@ def build_config(
     stall_seconds: float,
     hang_seconds: float,
     search_lag_seconds: float,
+    webhook_url: str | None = None,
+    webhook_secret: str | None = None,
+    refund_settle_seconds: float | None = None,
+    processing_settle_seconds: float | None = None,
 ) -> SimulatorConfig:
     """The simulator configuration for the CLI's flags; a bad ``--fault`` is a usage error."""
     simulator = import_devtools("devtools.simulator", command="provider-sim")
@@ -42,12 +48,24 @@ def build_config(
             rules.append(simulator.parse_fault_spec(spec))
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--fault") from exc
+    if (webhook_url is None) != (webhook_secret is None):
+        raise typer.BadParameter(
+            "give both --webhook-url and --webhook-secret, or neither", param_hint="--webhook-url"
+        )
+    if webhook_secret is not None and not webhook_secret.startswith("whsec_"):
+        raise typer.BadParameter(
+            "a webhook secret starts with whsec_", param_hint="--webhook-secret"
+        )
     config: SimulatorConfig = simulator.SimulatorConfig(
         seed=seed,
         faults=tuple(rules),
         stall_seconds=stall_seconds,
         hang_seconds=hang_seconds,
         search_lag_seconds=search_lag_seconds,
+        webhook_url=webhook_url,
+        webhook_secret=webhook_secret,
+        refund_settle_seconds=refund_settle_seconds,
+        processing_settle_seconds=processing_settle_seconds,
     )
     return config
 
@@ -75,11 +93,39 @@ def provider_sim(
         float,
         typer.Option(help="How far /v1/payment_intents/search lags behind (eventual consistency)."),
     ] = 2.0,
+    webhook_url: Annotated[
+        str | None,
+        typer.Option(help="Deliver every event here as a Stripe-signed webhook (POST)."),
+    ] = None,
+    webhook_secret: Annotated[
+        str | None,
+        typer.Option(
+            envvar="PAYORCH_SIM_WEBHOOK_SECRET",
+            help="The endpoint's signing secret (whsec_...); also PAYORCH_SIM_WEBHOOK_SECRET.",
+            show_default=False,
+        ),
+    ] = None,
+    refund_settle_seconds: Annotated[
+        float | None,
+        typer.Option(
+            help="Pending / failing test refunds move on this long after (default: "
+            "only via POST /_sim/refunds/{id}/settle)."
+        ),
+    ] = None,
+    processing_settle_seconds: Annotated[
+        float | None,
+        typer.Option(
+            help="Asynchronous test payments settle this long after confirm "
+            "(default: only via POST /_sim/payment_intents/{id}/settle)."
+        ),
+    ] = None,
 ) -> None:
     """Serve a Stripe-compatible PaymentIntents API with fault injection.
 
     Point the SDK at it with PAYORCH_STRIPE_API_BASE=http://HOST:PORT and any sk_test_ key.
-    Admin API (not Stripe's): /_sim/movements, /_sim/requests, /_sim/faults, /_sim/reset.
+    Admin API (not Stripe's): /_sim/movements, /_sim/requests, /_sim/faults, /_sim/reset,
+    /_sim/webhooks, /_sim/payment_intents/{id}/authenticate|settle, /_sim/refunds/{id}/settle,
+    /_sim/dashboard/refunds|disputes.
     """
     config = build_config(
         seed=seed,
@@ -87,6 +133,10 @@ def provider_sim(
         stall_seconds=stall_seconds,
         hang_seconds=hang_seconds,
         search_lag_seconds=search_lag_seconds,
+        webhook_url=webhook_url,
+        webhook_secret=webhook_secret,
+        refund_settle_seconds=refund_settle_seconds,
+        processing_settle_seconds=processing_settle_seconds,
     )
     typer.echo(f"provider simulator on http://{host}:{port} ({len(config.faults)} fault rules)")
     import_devtools("devtools.simulator", command="provider-sim").serve(

@@ -447,6 +447,67 @@ def test_a_refund_answered_500_after_the_effect_is_unknown_and_the_lookup_finds_
     assert (found.amount, found.status) == (900, "succeeded")
 
 
+# -- authentication, off-session, customers --------------------------------------------
+
+
+def test_a_3ds_card_confirmed_with_a_return_url_requires_action_with_a_redirect(
+    cassette: Cassette,
+) -> None:
+    record = cassette.record_id("order")
+    intent = _create(cassette, record, payment_method="pm_card_threeDSecure2Required")
+
+    waiting = cassette.provider.confirm_intent(
+        intent.id, record_id=record, attempt=1, return_url="https://shop.example/return"
+    )
+    read = cassette.provider.retrieve_intent(intent.id)
+
+    assert waiting.status == "requires_action"
+    assert waiting.next_action is not None
+    assert waiting.next_action["type"] == "redirect_to_url"
+    assert waiting.next_action["redirect_to_url"]["return_url"] == "https://shop.example/return"
+    assert waiting.client_secret is not None
+    assert waiting.amount_received in (0, None)
+    assert read.status == "requires_action"
+    [confirm] = [r for r in cassette.recorded.requests if r.path.endswith("/confirm")]
+    assert "return_url" in (confirm.body or b"").decode()
+
+
+def test_off_session_a_card_that_needs_authentication_is_declined_authentication_required(
+    cassette: Cassette,
+) -> None:
+    record = cassette.record_id("order")
+    intent = _create(cassette, record, payment_method="pm_card_authenticationRequired")
+
+    with pytest.raises(Declined) as declined:
+        cassette.provider.confirm_intent(intent.id, record_id=record, attempt=1, off_session=True)
+    after = cassette.provider.retrieve_intent(intent.id)
+
+    assert declined.value.code == "authentication_required"
+    assert declined.value.intent_id == intent.id
+    assert after.status == "requires_payment_method"
+    assert after.last_payment_error is not None
+    assert after.last_payment_error.code == "authentication_required"
+
+
+def test_an_intent_created_for_a_customer_carries_the_customer(fault_cassette: Cassette) -> None:
+    # Simulator only: on Stripe the customer must exist in the test account.
+    record = fault_cassette.record_id("order")
+
+    intent = fault_cassette.provider.create_intent(
+        record_id=record,
+        amount=2000,
+        currency="usd",
+        payment_method="pm_card_visa",
+        description=None,
+        metadata={},
+        customer="cus_payorchReplay",
+    )
+
+    assert intent.customer == "cus_payorchReplay"
+    [create] = fault_cassette.recorded.requests
+    assert "customer=cus_payorchReplay" in (create.body or b"").decode()
+
+
 # -- replay safety ---------------------------------------------------------------------
 
 

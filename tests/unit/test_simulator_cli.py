@@ -48,3 +48,22 @@ def test_the_flags_become_the_simulator_configuration() -> None:
         parse_fault_spec("create:rate_limit:retry_after=2"),
     )
     assert (config.stall_seconds, config.hang_seconds, config.search_lag_seconds) == (12, 60, 0.5)
+
+
+def test_webhook_delivery_is_configured_by_url_and_secret_together() -> None:
+    common = {"seed": 0, "fault": None, "stall_seconds": 1.0, "hang_seconds": 1.0}
+    config = build_config(
+        **common,
+        search_lag_seconds=1.0,
+        webhook_url="http://127.0.0.1:8000/v1/providers/stripe/webhooks",
+        webhook_secret="whsec_local",
+        refund_settle_seconds=2.0,
+        processing_settle_seconds=3.0,
+    )
+
+    assert config.webhook_url == "http://127.0.0.1:8000/v1/providers/stripe/webhooks"
+    assert config.webhook_secret == "whsec_local"
+    assert (config.refund_settle_seconds, config.processing_settle_seconds) == (2.0, 3.0)
+    for url, secret in (("http://x", None), (None, "whsec_x"), ("http://x", "not-a-secret")):
+        with pytest.raises(typer.BadParameter):
+            build_config(**common, search_lag_seconds=1.0, webhook_url=url, webhook_secret=secret)

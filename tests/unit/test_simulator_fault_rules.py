@@ -86,3 +86,24 @@ def test_the_same_seed_injects_the_same_faults() -> None:
     assert run(7) == run(7)
     assert run(7) != run(8)
     assert 10 < sum(run(7)) < 54  # roughly half, not all or nothing
+
+
+@pytest.mark.parametrize(
+    "spec", ["webhook:latency:seconds=1", "confirm:drop", "any:duplicate", "webhook:hang"]
+)
+def test_webhook_modes_go_with_the_webhook_operation_only(spec: str) -> None:
+    with pytest.raises(ValueError, match="webhook"):
+        parse_fault_spec(spec)
+
+
+def test_a_webhook_rule_never_fires_for_a_request_and_any_never_for_a_webhook() -> None:
+    book = FaultBook(seed=1)
+    book.add(parse_fault_spec("webhook:reorder"))
+    book.add(parse_fault_spec("any:rate_limit"))
+
+    request = book.pick("confirm", None)
+    webhook = book.pick("webhook", None)
+
+    assert request is not None and request.mode == "rate_limit"
+    assert webhook is not None and webhook.mode == "reorder"
+    assert parse_fault_spec("webhook:delay:seconds=2").seconds == 2.0
