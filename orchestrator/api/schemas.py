@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
@@ -15,6 +16,7 @@ from pydantic import (
 )
 
 from orchestrator.domain.currencies import MAX_AMOUNT, SUPPORTED_CURRENCIES
+from orchestrator.domain.minimums import minimum_charge_amount
 from orchestrator.domain.model import PaymentRequest
 
 # C0/C1 control characters other than tab and newlines: they break logs, terminals and
@@ -31,6 +33,11 @@ METADATA_KEY_PATTERN = f"^[^{_IDENTIFIER_CONTROL_CLASS}\\[\\]]+$"
 
 # The shape of orchestrator.domain.ids.new_payment_id(); the API answers 404 for any other
 # id without a lookup, and documents it on every {payment_id}.
+
+# Stripe's customer ids.
+CUSTOMER_PATTERN = r"^cus_[A-Za-z0-9]+$"
+# Optional request fields added after Part 1 (see PaymentCreate.fingerprint_body).
+PART2_OPTIONAL_FIELDS: tuple[str, ...] = ("customer", "off_session", "return_url")
 
 MAX_METADATA_KEYS = 50  # Stripe's limits, so nothing we accept is refused downstream
 MAX_METADATA_KEY_LENGTH = 40
@@ -128,6 +135,16 @@ def _metadata_schema(schema: dict[str, Any]) -> None:
     }
 
 
+def _return_url(value: str) -> str:
+    """An absolute http(s) URL: where the customer's browser is sent back after a
+    redirect-based authentication (Stripe refuses a relative one)."""
+    _clean_identifier(value)
+    parts = urlsplit(value)
+    if parts.scheme not in ("https", "http") or not parts.netloc:
+        raise ValueError("must be an absolute http:// or https:// URL")
+    return value
+
+
 Text = Annotated[str, AfterValidator(_clean_text)]
 Identifier = Annotated[str, AfterValidator(_clean_identifier)]
 
@@ -179,6 +196,69 @@ class PaymentCreate(BaseModel):
             json_schema_extra=_metadata_schema,
         ),
     ] = Field(default_factory=dict)
+    customer: (
+        Annotated[str, StringConstraints(min_length=5, max_length=255, pattern=CUSTOMER_PATTERN)]
+        | None
+    ) = Field(
+        default=None,
+        description="The provider's customer (`cus_…`): a saved card needs it.",
+        examples=["cus_NffrFeUfNV2Hib"],
+    )
+    off_session: bool | None = Field(
+        default=None,
+        description="true: a merchant-initiated charge without the customer present; a card "
+        "that would need authentication then fails with `authentication_required`. false: "
+        "the customer is present and may be asked to authenticate (`return_url` required).",
+    )
+    return_url: (
+        Annotated[str, StringConstraints(max_length=2048), AfterValidator(_return_url)] | None
+    ) = Field(
+        default=None,
+        description="Where a redirect-based authentication (3-D Secure) sends the customer "
+        "back: required when `off_session` is false, refused when it is true.",
+        examples=["https://shop.example/checkout/complete"],
+    )
+
+    def rule_errors(self) -> list[dict[str, str]]:
+        """The rules that tie fields together (each names the field to fix): the
+        provider's minimum for the currency, and ``off_session`` with ``return_url``."""
+        errors: list[dict[str, str]] = []
+        minimum = minimum_charge_amount(self.currency)
+        if minimum is not None and self.amount < minimum:
+            errors.append(
+                {
+                    "field": "amount",
+                    "message": f"must be at least {minimum} (minor units) in "
+                    f"{self.currency.upper()}: Stripe's minimum charge amount",
+                }
+            )
+        if self.off_session is False and self.return_url is None:
+            errors.append(
+                {
+                    "field": "return_url",
+                    "message": "is required when off_session is false: the customer may be "
+                    "asked to authenticate and must be sent back somewhere",
+                }
+            )
+        if self.off_session is True and self.return_url is not None:
+            errors.append(
+                {
+                    "field": "return_url",
+                    "message": "must not be sent when off_session is true: no customer is "
+                    "present to be redirected",
+                }
+            )
+        return errors
+
+    def fingerprint_body(self) -> dict[str, Any]:
+        """What the idempotency fingerprint covers.  The Part 2 fields count only when sent:
+        a body without them fingerprints exactly as it did before they existed, so a key
+        stored then still replays instead of answering 422."""
+        body = self.model_dump(mode="json")
+        for name in PART2_OPTIONAL_FIELDS:
+            if body.get(name) is None:
+                body.pop(name, None)
+        return body
 
     def to_domain(self) -> PaymentRequest:
         return PaymentRequest(
@@ -188,6 +268,9 @@ class PaymentCreate(BaseModel):
             customer_reference=self.customer_reference,
             description=self.description,
             metadata=dict(self.metadata),
+            customer=self.customer,
+            off_session=self.off_session,
+            return_url=self.return_url,
         )
 
 
@@ -200,11 +283,14 @@ class FailureOut(BaseModel):
 class PaymentOut(BaseModel):
     id: str
     object: Literal["payment"]
-    status: Literal["processing", "succeeded", "failed", "needs_attention"]
+    status: Literal[
+        "processing", "requires_action", "succeeded", "failed", "canceled", "needs_attention"
+    ]
     amount: int
     currency: str
     payment_method: str
     customer_reference: str | None
+    customer: str | None = Field(default=None, description="The provider's customer (`cus_…`).")
     description: str | None
     metadata: dict[str, str]
     idempotency_key: str | None = Field(
@@ -213,6 +299,17 @@ class PaymentOut(BaseModel):
     provider: str
     provider_payment_id: str | None
     failure: FailureOut | None
+    next_action: dict[str, Any] | None = Field(
+        default=None,
+        description="Only while `requires_action`: what the customer must do, "
+        '`{"type": "redirect_to_url", "redirect_to_url": {"url", "return_url"}}` or '
+        '`{"type": "use_stripe_sdk"}`.',
+    )
+    client_secret: str | None = Field(
+        default=None,
+        description="Only while `requires_action`: the provider's client secret, for the "
+        "merchant's front end to finish the authentication (Stripe.js).",
+    )
     attempts: int
     created_at: str
     updated_at: str

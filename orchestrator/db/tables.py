@@ -51,6 +51,11 @@ payments = sa.Table(
     sa.Column("customer_reference", sa.String(255), nullable=True),
     sa.Column("description", sa.String(1000), nullable=True),
     sa.Column("metadata", JsonDocument, nullable=False),
+    # Part 2 request fields (migration 0008): the provider's customer, merchant-initiated
+    # (off-session) or not (NULL: not said), and where a 3-D Secure redirect returns.
+    sa.Column("customer", sa.String(255), nullable=True),
+    sa.Column("off_session", sa.Boolean, nullable=True),
+    sa.Column("return_url", sa.String(2048), nullable=True),
     # State machine and lease.
     sa.Column("status", sa.String(20), nullable=False),
     sa.Column("recovery_point", sa.String(20), nullable=False),

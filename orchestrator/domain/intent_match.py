@@ -12,7 +12,7 @@ What must match, field by field::
 
     metadata.payorch_record_id   our record id
     amount, currency             the record's (currency compared lower-case)
-    customer                     the record's (payorch sends none today: null)
+    customer                     the record's (null when the payment names none)
     capture_method               automatic ("automatic_async" is Stripe's newer name for the
                                  same thing: capture as soon as the charge succeeds)
     payment method               the record's id; a Stripe *test* token (``pm_card_visa``…)
@@ -53,6 +53,7 @@ class ExpectedIntent:
             amount=record.request.amount,
             currency=record.request.currency.lower(),
             payment_method=record.request.payment_method,
+            customer=record.request.customer,
         )
 
 

@@ -35,6 +35,13 @@ class PaymentRequest:
     customer_reference: str | None = None
     description: str | None = None
     metadata: dict[str, str] = field(default_factory=dict)
+    # The provider's customer (``cus_…``): saved cards need it on the intent.
+    customer: str | None = None
+    # True: a merchant-initiated charge, no customer present (a card that would need
+    # authentication fails with authentication_required).  None: not said (Part 1 payments).
+    off_session: bool | None = None
+    # Where a redirect-based authentication sends the customer back.
+    return_url: str | None = None
 
 
 @dataclass(frozen=True)

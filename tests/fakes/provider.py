@@ -44,6 +44,8 @@ class Call:
     operation: Operation
     intent_id: str | None
     key: str | None
+    # The optional arguments the call carried (customer, off_session, return_url).
+    params: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass
@@ -57,6 +59,7 @@ class _Intent:
     charge: str | None = None
     error: PaymentError | None = None
     created: int = 0
+    customer: str | None = None
 
 
 @dataclass
@@ -98,6 +101,7 @@ class FakeProvider:
             created=intent.created,
             payment_method=intent.payment_method,
             amount_received=intent.amount if intent.status == "succeeded" else 0,
+            customer=intent.customer,
         )
 
     def add_intent(
@@ -157,9 +161,10 @@ class FakeProvider:
         payment_method: str,
         description: str | None,
         metadata: dict[str, str],
+        customer: str | None = None,
     ) -> ProviderIntent:
         key = create_key(record_id)
-        self.calls.append(Call("create", None, key))
+        self.calls.append(Call("create", None, key, {"customer": customer} if customer else {}))
         fault = self._fault("create")
 
         def act() -> ProviderIntent:
@@ -170,15 +175,27 @@ class FakeProvider:
                 payment_method=payment_method,
                 metadata={**metadata, RECORD_ID_METADATA_KEY: record_id},
                 created=int(time.time()),
+                customer=customer,
             )
             self.intents[intent.id] = intent
             return self._view(intent)
 
         return self._with_key(key, fault, act)
 
-    def confirm_intent(self, intent_id: str, *, record_id: str, attempt: int) -> ProviderIntent:
+    def confirm_intent(
+        self,
+        intent_id: str,
+        *,
+        record_id: str,
+        attempt: int,
+        off_session: bool | None = None,
+        return_url: str | None = None,
+    ) -> ProviderIntent:
         key = confirm_key(record_id, attempt)
-        self.calls.append(Call("confirm", intent_id, key))
+        params = {"off_session": off_session, "return_url": return_url}
+        self.calls.append(
+            Call("confirm", intent_id, key, {k: v for k, v in params.items() if v is not None})
+        )
         fault = self._fault("confirm")
 
         def act() -> ProviderIntent:

@@ -28,9 +28,19 @@ def accept(
     *,
     amount: int = 1000,
     payment_method: str = VISA,
+    customer: str | None = None,
+    off_session: bool | None = None,
+    return_url: str | None = None,
 ) -> PaymentRecord:
-    request = PaymentRequest(amount=amount, currency="usd", payment_method=payment_method)
-    body = {
+    request = PaymentRequest(
+        amount=amount,
+        currency="usd",
+        payment_method=payment_method,
+        customer=customer,
+        off_session=off_session,
+        return_url=return_url,
+    )
+    body: dict[str, Any] = {
         "amount": amount,
         "currency": "usd",
         "payment_method": payment_method,
@@ -38,6 +48,8 @@ def accept(
         "description": None,
         "metadata": {},
     }
+    sent = {"customer": customer, "off_session": off_session, "return_url": return_url}
+    body.update({name: value for name, value in sent.items() if value is not None})
     fingerprint = request_fingerprint("POST", "/v1/payments", body)
     return accept_payment(container, client, key, request, fingerprint).record
 

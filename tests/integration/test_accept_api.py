@@ -137,7 +137,7 @@ def test_same_key_with_another_amount_is_422_and_changes_nothing(api: Api) -> No
     with api.client() as client:
         first = post(client, "reuse-1").json()
         problem = assert_problem(
-            post(client, "reuse-1", {**BODY, "amount": 5}), 422, "idempotency-key-reused"
+            post(client, "reuse-1", {**BODY, "amount": 5000}), 422, "idempotency-key-reused"
         )
         after = client.get(f"/v1/payments/{first['id']}").json()
     assert problem["payment_id"] == first["id"]
@@ -371,3 +371,58 @@ def unused_port() -> int:
     from tests.harness.server import free_port
 
     return free_port()
+
+
+SAVED_CARD = {
+    **BODY,
+    "customer": "cus_SavedCard42",
+    "off_session": False,
+    "return_url": "https://shop.example/checkout/done",
+}
+
+
+def test_customer_off_session_and_return_url_are_stored_and_shown(api: Api) -> None:
+    with api.client() as client:
+        response = post(client, "saved-card-1", SAVED_CARD)
+        assert response.status_code == 202
+        body = response.json()
+        assert body["customer"] == "cus_SavedCard42"
+        assert body["next_action"] is None and body["client_secret"] is None
+        read = client.get(f"/v1/payments/{body['id']}").json()
+    assert read["customer"] == "cus_SavedCard42"
+    assert api.count(idempotency_key="saved-card-1", customer="cus_SavedCard42") == 1
+    assert api.count(idempotency_key="saved-card-1", return_url=SAVED_CARD["return_url"]) == 1
+
+
+def test_the_same_key_with_another_customer_is_422(api: Api) -> None:
+    with api.client() as client:
+        assert post(client, "saved-card-2", SAVED_CARD).status_code == 202
+        assert_problem(
+            post(client, "saved-card-2", {**SAVED_CARD, "customer": "cus_Other"}),
+            422,
+            "idempotency-key-reused",
+        )
+        assert post(client, "saved-card-2", SAVED_CARD).status_code == 202  # the replay
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({**BODY, "amount": 49}, "amount"),  # Stripe's USD minimum is 50
+        ({**BODY, "amount": 29, "currency": "GBP"}, "amount"),
+        ({**BODY, "off_session": False}, "return_url"),
+        ({**BODY, "off_session": True, "return_url": "https://a.example/"}, "return_url"),
+        ({**BODY, "customer": "someone"}, "customer"),
+        ({**BODY, "return_url": "not a url"}, "return_url"),
+        ({**BODY, "off_session": "false"}, "off_session"),
+    ],
+)
+def test_new_fields_and_the_minimum_are_checked_before_anything_is_stored(
+    api: Api, body: dict[str, object], field: str
+) -> None:
+    before = api.count()
+    with api.client() as client:
+        problem = assert_problem(post(client, "rule-check", body), 400, "invalid-request")
+    assert [e["field"] for e in problem["errors"]] == [field]
+    assert field in problem["detail"]
+    assert api.count() == before

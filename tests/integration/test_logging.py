@@ -131,7 +131,7 @@ def traffic(
                 )
                 assert declined.status_code == 202
                 assert post(keys["reused"]).status_code == 202
-                assert post(keys["reused"], {**BODY, "amount": 1}).status_code == 422
+                assert post(keys["reused"], {**BODY, "amount": 2000}).status_code == 422
                 assert post(keys["invalid"], {**BODY, "amount": -1}).status_code == 400
                 assert post(keys["invalid"], {**BODY, "currency": "xx"}).status_code == 400
                 assert post("bad\tkey-" + keys["invalid"]).status_code == 400

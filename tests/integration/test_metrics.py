@@ -176,7 +176,7 @@ def test_accepts_replays_and_key_reuse_move_their_counters(api: Api) -> None:
         first = post_payment(client, "metrics-accept")
         post_payment(client, "metrics-accept")  # replay while processing
         post_payment(client, "metrics-accept")
-        post_payment(client, "metrics-accept", {**BODY, "amount": 7})  # 422
+        post_payment(client, "metrics-accept", {**BODY, "amount": 7000})  # 422
         process_payment(api.container.runner(), first.json()["id"], 1, owner="metrics-test")
         finished = post_payment(client, "metrics-accept")  # replay of a finished payment
         post_payment(client, "metrics-invalid", {**BODY, "amount": -1})  # 400: counts nothing

@@ -159,7 +159,7 @@ def test_reusing_another_clients_key_makes_an_independent_payment(api: Api) -> N
     with api.client(api.key_b) as b:
         same_body = post_payment(b, "a-order-1")
         # A different body under A's key is not a 422 for B: nothing tells B the key is used.
-        other_body = post_payment(b, "a-order-2", {**BODY, "amount": 1})
+        other_body = post_payment(b, "a-order-2", {**BODY, "amount": 2000})
     with api.client(api.key_a) as a:
         a_other = post_payment(a, "a-order-2")
     assert same_body.status_code == 202

@@ -79,7 +79,11 @@ def create_payment(
     idempotency_key: IdempotencyKey,
 ) -> Response:
     payload = parse_model(PaymentCreate, body)
-    fingerprint = request_fingerprint("POST", PAYMENTS_PATH, payload.model_dump(mode="json"))
+    rule_errors = payload.rule_errors()
+    if rule_errors:
+        listed = "; ".join(f"{e['field']}: {e['message']}" for e in rule_errors)
+        raise Problem(400, "invalid-request", f"Fix these fields: {listed}", errors=rule_errors)
+    fingerprint = request_fingerprint("POST", PAYMENTS_PATH, payload.fingerprint_body())
     try:
         accepted = accept_payment(
             container, client, idempotency_key, payload.to_domain(), fingerprint

@@ -48,6 +48,7 @@ from orchestrator.providers.base import (
     Permanent,
     ProviderIntent,
     Retryable,
+    optional,
 )
 from orchestrator.services.intent_lookup import Verdict, lookup_window, scan_for_intent
 
@@ -141,6 +142,7 @@ class _Charge:
                 payment_method=record.request.payment_method,
                 description=record.request.description,
                 metadata=record.request.metadata,
+                **optional(customer=(record.request.customer, None)),
             )
         except Retryable as error:
             lease.wait(error.retry_after, describe_error(error))
@@ -281,7 +283,13 @@ class _Charge:
         attempt = self.record.confirm_attempts
         try:
             intent = self.provider.confirm_intent(
-                intent_id, record_id=self.record.id, attempt=attempt
+                intent_id,
+                record_id=self.record.id,
+                attempt=attempt,
+                **optional(
+                    off_session=(self.record.request.off_session, None),
+                    return_url=(self.record.request.return_url, None),
+                ),
             )
         except Declined as error:
             self._settle_failure(error, intent_id=intent_id)
