@@ -1,7 +1,7 @@
 """Part 2 request fields on payments: the provider's customer, off-session, return URL.
 
 Revision ID: 0008
-Revises: 0005
+Revises: 0006
 Create Date: 2026-12-01
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0008"
-down_revision = "0005"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 
