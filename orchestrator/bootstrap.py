@@ -31,7 +31,8 @@ from orchestrator.settings import Settings
 if TYPE_CHECKING:
     from celery import Celery
 
-    from orchestrator.providers.base import PaymentProvider
+    from orchestrator.providers.base import PaymentProvider, ProviderEvent
+    from orchestrator.services.provider_events import ParseEvent
 
 
 @dataclass
@@ -44,6 +45,8 @@ class Container:
     celery_app: Celery | None = None
     # How webhook hosts are resolved (the SSRF checks): tests pass a table, never DNS.
     resolver: Resolver = system_resolver
+    # Verifies and reads a provider's webhook (POST /v1/providers/stripe/webhooks).
+    parse_provider_event: ParseEvent = field(default_factory=lambda: parse_stripe_event)
     _provider: PaymentProvider | None = field(default=None, repr=False)
 
     def uow(self, *, read_only: bool = False) -> UnitOfWork:
@@ -89,6 +92,14 @@ class Container:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def parse_stripe_event(payload: bytes, signature: str | None, secret: str) -> ProviderEvent:
+    """Stripe's webhook verification, imported on first use (only the adapter imports
+    ``stripe``)."""
+    from orchestrator.providers.stripe_adapter import parse_webhook_event
+
+    return parse_webhook_event(payload, signature, secret)
 
 
 def _stripe_provider_factory(settings: Settings) -> Callable[[], PaymentProvider]:

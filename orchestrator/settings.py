@@ -63,6 +63,10 @@ class Settings(BaseSettings):
     # shapes change between versions, and the adapter, the cassettes and the simulator are
     # written for this one.  Move it only together with them (README, "Stripe API version").
     stripe_api_version: str = Field(default=PINNED_API_VERSION, min_length=1)
+    # The signing secret of payorch's endpoint in Stripe (whsec_…): POST
+    # /v1/providers/stripe/webhooks verifies every event with it.  Unset: the route answers
+    # 503 and stores nothing (no event can be trusted without it).
+    stripe_webhook_secret: SecretStr | None = None
 
     # The lookup after a create whose outcome is unknown (README, "The lookup").  Its window
     # is [first create - margin, latest create + provider timeout + margin].  The margin

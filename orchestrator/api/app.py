@@ -20,6 +20,7 @@ from orchestrator.api.routes import (
     ops_events,
     ops_payments,
     payments,
+    provider_events,
     webhook_endpoints,
 )
 from orchestrator.bootstrap import Container
@@ -45,6 +46,7 @@ def create_app(container: Container) -> FastAPI:
     app.include_router(webhook_endpoints.router)
     app.include_router(events.router)
     app.include_router(ops_events.router)
+    app.include_router(provider_events.router)
     app.include_router(health.router)
     install_console(app)
     install_docs(app)

@@ -324,3 +324,25 @@ webhook_delivery_attempts = sa.Table(
     sa.Column("created_at", UtcDateTime(), nullable=False),
     sa.Index("ix_webhook_delivery_attempts_delivery_id", "delivery_id"),
 )
+
+# Events a provider sent us (Stripe's webhooks), each stored once by its id: a hint that
+# wakes the payment it names, never applied as the truth (README, "Provider events in").
+provider_events = sa.Table(
+    "provider_events",
+    metadata,
+    sa.Column("id", sa.String(255), primary_key=True),  # Stripe's evt_… id
+    sa.Column("provider", sa.String(20), nullable=False),
+    sa.Column("type", sa.String(100), nullable=False),
+    sa.Column("provider_created", sa.BigInteger, nullable=False),  # the provider's clock
+    sa.Column("object_type", sa.String(50), nullable=False),
+    sa.Column("object_id", sa.String(255), nullable=False),
+    sa.Column("provider_payment_id", sa.String(255), nullable=True),
+    # Our payment, when the event's intent is one of ours (NULL: not ours, or no intent).
+    sa.Column("payment_id", sa.String(40), sa.ForeignKey("payments.id"), nullable=True),
+    sa.Column("payload", JsonDocument, nullable=False),
+    sa.Column("received_at", UtcDateTime(), nullable=False),
+    # Whether receiving it made a deferred payment due at once.
+    sa.Column("woke_payment", sa.Boolean, nullable=False),
+    sa.Index("ix_provider_events_payment_id", "payment_id"),
+    sa.Index("ix_provider_events_received_at", "received_at"),
+)

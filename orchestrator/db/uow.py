@@ -26,6 +26,7 @@ from orchestrator.db.repositories.leases import LeaseRepository
 from orchestrator.db.repositories.outcomes import OutcomeRepository
 from orchestrator.db.repositories.payment_search import PaymentSearchRepository
 from orchestrator.db.repositories.payments import PaymentRepository
+from orchestrator.db.repositories.provider_events import ProviderEventRepository
 from orchestrator.db.repositories.webhook_endpoints import WebhookEndpointRepository
 
 
@@ -40,6 +41,7 @@ class UnitOfWork:
     events: EventRepository
     deliveries: DeliveryRepository
     webhook_endpoints: WebhookEndpointRepository
+    provider_events: ProviderEventRepository
 
     def __init__(self, engine: Engine, clock: Clock, *, read_only: bool = False) -> None:
         self._engine = engine
@@ -65,6 +67,7 @@ class UnitOfWork:
         self.events = EventRepository(conn)
         self.deliveries = DeliveryRepository(conn)
         self.webhook_endpoints = WebhookEndpointRepository(conn)
+        self.provider_events = ProviderEventRepository(conn)
         return self
 
     def __exit__(

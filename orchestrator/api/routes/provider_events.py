@@ -1,0 +1,91 @@
+"""``POST /v1/providers/stripe/webhooks``: Stripe's events in (no API key; the
+``Stripe-Signature`` header is the authentication).  See ``services.provider_events``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Header, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from orchestrator.api.deps import ContainerDep
+from orchestrator.api.problems import Problem
+from orchestrator.api.responses import problem
+from orchestrator.providers.base import WebhookSignatureInvalid
+from orchestrator.services.provider_events import WebhookSecretMissing, receive_provider_event
+
+router = APIRouter(prefix="/v1/providers", tags=["provider events"])
+
+# Stripe's events are a few KiB; anything far larger is not one of them.
+MAX_EVENT_BYTES = 256 * 1024
+
+
+async def read_raw_body(request: Request) -> bytes:
+    """The exact bytes Stripe signed (re-serialised JSON would not verify), bounded."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_EVENT_BYTES:
+        raise Problem(413, "payload-too-large", f"An event is at most {MAX_EVENT_BYTES} bytes.")
+    body = bytearray()
+    async for chunk in request.stream():
+        body.extend(chunk)
+        if len(body) > MAX_EVENT_BYTES:
+            raise Problem(413, "payload-too-large", f"An event is at most {MAX_EVENT_BYTES} bytes.")
+    return bytes(body)
+
+
+class ReceivedOut(BaseModel):
+    received: bool = Field(description="Always true: the event is stored (now or before).")
+    id: str = Field(description="The provider's event id.")
+    duplicate: bool = Field(description="True when this event id was already stored.")
+
+
+@router.post(
+    "/stripe/webhooks",
+    summary="Receive a Stripe event (Stripe-Signature verified; stored once by id)",
+    response_model=ReceivedOut,
+    responses={
+        400: problem("Missing or bad Stripe-Signature, stale timestamp, or not an event"),
+        413: problem("The body is larger than any Stripe event"),
+        503: problem("No webhook secret configured (PAYORCH_STRIPE_WEBHOOK_SECRET)"),
+    },
+    # The body is read raw (the signature covers its exact bytes), so FastAPI cannot infer
+    # it: documented here as what Stripe sends, an Event object.
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "description": "A Stripe Event, exactly as Stripe sent and signed it.",
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        }
+    },
+)
+def receive_stripe_event(
+    container: ContainerDep,
+    body: Annotated[bytes, Depends(read_raw_body)],
+    stripe_signature: Annotated[str | None, Header(alias="Stripe-Signature")] = None,
+) -> JSONResponse:
+    secret = container.settings.stripe_webhook_secret
+    try:
+        received = receive_provider_event(
+            body,
+            stripe_signature,
+            secret=secret.get_secret_value() if secret is not None else None,
+            parse=container.parse_provider_event,
+            uow=container.uow,
+        )
+    except WebhookSecretMissing as error:
+        raise Problem(
+            503,
+            "service-unavailable",
+            f"{error}: set PAYORCH_STRIPE_WEBHOOK_SECRET to the endpoint's whsec_ secret",
+        ) from error
+    except WebhookSignatureInvalid as error:
+        raise Problem(
+            400,
+            "invalid-request",
+            f"{error}. Stripe signs each event with the endpoint's secret "
+            "(Stripe-Signature: t=…,v1=…); nothing was stored.",
+        ) from error
+    return JSONResponse(
+        ReceivedOut(received=True, id=received.id, duplicate=received.duplicate).model_dump()
+    )

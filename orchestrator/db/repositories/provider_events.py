@@ -1,0 +1,124 @@
+"""Provider events (``provider_events``): stored once by id, mapped to our payment, and the
+one write an event may make to a payment: a deferred payment is made due now."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from orchestrator.db.tables import payments, provider_events
+from orchestrator.domain.states import PaymentStatus
+
+e = provider_events.c
+
+
+@dataclass(frozen=True)
+class StoredProviderEvent:
+    id: str
+    provider: str
+    type: str
+    provider_created: int
+    object_type: str
+    object_id: str
+    provider_payment_id: str | None
+    payment_id: str | None
+    received_at: datetime
+    woke_payment: bool
+
+
+def _to_event(row: sa.Row[Any]) -> StoredProviderEvent:
+    return StoredProviderEvent(
+        id=row.id,
+        provider=row.provider,
+        type=row.type,
+        provider_created=row.provider_created,
+        object_type=row.object_type,
+        object_id=row.object_id,
+        provider_payment_id=row.provider_payment_id,
+        payment_id=row.payment_id,
+        received_at=row.received_at,
+        woke_payment=row.woke_payment,
+    )
+
+
+class ProviderEventRepository:
+    def __init__(self, connection: sa.Connection) -> None:
+        self._conn = connection
+
+    def get(self, event_id: str) -> StoredProviderEvent | None:
+        row = self._conn.execute(sa.select(provider_events).where(e.id == event_id)).first()
+        return None if row is None else _to_event(row)
+
+    def for_payment(self, payment_id: str) -> list[StoredProviderEvent]:
+        query = (
+            sa.select(provider_events)
+            .where(e.payment_id == payment_id)
+            .order_by(e.received_at, e.provider_created)
+        )
+        return [_to_event(r) for r in self._conn.execute(query)]
+
+    def payment_for_intent(self, provider_payment_id: str) -> str | None:
+        return self._conn.execute(
+            sa.select(payments.c.id)
+            .where(payments.c.provider_payment_id == provider_payment_id)
+            .limit(1)
+        ).scalar_one_or_none()
+
+    def insert_once(
+        self,
+        *,
+        event_id: str,
+        provider: str,
+        event_type: str,
+        provider_created: int,
+        object_type: str,
+        object_id: str,
+        provider_payment_id: str | None,
+        payment_id: str | None,
+        payload: dict[str, Any],
+        woke_payment: bool,
+        now: datetime,
+    ) -> bool:
+        """Store the event unless its id is already stored; False: a replay (nothing
+        written).  A concurrent twin that commits first makes our insert fail on the
+        primary key: the caller's unit of work rolls back and answers as a replay."""
+        if self.get(event_id) is not None:
+            return False
+        self._conn.execute(
+            provider_events.insert().values(
+                id=event_id,
+                provider=provider,
+                type=event_type[:100],
+                provider_created=provider_created,
+                object_type=object_type[:50],
+                object_id=object_id[:255],
+                provider_payment_id=provider_payment_id,
+                payment_id=payment_id,
+                payload=payload,
+                received_at=now,
+                woke_payment=woke_payment,
+            )
+        )
+        return True
+
+    def make_deferred_payment_due(self, payment_id: str, *, now: datetime) -> bool:
+        """A payment waiting for its ``next_attempt_at`` with nobody holding it becomes due
+        now, so the sweeper's next pass dispatches it (which reads the provider's truth).
+        Never touches a payment a worker holds or one that is finished: no token changes,
+        so nothing is fenced and nothing is decided here."""
+        c = payments.c
+        result = self._conn.execute(
+            payments.update()
+            .where(
+                c.id == payment_id,
+                c.status == PaymentStatus.PROCESSING.value,
+                c.lease_owner.is_(None),
+                c.next_attempt_at.is_not(None),
+                c.next_attempt_at > now,
+            )
+            .values(next_attempt_at=now, locked_until=now, updated_at=now)
+        )
+        return result.rowcount == 1

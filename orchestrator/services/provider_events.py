@@ -1,0 +1,104 @@
+"""Receiving a provider's event (``POST /v1/providers/stripe/webhooks``).
+
+    body + Stripe-Signature ─> verify (the adapter, through the stripe SDK) ─ bad ─> 400,
+                                                                               nothing stored
+      ─> one short transaction:
+           already stored (same evt id) ─────────────> replay: 200, nothing changes
+           store it, with our payment if its intent is ours
+           that payment deferred (nobody holds it) ──> due now: the sweeper dispatches it
+      ─> 200
+
+**An event is a hint, never the truth.**  Nothing here applies what the event says: the
+payment's operation, once dispatched, retrieves the intent from the provider and applies it
+through the fenced path, so an event that arrives late, twice or out of order changes nothing
+twice.  No provider call is made here (the route answers in milliseconds), and no transaction
+is open across anything but the database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from orchestrator.db.uow import UnitOfWork
+from orchestrator.logging import get_logger
+from orchestrator.providers.base import ProviderEvent
+
+log = get_logger(__name__)
+
+# Verifies a webhook and reads it (``stripe_adapter.parse_webhook_event``); raises
+# ``WebhookSignatureInvalid``.
+ParseEvent = Callable[[bytes, str | None, str], ProviderEvent]
+
+
+class WebhookSecretMissing(Exception):
+    """No signing secret is configured: no event can be verified, so none is accepted."""
+
+
+@dataclass(frozen=True)
+class ReceivedEvent:
+    id: str
+    type: str
+    duplicate: bool
+    payment_id: str | None
+    woke_payment: bool
+
+
+def receive_provider_event(
+    payload: bytes,
+    signature: str | None,
+    *,
+    secret: str | None,
+    parse: ParseEvent,
+    uow: Callable[[], UnitOfWork],
+    provider: str = "stripe",
+) -> ReceivedEvent:
+    """Verify, store once, wake; raises ``WebhookSignatureInvalid`` or
+    ``WebhookSecretMissing`` before anything is written."""
+    if not secret:
+        raise WebhookSecretMissing(f"no webhook signing secret is configured for {provider}")
+    event = parse(payload, signature, secret)
+    with uow() as unit:
+        now = unit.now()
+        events = unit.provider_events
+        if events.get(event.id) is not None:
+            return _replayed(event)
+        payment_id = (
+            events.payment_for_intent(event.payment_intent) if event.payment_intent else None
+        )
+        woke = payment_id is not None and events.make_deferred_payment_due(payment_id, now=now)
+        try:
+            events.insert_once(
+                event_id=event.id,
+                provider=provider,
+                event_type=event.type,
+                provider_created=event.created,
+                object_type=event.object_type,
+                object_id=event.object_id,
+                provider_payment_id=event.payment_intent,
+                payment_id=payment_id,
+                payload=event.raw,
+                woke_payment=woke,
+                now=now,
+            )
+            unit.commit()
+        except sa.exc.IntegrityError:
+            # A concurrent delivery of the same event committed first (Stripe can send one
+            # event twice at once): it is stored, and this one changes nothing.
+            return _replayed(event)
+    log.info(
+        "provider_event_received",
+        provider=provider,
+        event_id=event.id,
+        event_type=event.type,
+        payment_id=payment_id,
+        woke_payment=woke,
+    )
+    return ReceivedEvent(event.id, event.type, False, payment_id, woke)
+
+
+def _replayed(event: ProviderEvent) -> ReceivedEvent:
+    log.info("provider_event_replayed", event_id=event.id, event_type=event.type)
+    return ReceivedEvent(event.id, event.type, True, None, False)
