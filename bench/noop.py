@@ -22,6 +22,9 @@ import time
 from celery import Celery
 
 NOOP_TASK = "bench.noop"
+# The baseline of the latency scenario: a task that only waits, as long as a payment's two
+# provider calls take at the scenario's latency, then reports like the no-op.
+SLEEP_TASK = "bench.sleep"
 ADDRESS_ENV = "BENCH_NOOP_UDP"  # host:port of the counter
 _DATAGRAM = struct.Struct("!d")
 
@@ -33,6 +36,11 @@ def register_noop(app: Celery) -> None:
 
     @app.task(name=NOOP_TASK)  # type: ignore[untyped-decorator]
     def noop(payment_id: str, lease_token: int) -> None:
+        sock.sendto(_DATAGRAM.pack(time.time()), target)
+
+    @app.task(name=SLEEP_TASK)  # type: ignore[untyped-decorator]
+    def sleep(seconds: float) -> None:
+        time.sleep(seconds)
         sock.sendto(_DATAGRAM.pack(time.time()), target)
 
 

@@ -18,6 +18,9 @@ from rich.table import Table
 ACCEPT_TARGET = 0.5
 END_TO_END_TARGET = 0.5
 STORM_TARGET = 2.0
+# (6) at 300 ms per provider call: >= 0.5 of the sleeping task's rate and >= 100 payments/s.
+LATENCY_TARGET = 0.5
+LATENCY_RATE_TARGET = 100.0
 
 
 def machine() -> dict[str, Any]:
@@ -108,6 +111,12 @@ def verdicts(results: dict[str, Any]) -> dict[str, bool]:
         met["takeover.postgres"] = (
             takeover["kill_to_completion"]["max_seconds"] <= takeover["bound_seconds"]
         )
+    for tag, latency in results.get("latency", {}).items():
+        if latency.get("ratio") is not None:
+            met[f"latency.{tag}"] = (
+                latency["ratio"] >= LATENCY_TARGET
+                and latency["payments"]["per_second"] >= LATENCY_RATE_TARGET
+            )
     return met
 
 
@@ -203,6 +212,23 @@ def render(results: dict[str, Any], console: Console) -> None:
             f"{_number(polling['rps_ratio'])} (req/s)\n{_number(polling['bytes_ratio'])} (bytes)",
             "-",
             "-",
+        )
+    for tag, latency in results.get("latency", {}).items():
+        per = latency.get("database_per_payment", {})
+        table.add_row(
+            f"6. provider latency {latency['latency_seconds'] * 1000:.0f} ms per call",
+            latency["worker"],
+            f"{latency['payments']['per_second']:.1f} payments/s"
+            f"\npeak RSS {latency['peak_rss_mib']:.0f} MiB, {latency['peak_in_flight']} in flight"
+            f"\n= {_number(latency['rss_mib_per_100_in_flight'])} MiB per 100 in flight"
+            f"\nworker CPU {latency['worker_cpu_ms_per_payment']:.1f} ms/payment"
+            f"\n{per.get('transactions', 0):.1f} transactions, "
+            f"{per.get('round_trips', 0):.1f} round trips/payment",
+            f"{latency['sleep']['seconds']:.1f} s sleeping task:"
+            f"\n{latency['sleep']['per_second']:.1f} tasks/s",
+            _number(latency["ratio"]),
+            f">= {LATENCY_TARGET} and\n>= {LATENCY_RATE_TARGET:.0f}/s",
+            _verdict(met.get(f"latency.{tag}")),
         )
     console.print(table)
     for note in notes(results):

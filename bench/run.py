@@ -5,6 +5,8 @@
     2  end to end       PostgreSQL + RabbitMQ, then the embedded default (the demo's stack)
     4  takeover         PostgreSQL + RabbitMQ, its own short-lease stack
     5  polling          PostgreSQL + RabbitMQ (on the same stack as 1, after 3)
+    6  latency          PostgreSQL + RabbitMQ, a simulator answering after --latency-ms,
+                        a fresh stack per worker configuration
 
 PostgreSQL and RabbitMQ are shared with every test session on the machine.  While a
 scenario measures, the bench holds the test suite's service lock, so an outage test of
@@ -29,6 +31,7 @@ from rich.console import Console
 
 from bench import report, services
 from bench.accept import measure_accept
+from bench.latency import measure_latency, parse_worker_args
 from bench.polling import measure_polling
 from bench.stack import ROOT, production_stack, sqlite_stack
 from bench.storm import measure_storm
@@ -36,7 +39,7 @@ from bench.takeover import measure_takeover
 from bench.throughput import measure_embedded, measure_production
 from tests.support.locking import SERVICE_LOCK
 
-SCENARIOS = ("accept", "storm", "end_to_end", "takeover", "polling")
+SCENARIOS = ("accept", "storm", "end_to_end", "takeover", "polling", "latency")
 RESULTS = ROOT / "bench" / "results"
 
 
@@ -56,6 +59,10 @@ class BenchOptions:
     takeover_samples: int = 5
     polling_seconds: float = 8.0
     polling_rounds: int = 2
+    latency_seconds: float = 0.3
+    latency_payments: int = 1000
+    # Worker argument lists to measure at latency; () is the default ``payorch worker``.
+    latency_workers: tuple[tuple[str, ...], ...] = ((),)
     output: Path = field(default=RESULTS / "latest.json")
 
     def quick(self) -> BenchOptions:
@@ -70,6 +77,7 @@ class BenchOptions:
             takeover_samples=1,
             polling_seconds=2.0,
             polling_rounds=1,
+            latency_payments=min(self.latency_payments, 300),
         )
 
 
@@ -81,6 +89,9 @@ def options_from_cli(
     payments: int,
     worker_concurrency: int,
     output: Path | None,
+    latency_ms: float = 300.0,
+    latency_payments: int = 1000,
+    latency_workers: list[str] | None = None,
 ) -> BenchOptions:
     """The options of ``payorch bench`` (orchestrator/cli/bench.py).  ValueError for an
     unknown scenario."""
@@ -92,6 +103,9 @@ def options_from_cli(
         embedded=embedded,
         payments=payments,
         worker_concurrency=worker_concurrency,
+        latency_seconds=latency_ms / 1000,
+        latency_payments=latency_payments,
+        latency_workers=parse_worker_args(latency_workers),
         output=output or RESULTS / "latest.json",
     )
     return options.quick() if quick else options
@@ -199,6 +213,34 @@ def _takeover(options: BenchOptions, logs: Path) -> Figures:
     return {"takeover": {"postgres": measure_takeover(logs, samples=options.takeover_samples)}}
 
 
+def _latency(options: BenchOptions, logs: Path) -> Figures:
+    figures: dict[str, Any] = {}
+    for n, worker_args in enumerate(options.latency_workers):
+        tag = f"w{n}"
+        fault = f"any:latency:seconds={options.latency_seconds}"
+        with production_stack(logs / f"latency-{tag}", simulator_faults=(fault,)) as stack:
+            stack.start_api()
+            figures[tag] = measure_latency(
+                stack,
+                latency_seconds=options.latency_seconds,
+                payments_count=options.latency_payments,
+                worker_args=worker_args,
+                tag=tag,
+            )
+        done = figures[tag]
+        # Each configuration as it ends: a long run stopped halfway keeps what it measured.
+        print(
+            f"  {done['worker']}: {done['payments']['per_second']} payments/s, sleeping task "
+            f"{done['sleep']['per_second']}/s, ratio {done['ratio']}, peak RSS "
+            f"{done['peak_rss_mib']} MiB at {done['peak_in_flight']} in flight, "
+            f"{done['worker_cpu_ms_per_payment']} ms CPU/payment, db {done['database_per_payment']}"
+            f", max connections checked out {done['database'].get('max_checked_out')}, "
+            f"load {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
+    return {"latency": figures}
+
+
 def _steps(options: BenchOptions, logs: Path, scratch: Path) -> list[Step]:
     wanted = set(options.scenarios)
     steps: list[Step] = []
@@ -232,6 +274,13 @@ def _steps(options: BenchOptions, logs: Path, scratch: Path) -> list[Step]:
             Step(
                 "takeover latency, PostgreSQL + RabbitMQ",
                 lambda: _takeover(options, logs / "takeover"),
+            )
+        )
+    if "latency" in wanted:
+        steps.append(
+            Step(
+                f"provider latency {options.latency_seconds * 1000:.0f} ms, PostgreSQL + RabbitMQ",
+                lambda: _latency(options, logs / "latency"),
             )
         )
     return steps

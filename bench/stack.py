@@ -16,7 +16,7 @@ from __future__ import annotations
 import secrets
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +31,7 @@ from orchestrator.bootstrap import Container, bootstrap
 from orchestrator.db.migrate import upgrade
 from orchestrator.db.tables import payments
 from orchestrator.domain.model import Role
+from orchestrator.services.accept import DISPATCH_OWNER
 from orchestrator.services.api_keys import create_client
 from orchestrator.services.dispatch import NullPublisher
 from orchestrator.settings import Settings
@@ -75,12 +76,24 @@ class Stack:
     def start_worker(
         self, concurrency: int, *, name: str = "worker", wait: bool = True
     ) -> ManagedProcess:
+        """``payorch worker --concurrency N --pool prefork`` (scenarios 2 and 4)."""
+        return self.start_worker_with(
+            (f"--concurrency={concurrency}", "--pool=prefork"), name=name, wait=wait
+        )
+
+    def start_worker_with(
+        self,
+        args: Sequence[str],
+        *,
+        name: str = "worker",
+        wait: bool = True,
+        env: dict[str, str] | None = None,
+    ) -> ManagedProcess:
+        """``payorch worker ARGS`` (none: the default worker) with the bench's no-op tasks."""
         worker = self.processes.start(
-            python_module(
-                "bench.worker", f"--concurrency={concurrency}", "--pool=prefork", "--loglevel=INFO"
-            ),
+            python_module("bench.worker", *args, "--loglevel=INFO"),
             name=name,
-            env=self.env,
+            env={**self.env, **(env or {})},
         )
         if wait:
             wait_for_output(worker, "ready.", timeout=60)
@@ -102,6 +115,22 @@ class Stack:
                     sa.select(sa.func.count())
                     .select_from(payments)
                     .where(payments.c.status.in_(FINISHED))
+                ).scalar_one()
+            )
+
+    def count_in_flight(self) -> int:
+        """Payments a worker holds a lease on right now (not the dispatch lease of an
+        accepted payment waiting in the queue)."""
+        with self.container.engine.connect() as conn:
+            return int(
+                conn.execute(
+                    sa.select(sa.func.count())
+                    .select_from(payments)
+                    .where(
+                        payments.c.status == "processing",
+                        payments.c.lease_owner.is_not(None),
+                        payments.c.lease_owner != DISPATCH_OWNER,
+                    )
                 ).scalar_one()
             )
 

@@ -31,7 +31,7 @@ def bench(
         typer.Option(
             "--only",
             help="Run only these scenarios (repeatable): accept, storm, end_to_end, "
-            "takeover, polling.",
+            "takeover, polling, latency.",
         ),
     ] = None,
     embedded: Annotated[
@@ -44,14 +44,30 @@ def bench(
     worker_concurrency: Annotated[
         int, typer.Option(help="Pool processes of the measured worker.", min=1)
     ] = 4,
+    latency_ms: Annotated[
+        float,
+        typer.Option(help="Provider latency per call in the latency scenario (ms).", min=0),
+    ] = 300.0,
+    latency_payments: Annotated[
+        int, typer.Option(help="Payments (and sleeping tasks) per latency run.", min=50)
+    ] = 1000,
+    latency_worker: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--latency-worker",
+            help="Worker arguments to measure at latency, e.g. '--pool prefork "
+            "--concurrency 8' (repeatable; default: the default payorch worker).",
+        ),
+    ] = None,
     output: Annotated[
         Path | None,
         typer.Option(help="Where to write the JSON (default bench/results/latest.json)."),
     ] = None,
 ) -> None:
-    """Measure the accept path, end-to-end throughput, the retry storm, takeover latency
-    and polling with and without If-None-Match on PostgreSQL + RabbitMQ (started, or
-    installed, when missing) and the embedded default; print a table and write JSON.
+    """Measure the accept path, end-to-end throughput, the retry storm, takeover latency,
+    polling with and without If-None-Match and throughput at provider latency on
+    PostgreSQL + RabbitMQ (started, or installed, when missing) and the embedded default;
+    print a table and write JSON.
     Needs a source checkout."""
     root = checkout_root()
     if root is None:
@@ -72,6 +88,9 @@ def bench(
             payments=payments,
             worker_concurrency=worker_concurrency,
             output=output,
+            latency_ms=latency_ms,
+            latency_payments=latency_payments,
+            latency_workers=latency_worker,
         )
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--only") from None

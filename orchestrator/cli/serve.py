@@ -24,6 +24,14 @@ from uvicorn.supervisors import Multiprocess
 from orchestrator import metrics
 from orchestrator.bootstrap import bootstrap
 from orchestrator.cli.config import load_settings
+from orchestrator.cli.worker_pool import (
+    DEFAULT_POOL,
+    POOLS,
+    REFUSED_POOLS,
+    apply_connection_sizing,
+    connection_sizing,
+    default_concurrency,
+)
 from orchestrator.logging import capture_standard_logging, configure_logging, get_logger
 from orchestrator.settings import Settings
 
@@ -121,14 +129,34 @@ def api(
 
 
 def worker(
-    concurrency: Annotated[int, typer.Option(help="Pool processes.")] = 2,
-    pool: Annotated[str, typer.Option(help="prefork (default), solo or threads.")] = "prefork",
+    concurrency: Annotated[
+        int | None,
+        typer.Option(
+            help="Tasks at once: threads (default 128) or pool processes (prefork, default 2).",
+            min=1,
+        ),
+    ] = None,
+    pool: Annotated[
+        str, typer.Option(help="threads (default: I/O-bound provider calls), prefork or solo.")
+    ] = DEFAULT_POOL,
     loglevel: Annotated[str, typer.Option(help="Celery log level.")] = "INFO",
     metrics_port: MetricsPort = None,
     metrics_host: MetricsHost = "127.0.0.1",
 ) -> None:
     """Run a Celery worker that processes payments."""
+    if pool in REFUSED_POOLS:
+        raise typer.BadParameter(
+            f"{pool} is not supported: {REFUSED_POOLS[pool]}.", param_hint="--pool"
+        )
+    if pool not in POOLS:
+        raise typer.BadParameter(
+            f"unknown pool {pool!r}; choose one of {', '.join(POOLS)}.", param_hint="--pool"
+        )
     settings = load_settings()
+    concurrency = concurrency or default_concurrency(pool)
+    # Before any container is built: the pool's containers (one per prefork child, one for
+    # all threads) read their settings from this environment.
+    apply_connection_sizing(connection_sizing(pool, concurrency))
     if metrics_port is not None:
         use_multiprocess_metrics()
     container = bootstrap(settings)
@@ -137,6 +165,14 @@ def worker(
     # The parent builds no engine of its own use; pool children build theirs after fork.
     container.close()
     log_celery_as_json(settings, loglevel)
+    log.info(
+        "worker_started",
+        pool=pool,
+        concurrency=concurrency,
+        # What the pool's containers will use (an operator's variable wins over the sizing).
+        db_pool_size=os.environ.get("PAYORCH_DB_POOL_SIZE"),
+        provider_max_connections=os.environ.get("PAYORCH_PROVIDER_MAX_CONNECTIONS"),
+    )
     if metrics_port is not None:
         metrics.start_metrics_server(metrics_port, metrics_host, metrics.Role.WORKER)
     argv = [

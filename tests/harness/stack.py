@@ -69,18 +69,15 @@ class Stack:
         processes: ProcessManager,
         *,
         name: str = "worker",
-        pool: str = "prefork",
-        concurrency: int = 1,
+        pool: str | None = None,
+        concurrency: int | None = None,
         wait: bool = True,
     ) -> ManagedProcess:
-        worker = processes.payorch(
-            "worker",
-            f"--concurrency={concurrency}",
-            f"--pool={pool}",
-            "--loglevel=INFO",
-            name=name,
-            env=self.env,
-        )
+        """``payorch worker``; without ``pool`` or ``concurrency``, the command's defaults
+        (what an operator who passes no flags runs)."""
+        options = [f"--concurrency={concurrency}"] if concurrency is not None else []
+        options += [f"--pool={pool}"] if pool is not None else []
+        worker = processes.payorch("worker", *options, "--loglevel=INFO", name=name, env=self.env)
         if wait:
             wait_for_output(worker, "ready.", timeout=60)
         return worker

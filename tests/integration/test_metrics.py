@@ -280,7 +280,14 @@ def test_a_prefork_worker_serves_its_childrens_metrics_on_its_own_port(
             merchant = create_client(container, "metrics-worker", Role.MERCHANT).client
             port = free_port()
             worker = processes.payorch(
-                "worker", "--concurrency", "2", "--metrics-port", str(port), env=env
+                "worker",
+                "--pool",
+                "prefork",
+                "--concurrency",
+                "2",
+                "--metrics-port",
+                str(port),
+                env=env,
             )
             before = wait_for_http(f"http://127.0.0.1:{port}/metrics", process=worker).text
             assert (

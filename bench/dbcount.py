@@ -1,0 +1,152 @@
+"""Counting what a measured process asks of the database: transactions and round trips.
+
+``install()`` (called by ``bench.worker`` and ``bench.server`` before anything connects) adds
+SQLAlchemy event listeners to every engine and pool the process builds.  Each process writes
+its counts to ``$BENCH_DB_COUNTS/<pid>.json`` twice a second (so a prefork child that is
+killed at shutdown still leaves its last counts), and the bench sums the files.
+
+Round trips on PostgreSQL with psycopg 3, per kind of event:
+
+    statement       one (every execute: SELECT, INSERT, UPDATE, ...)
+    begin           one: psycopg sends ``BEGIN`` on its own before the first statement
+    commit/rollback one each
+    pre-ping        one per checkout when ``pool_pre_ping`` is on (a ``SELECT 1``)
+
+The statements are also counted by their first word, so the clock reads (``SELECT
+coalesce(...)``) stand out from the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+
+DIRECTORY_ENV = "BENCH_DB_COUNTS"
+_lock = threading.Lock()
+_counts: Counter[str] = Counter()
+_checked_out = 0
+_writer_pid: int | None = None
+
+
+def _bump(name: str, by: int = 1) -> None:
+    with _lock:
+        _counts[name] += by
+    _ensure_writer()
+
+
+def _statement_kind(statement: str) -> str:
+    text = statement.lstrip().lower()
+    if text.startswith("select coalesce"):
+        return "statements.clock"
+    word = text.split(None, 1)[0] if text else "empty"
+    return f"statements.{word}"
+
+
+def _ensure_writer() -> None:
+    """One writer thread per process, started after a fork (a prefork child's own)."""
+    global _writer_pid
+    directory = os.environ.get(DIRECTORY_ENV)
+    if not directory or _writer_pid == os.getpid():
+        return
+    _writer_pid = os.getpid()
+    target = Path(directory) / f"{os.getpid()}.json"
+
+    def write() -> None:
+        while True:
+            with _lock:
+                snapshot = dict(_counts)
+            temporary = target.with_suffix(".tmp")
+            temporary.write_text(json.dumps(snapshot))
+            temporary.replace(target)
+            threading.Event().wait(0.5)
+
+    threading.Thread(target=write, name="bench-dbcount", daemon=True).start()
+
+
+def install() -> None:
+    if getattr(install, "_done", False):
+        return
+    install._done = True  # type: ignore[attr-defined]
+
+    @event.listens_for(sa.engine.Engine, "before_cursor_execute")
+    def _statement(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        _bump("statements")
+        _bump(_statement_kind(statement))
+
+    @event.listens_for(sa.engine.Engine, "begin")
+    def _begin(_conn: Any) -> None:
+        _bump("begins")
+
+    @event.listens_for(sa.engine.Engine, "commit")
+    def _commit(_conn: Any) -> None:
+        _bump("commits")
+
+    @event.listens_for(sa.engine.Engine, "rollback")
+    def _rollback(_conn: Any) -> None:
+        _bump("rollbacks")
+
+    @event.listens_for(sa.pool.Pool, "checkout")
+    def _checkout(_dbapi: Any, _record: Any, proxy: Any) -> None:
+        global _checked_out
+        _bump("checkouts")
+        if getattr(proxy._pool, "_pre_ping", False):
+            _bump("pre_pings")
+        with _lock:
+            _checked_out += 1
+            _counts["max_checked_out"] = max(_counts["max_checked_out"], _checked_out)
+
+    @event.listens_for(sa.pool.Pool, "checkin")
+    def _checkin(_dbapi: Any, _record: Any) -> None:
+        global _checked_out
+        with _lock:
+            _checked_out -= 1
+
+    @event.listens_for(sa.pool.Pool, "connect")
+    def _connect(_dbapi: Any, _record: Any) -> None:
+        _bump("connects")
+
+
+def read(directory: Path) -> dict[str, int]:
+    """The sum over every process that wrote counts (the peak of checked-out connections:
+    the largest of any one process)."""
+    total: Counter[str] = Counter()
+    peak = 0
+    for path in directory.glob("*.json"):
+        try:
+            counts = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        peak = max(peak, int(counts.pop("max_checked_out", 0)))
+        total.update(counts)
+    result = dict(total)
+    result["max_checked_out"] = peak
+    return result
+
+
+def per_payment(counts: dict[str, int], payments: int) -> dict[str, float]:
+    """Transactions and round trips per payment (see the module docstring)."""
+    if payments <= 0:
+        return {}
+    transactions = counts.get("begins", 0)
+    round_trips = (
+        counts.get("statements", 0)
+        + counts.get("begins", 0)
+        + counts.get("commits", 0)
+        + counts.get("rollbacks", 0)
+        + counts.get("pre_pings", 0)
+    )
+    figures = {
+        "transactions": transactions / payments,
+        "round_trips": round_trips / payments,
+        "statements": counts.get("statements", 0) / payments,
+        "clock_reads": counts.get("statements.clock", 0) / payments,
+        "pre_pings": counts.get("pre_pings", 0) / payments,
+    }
+    return {name: round(value, 2) for name, value in figures.items()}

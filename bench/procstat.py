@@ -1,0 +1,105 @@
+"""Memory and CPU of a measured process and its children (its process group), from /proc.
+
+Every process the bench starts leads its own process group (``tests.support.processes``), so
+a prefork worker's pool children are found by their group id.  ``Sampler`` reads the group
+every ``interval`` seconds in a thread of the bench process (reading /proc costs the
+measured processes nothing) and keeps the peak resident set and the CPU time used.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class GroupUsage:
+    processes: int
+    rss_bytes: int
+    cpu_seconds: float  # user + system of the live members (exited children are lost)
+
+
+def group_usage(leader: int) -> GroupUsage:
+    count, rss, ticks = 0, 0, 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # exited meanwhile
+            continue
+        # The command (field 2) may hold spaces and parentheses: split after the last ')'.
+        fields = text.rsplit(")", 1)[-1].split()
+        # fields[0] is field 3 (state): pgrp is field 5, utime 14, stime 15, rss 24.
+        if len(fields) < 22 or fields[2] != str(leader):
+            continue
+        count += 1
+        ticks += int(fields[11]) + int(fields[12])
+        rss += int(fields[21]) * _PAGE
+    return GroupUsage(processes=count, rss_bytes=rss, cpu_seconds=ticks / _TICKS)
+
+
+@dataclass
+class Sampler:
+    """Samples ``leader``'s group, and ``in_flight()`` (payments being worked on), until
+    stopped."""
+
+    leader: int
+    in_flight: Callable[[], int] | None = None
+    interval: float = 0.25
+    peak_rss_bytes: int = 0
+    first: GroupUsage | None = None
+    last: GroupUsage | None = None
+    in_flight_samples: list[int] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> Sampler:
+        self._thread = threading.Thread(target=self._run, name="procstat", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(self.interval)
+
+    def sample(self) -> None:
+        usage = group_usage(self.leader)
+        if usage.processes == 0:
+            return
+        if self.first is None:
+            self.first = usage
+        self.last = usage
+        self.peak_rss_bytes = max(self.peak_rss_bytes, usage.rss_bytes)
+        if self.in_flight is not None:
+            self.in_flight_samples.append(self.in_flight())
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self.sample()
+
+    @property
+    def cpu_seconds(self) -> float:
+        if self.first is None or self.last is None:
+            return 0.0
+        return self.last.cpu_seconds - self.first.cpu_seconds
+
+    @property
+    def peak_in_flight(self) -> int:
+        return max(self.in_flight_samples, default=0)
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.1)
