@@ -1,6 +1,6 @@
 """Counting what a measured process asks of the database: transactions and round trips.
 
-``install()`` (called by ``bench.worker`` and ``bench.server`` before anything connects) adds
+``install()`` (called by ``bench.worker`` before anything connects) adds
 SQLAlchemy event listeners to every engine and pool the process builds.  Each process writes
 its counts to ``$BENCH_DB_COUNTS/<pid>.json`` twice a second (so a prefork child that is
 killed at shutdown still leaves its last counts), and the bench sums the files.

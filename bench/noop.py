@@ -5,10 +5,10 @@ report that it ran: one UDP datagram (its own wall-clock time) to the bench proc
 counts them.  A datagram on the loopback costs microseconds, so the task measures what the
 Celery setup itself costs per message (delivery, pool dispatch, late ack).
 
-``install()`` adds the task to every Celery app that ``create_celery_app`` builds from then
-on, by wrapping ``workers.tasks.register_tasks`` (which ``create_celery_app`` looks up when
-called).  Only the bench's own worker and embedded processes call it; the production code
-is unchanged, and the app it builds is otherwise the production one.
+``install()`` registers the tasks as Celery *shared* tasks, which Celery adds to every app of
+the process, built before or after (as ``workers.tasks`` registers the production tasks).
+Only the bench's own worker and embedded processes call it; the production code is
+unchanged, and the app the worker builds is otherwise the production one.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import struct
 import threading
 import time
 
-from celery import Celery
+from celery import shared_task
 
 NOOP_TASK = "bench.noop"
 # The baseline of the latency scenario: a task that only waits, as long as a payment's two
@@ -29,34 +29,34 @@ ADDRESS_ENV = "BENCH_NOOP_UDP"  # host:port of the counter
 _DATAGRAM = struct.Struct("!d")
 
 
-def register_noop(app: Celery) -> None:
+_socket: socket.socket | None = None
+
+
+def _report() -> None:
+    """One datagram with this instant to the bench's counter (address read when sent, so a
+    worker started with ``ADDRESS_ENV`` reports there)."""
+    global _socket
+    if _socket is None:
+        _socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     host, _, port = os.environ.get(ADDRESS_ENV, "127.0.0.1:9").rpartition(":")
-    target = (host, int(port))
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    _socket.sendto(_DATAGRAM.pack(time.time()), (host, int(port)))
 
-    @app.task(name=NOOP_TASK)  # type: ignore[untyped-decorator]
-    def noop(payment_id: str, lease_token: int) -> None:
-        sock.sendto(_DATAGRAM.pack(time.time()), target)
 
-    @app.task(name=SLEEP_TASK)  # type: ignore[untyped-decorator]
-    def sleep(seconds: float) -> None:
-        time.sleep(seconds)
-        sock.sendto(_DATAGRAM.pack(time.time()), target)
+def noop(payment_id: str, lease_token: int) -> None:
+    _report()
+
+
+def sleep(seconds: float) -> None:
+    time.sleep(seconds)
+    _report()
 
 
 def install() -> None:
-    import workers.tasks
-
-    real = workers.tasks.register_tasks
-    if getattr(real, "_with_noop", False):
+    if getattr(install, "_done", False):
         return
-
-    def register_with_noop(app: Celery) -> None:
-        real(app)
-        register_noop(app)
-
-    register_with_noop._with_noop = True  # type: ignore[attr-defined]
-    workers.tasks.register_tasks = register_with_noop
+    install._done = True  # type: ignore[attr-defined]
+    shared_task(name=NOOP_TASK)(noop)
+    shared_task(name=SLEEP_TASK)(sleep)
 
 
 class Counter:

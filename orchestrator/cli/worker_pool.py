@@ -17,7 +17,7 @@ limits (its parent signals and kills a child); a thread cannot be interrupted, s
 holds without them, because no step of a payment can block without a bound of its own:
 
 * the task starts no provider call that could end past the soft limit (its own time budget,
-  ``orchestrator/services/processing.py``), and renews its lease before every call;
+  ``orchestrator/engine/lease.py``), and renews its lease before every call;
 * every provider call is bounded by ``PROVIDER_CONNECT_TIMEOUT_SECONDS`` (connect, and the
   wait for one of the client's connections) and ``PROVIDER_TIMEOUT_SECONDS`` (each read and
   write); every statement by ``DB_STATEMENT_TIMEOUT_MS``, every database connect by its
