@@ -210,7 +210,9 @@ class StripeProvider:
             api_version=settings.stripe_api_version,
             # One connection per task calling at once, all kept alive (PROVIDER_MAX_CONNECTIONS;
             # ``payorch worker`` sets it from its threads).
-            limits=pool_limits(settings.provider_max_connections, settings.provider_max_connections),
+            limits=pool_limits(
+                settings.provider_max_connections, settings.provider_max_connections
+            ),
         )
 
     # -- the protocol ------------------------------------------------------------------
