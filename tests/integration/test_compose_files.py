@@ -77,6 +77,17 @@ def test_production_has_no_fake_provider_default_and_the_simulator_is_dev_only()
     }
 
 
+def test_in_the_dev_setup_the_simulator_signs_webhooks_with_the_secret_the_api_verifies() -> None:
+    dev = _load(DEV_OVERLAY)["services"]
+    sim, api = dev["provider-sim"], dev["api"]
+    assert "--webhook-url" in sim["command"]
+    target = sim["command"][sim["command"].index("--webhook-url") + 1]
+    assert target == "http://api:8000/v1/providers/stripe/webhooks"
+    secret = api["environment"]["PAYORCH_STRIPE_WEBHOOK_SECRET"]
+    assert secret.startswith("whsec_")
+    assert sim["environment"]["PAYORCH_SIM_WEBHOOK_SECRET"] == secret
+
+
 def test_the_build_context_is_an_allow_list() -> None:
     lines = [
         line.strip()
