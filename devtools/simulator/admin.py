@@ -28,7 +28,8 @@ POST   /_sim/payment_intents/{id}/authenticate   the customer completes 3-D Secu
 POST   /_sim/payment_intents/{id}/settle   a processing intent settles: body
                              {"outcome": "succeeded"|"failed"} or {} (its payment method's)
 GET    /_sim/webhooks        {"url", "enabled", "deliveries": [delivery, ...]} in order
-POST   /_sim/webhooks        body {"url", "secret"} (null to stop delivering)
+POST   /_sim/webhooks        body {"url", "secret", "reorder_hold_seconds"?} (null url and
+                             secret: stop delivering)
 """
 
 from __future__ import annotations
@@ -160,7 +161,12 @@ def routes(simulator: Simulator) -> list[Route]:
             return _problem(400, "url is a string or null")
         if secret is not None and not (isinstance(secret, str) and secret.startswith("whsec_")):
             return _problem(400, "secret is a whsec_… string or null")
-        simulator.webhooks.configure(url, secret)
+        hold = payload.get("reorder_hold_seconds")
+        if hold is not None and not (isinstance(hold, int | float) and hold >= 0):
+            return _problem(400, "reorder_hold_seconds is a number >= 0")
+        simulator.webhooks.configure(
+            url, secret, reorder_hold_seconds=float(hold) if hold is not None else None
+        )
         return JSONResponse({"url": url, "enabled": simulator.webhooks.enabled})
 
     return [

@@ -98,9 +98,14 @@ class SimulatorAdmin:
             body["amount"] = amount
         return self._json("POST", "/_sim/dashboard/disputes", json=body)
 
-    def configure_webhooks(self, url: str | None, secret: str | None) -> None:
+    def configure_webhooks(
+        self, url: str | None, secret: str | None, *, reorder_hold_seconds: float | None = None
+    ) -> None:
         """Deliver every event to ``url`` signed with ``secret`` (None, None: stop)."""
-        self._json("POST", "/_sim/webhooks", json={"url": url, "secret": secret})
+        body: dict[str, Any] = {"url": url, "secret": secret}
+        if reorder_hold_seconds is not None:
+            body["reorder_hold_seconds"] = reorder_hold_seconds
+        self._json("POST", "/_sim/webhooks", json=body)
 
     def webhook_deliveries(self) -> list[dict[str, Any]]:
         return cast(list[dict[str, Any]], self._json("GET", "/_sim/webhooks")["deliveries"])

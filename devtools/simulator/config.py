@@ -52,5 +52,7 @@ class SimulatorConfig:
     # many times in all (Stripe retries for three days; tests need seconds).
     webhook_retry_seconds: float = 0.5
     webhook_max_attempts: int = 5
+    # A ``webhook:reorder`` event waits this long for a successor to overtake it.
+    webhook_reorder_hold_seconds: float = 2.0
     # The request log is a ring: a long-running simulator must not grow without bound.
     max_logged_requests: int = 200_000

@@ -113,12 +113,17 @@ class Simulator:
             self.faults,
             retry_seconds=config.webhook_retry_seconds,
             max_attempts=config.webhook_max_attempts,
+            reorder_hold_seconds=config.webhook_reorder_hold_seconds,
         )
         self._start_fresh()
 
     def _start_fresh(self) -> None:
         self.webhooks.forget()
-        self.webhooks.configure(self.config.webhook_url, self.config.webhook_secret)
+        self.webhooks.configure(
+            self.config.webhook_url,
+            self.config.webhook_secret,
+            reorder_hold_seconds=self.config.webhook_reorder_hold_seconds,
+        )
         self.state = PaymentState(self.config)
         self.state.events.sender = self.webhooks
         self._keys = IdempotencyStore(self.config.idempotency_ttl_seconds)

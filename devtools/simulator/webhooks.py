@@ -6,7 +6,7 @@ with the endpoint's whsec_ secret>``), with delivery faults.
       drop        never delivered (logged as dropped)
       duplicate   delivered twice (the same event id, signed twice)
       reorder     held back and delivered after the next event (or after
-                  ``REORDER_HOLD_SECONDS`` if none follows)
+                  ``reorder_hold_seconds`` if none follows)
       delay       delivered ``seconds`` later (others overtake it)
     POST ─> 2xx: delivered;  anything else or no answer: retried after ``retry_seconds``,
             up to ``max_attempts`` (Stripe retries for days; tests need seconds)
@@ -31,8 +31,6 @@ import httpx
 from devtools.simulator.events import StoredEvent
 from devtools.simulator.faults import FaultBook
 
-# How long a reordered event waits for a successor before it is delivered anyway.
-REORDER_HOLD_SECONDS = 0.5
 # One delivery attempt's timeout: Stripe gives an endpoint a few seconds.
 _DELIVERY_TIMEOUT_SECONDS = 5.0
 _USER_AGENT = "Stripe/1.0 (+https://stripe.com/docs/webhooks)"
@@ -76,6 +74,8 @@ class WebhookSender:
     secret: str | None = None
     retry_seconds: float = 0.5
     max_attempts: int = 5
+    # How long a reordered event waits for a successor before it is delivered anyway.
+    reorder_hold_seconds: float = 2.0
     _queue: queue.Queue[StoredEvent | None] = field(default_factory=queue.Queue)
     _deliveries: list[Delivery] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -88,9 +88,13 @@ class WebhookSender:
     def enabled(self) -> bool:
         return bool(self.url and self.secret)
 
-    def configure(self, url: str | None, secret: str | None) -> None:
+    def configure(
+        self, url: str | None, secret: str | None, *, reorder_hold_seconds: float | None = None
+    ) -> None:
         with self._lock:
             self.url, self.secret = url, secret
+            if reorder_hold_seconds is not None:
+                self.reorder_hold_seconds = reorder_hold_seconds
 
     def enqueue(self, event: StoredEvent) -> None:
         """Queue one event (called under the simulator's lock: never blocks)."""
@@ -136,7 +140,7 @@ class WebhookSender:
         with httpx.Client(timeout=_DELIVERY_TIMEOUT_SECONDS, trust_env=False) as http:
             while not self._stopping.is_set():
                 try:
-                    event = self._queue.get(timeout=REORDER_HOLD_SECONDS if held else None)
+                    event = self._queue.get(timeout=self.reorder_hold_seconds if held else None)
                 except queue.Empty:
                     assert held is not None
                     self._send(http, held, attempt=1, fault="reorder")

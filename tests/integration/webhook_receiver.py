@@ -25,14 +25,15 @@ class Received:
 class WebhookReceiver:
     url: str
     received: list[Received] = field(default_factory=list)
-    # The status answered to each delivery (tests change it to make the simulator retry).
-    answer_status: int = 200
+    # The first ``refuse_first`` deliveries are answered 500 (the simulator must retry),
+    # every later one 200.
+    refuse_first: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def record(self, item: Received) -> int:
         with self._lock:
             self.received.append(item)
-            return self.answer_status
+            return 500 if len(self.received) <= self.refuse_first else 200
 
     def snapshot(self) -> list[Received]:
         with self._lock:
