@@ -4,6 +4,8 @@
     broker     Celery on kombu's in-memory transport
     workers    a Celery worker with a thread pool, running the real task and protocol
     sweeper    the real sweeper loop, in a thread
+    relay      the real webhook relay loop, in a thread, delivering to a local receiver
+               (receiver.py) that verifies every signature
     database   one SQLite file (WAL; writers take turns)
     provider   the Stripe-compatible simulator on a free local port, through the real SDK
 
@@ -24,6 +26,7 @@ from typing import Any
 from celery import Celery
 
 from devtools.demo.crash import CrashAfterChargeOnce
+from devtools.demo.receiver import DemoReceiver
 from devtools.demo.servers import ServerThread
 from devtools.simulator import RunningSimulator, SimulatorConfig, start_in_thread
 from devtools.simulator.faults import parse_fault_spec
@@ -32,6 +35,7 @@ from orchestrator.bootstrap import Container, bootstrap
 from orchestrator.broker import CeleryPublisher
 from orchestrator.db.migrate import upgrade
 from orchestrator.domain.model import Role
+from orchestrator.events.relay import Relay
 from orchestrator.providers.stripe_adapter import StripeProvider
 from orchestrator.services.api_keys import create_client
 from orchestrator.settings import Settings
@@ -54,6 +58,11 @@ DEMO_SETTINGS: dict[str, Any] = {
     "retry_cap_seconds": 2.0,
     "max_in_task_wait_seconds": 2.0,
     "max_attempts": 10,
+    # The receiver fails a share of requests: retry within a second or two.
+    "webhook_retry_base_seconds": 0.2,
+    "webhook_retry_cap_seconds": 2.0,
+    "relay_concurrency": 4,
+    "relay_idle_seconds": 0.2,
 }
 
 
@@ -65,6 +74,8 @@ class EmbeddedOptions:
     faults: tuple[str, ...] = ()
     # Crash once, after this many successful confirms; None: never.
     crash_after_confirms: int | None = 10
+    # Share of webhook requests the demo's receiver answers 500 (retried by the relay).
+    webhook_fail_rate: float = 0.1
     settings: dict[str, Any] = field(default_factory=dict)
 
 
@@ -76,6 +87,9 @@ class EmbeddedStack:
         self.options = options
         self.database_path = options.directory / "payorch.sqlite3"
         self._stop_sweeper = threading.Event()
+        self._stop_relay = threading.Event()
+        self._relay: Relay | None = None
+        self.receiver: DemoReceiver | None = None
         self._threads: list[threading.Thread] = []
         self._api: ServerThread | None = None
         self._worker: Any = None
@@ -154,7 +168,18 @@ class EmbeddedStack:
         self._spawn("sweeper", lambda: sweeper.run(self._stop_sweeper))
         self._api = ServerThread(create_app(container)).__enter__()
         self.api_url = self._api.url
-        self.merchant_key = create_client(container, "demo-merchant", Role.MERCHANT).api_key
+        merchant = create_client(container, "demo-merchant", Role.MERCHANT)
+        self.merchant_key = merchant.api_key
+        # The merchant's webhook endpoint (env=dev: a loopback http target is allowed).
+        self.receiver = DemoReceiver(fail_rate=options.webhook_fail_rate, seed=options.seed)
+        self.receiver.__enter__()
+        endpoint = container.endpoint_service().create(
+            merchant.client.id, url=self.receiver.url, events=["*"], description="payorch demo"
+        )
+        self.receiver.secret = endpoint.secret
+        relay = Relay(container, name="embedded-relay")
+        self._relay = relay
+        self._spawn("relay", lambda: relay.run(self._stop_relay))
 
     def _spawn(self, name: str, target: Any) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)
@@ -165,10 +190,15 @@ class EmbeddedStack:
         if self._api is not None:
             self._api.__exit__(None, None, None)
         self._stop_sweeper.set()
+        self._stop_relay.set()
         if self._worker is not None:
             self._worker.stop(in_sighandler=False)
         for thread in self._threads:
             thread.join(timeout=10)
+        if self._relay is not None:
+            self._relay.close()
+        if self.receiver is not None:
+            self.receiver.__exit__(None, None, None)
         if self.simulator is not None:
             self.simulator.stop()
         if self.container is not None:

@@ -17,7 +17,18 @@ from rich.table import Table
 
 from devtools.demo.storm import LogicalPayment, StormStats
 from orchestrator.bootstrap import Container
-from orchestrator.db.tables import ledger_lines, payment_outcomes, payments
+from orchestrator.db.tables import ledger_lines, outbox_events, payment_outcomes, payments
+
+
+@dataclass(frozen=True)
+class WebhookTally:
+    """What the demo's receiver saw, against the outbox."""
+
+    events: int  # events written (the outbox)
+    delivered: int  # events the receiver answered 2xx with a verified signature
+    requests: int  # webhook requests received (retries included)
+    verified: int  # requests whose signature verified (must be all)
+    lost: int  # events never delivered (must be 0)
 
 
 @dataclass
@@ -35,6 +46,7 @@ class DemoReport:
     crashed_payment: str | None
     duplicates: int
     stuck: int
+    webhooks: WebhookTally | None = None
     violations: list[str] = field(default_factory=list)
 
     @property
@@ -42,7 +54,9 @@ class DemoReport:
         return not self.violations
 
     def as_dict(self) -> dict[str, Any]:
-        return {**self.__dict__, "ok": self.ok}
+        data = {**self.__dict__, "ok": self.ok}
+        data["webhooks"] = None if self.webhooks is None else dict(self.webhooks.__dict__)
+        return data
 
     def table(self) -> Table:
         table = Table(title="payorch demo", show_header=True)
@@ -62,6 +76,15 @@ class DemoReport:
             ("duplicates (must be 0)", self.duplicates),
             ("stuck (must be 0)", self.stuck),
         ]
+        if self.webhooks is not None:
+            hooks = self.webhooks
+            rows += [
+                ("events written (outbox)", hooks.events),
+                ("webhook requests (with retries)", hooks.requests),
+                ("events delivered", hooks.delivered),
+                ("signatures verified (must be all)", f"{hooks.verified} / {hooks.requests}"),
+                ("events lost (must be 0)", hooks.lost),
+            ]
         for label, value in rows:
             table.add_row(label, str(value))
         return table
@@ -75,8 +98,15 @@ def build_report(
     provider_requests: list[dict[str, Any]],
     crashed_payment: str | None,
     takeovers_before: float,
+    webhooks: WebhookTally | None = None,
 ) -> DemoReport:
     violations: list[str] = list(stats.unexpected)
+    if webhooks is not None:
+        if webhooks.lost:
+            violations.append(f"{webhooks.lost} events never reached the webhook receiver")
+        if webhooks.verified != webhooks.requests:
+            bad = webhooks.requests - webhooks.verified
+            violations.append(f"{bad} webhook requests failed signature verification")
     keys = {p.key for p in plan}
     with container.engine.connect() as conn:
         rows = conn.execute(
@@ -133,8 +163,14 @@ def build_report(
         crashed_payment=crashed_payment,
         duplicates=duplicates,
         stuck=stuck,
+        webhooks=webhooks,
         violations=violations,
     )
+
+
+def outbox_event_ids(container: Container) -> set[str]:
+    with container.engine.connect() as conn:
+        return set(conn.execute(sa.select(outbox_events.c.public_id)).scalars())
 
 
 def sweeper_takeovers() -> float:

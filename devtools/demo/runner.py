@@ -14,11 +14,19 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from devtools.demo.embedded import EmbeddedOptions, EmbeddedStack
-from devtools.demo.report import DemoReport, build_report, sweeper_takeovers
+from devtools.demo.report import (
+    DemoReport,
+    WebhookTally,
+    build_report,
+    outbox_event_ids,
+    sweeper_takeovers,
+)
 from devtools.demo.storm import LogicalPayment, Storm, plan_payments
 
 # After the clients gave up polling, how long the stack may still take to finish.
 SETTLE_SECONDS = 30.0
+# Then how long the relay may take to deliver every event (with the receiver's 500s).
+WEBHOOK_SETTLE_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -72,6 +80,7 @@ def run_demo(options: DemoOptions, console: Console | None = None) -> DemoReport
             )
             stats = _storm_with_progress(stack, plan, options, console)
             _settle(stack)
+            webhooks = _settle_webhooks(stack)
             crashed = stack.crasher.crashed_record if stack.crasher else None
             return build_report(
                 stack.container,
@@ -81,6 +90,7 @@ def run_demo(options: DemoOptions, console: Console | None = None) -> DemoReport
                 stack.simulator.admin.requests(),
                 crashed,
                 takeovers_before,
+                webhooks,
             )
 
 
@@ -113,6 +123,27 @@ def _settle(stack: EmbeddedStack) -> None:
         if counts.get("processing", 0) == 0:
             return
         time.sleep(0.5)
+
+
+def _settle_webhooks(stack: EmbeddedStack) -> WebhookTally:
+    """Wait until the relay delivered every event (the receiver fails some on purpose),
+    then count what the receiver saw, against the outbox."""
+    assert stack.container is not None and stack.receiver is not None
+    deadline = time.monotonic() + WEBHOOK_SETTLE_SECONDS
+    while True:
+        events = outbox_event_ids(stack.container)
+        if events <= stack.receiver.delivered_ids() or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    requests, verified = stack.receiver.counts()
+    delivered = events & stack.receiver.delivered_ids()
+    return WebhookTally(
+        events=len(events),
+        delivered=len(delivered),
+        requests=requests,
+        verified=verified,
+        lost=len(events - delivered),
+    )
 
 
 def report_json(report: DemoReport) -> str:

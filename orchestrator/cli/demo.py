@@ -62,7 +62,9 @@ def demo(
         for violation in report.violations:
             console.print(f"[red]invariant violated:[/] {violation}")
         console.print(
-            "[green]every payment final, none charged twice[/]" if report.ok else "[red]FAILED[/]"
+            "[green]every payment final, none charged twice, every event delivered signed[/]"
+            if report.ok
+            else "[red]FAILED[/]"
         )
     if not report.ok:
         raise typer.Exit(1)

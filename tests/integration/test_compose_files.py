@@ -23,7 +23,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 DEV_OVERLAY = ROOT / "docker-compose.dev.yml"
-PAYORCH_SERVICES = {"migrate", "api", "worker", "sweeper", "provider-sim"}
+PAYORCH_SERVICES = {"migrate", "api", "worker", "sweeper", "relay", "provider-sim"}
 
 
 def _load(path: Path) -> dict[str, Any]:

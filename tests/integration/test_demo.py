@@ -23,6 +23,12 @@ def test_the_demo_survives_faults_and_a_crash_with_every_invariant_intact(tmp_pa
     assert report.lease_takeovers >= 1  # the crashed run's lease, taken over by the sweeper
     assert sum(report.faults_injected.values()) > 0
     assert report.duplicates == 0 and report.stuck == 0
+    # Every final payment's event reached the demo's receiver, signed (verified there).
+    hooks = report.webhooks
+    assert hooks is not None
+    assert hooks.events == 40 and hooks.delivered == 40 and hooks.lost == 0
+    assert hooks.verified == hooks.requests
+    assert hooks.requests > hooks.events  # the receiver's 500s were retried
 
 
 def test_the_demo_command_prints_its_report_and_exits_zero(tmp_path):
@@ -39,3 +45,4 @@ def test_the_demo_command_prints_its_report_and_exits_zero(tmp_path):
     assert report["ok"] is True
     assert report["logical_payments"] == 15
     assert report["duplicates"] == 0 and report["stuck"] == 0
+    assert report["webhooks"]["lost"] == 0 and report["webhooks"]["delivered"] == 15

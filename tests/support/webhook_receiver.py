@@ -40,6 +40,14 @@ class Behaviour:
     seed: int = 13
 
 
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A relay killed (or timing out) mid-request resets its connection: expected here.
+        return
+
+
 class WebhookReceiver:
     def __init__(self, behaviour: Behaviour | None = None) -> None:
         self.behaviour = behaviour or Behaviour()
@@ -48,11 +56,10 @@ class WebhookReceiver:
         self.dropped = 0
         self.dropped_ids: list[str] = []
         self._down = threading.Event()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # predicates of wait_for read under it too
         self._rng = random.Random(self.behaviour.seed)
         self._changed = threading.Condition(self._lock)
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
+        self._server = _QuietServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self.on_request: Callable[[WebhookReceiver], None] | None = None
 
