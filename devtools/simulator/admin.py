@@ -27,6 +27,8 @@ POST   /_sim/payment_intents/{id}/authenticate   the customer completes 3-D Secu
                              {"outcome": "succeed"|"fail"} (default succeed); answers the intent
 POST   /_sim/payment_intents/{id}/settle   a processing intent settles: body
                              {"outcome": "succeeded"|"failed"} or {} (its payment method's)
+POST   /_sim/payment_intents/{id}/expire_authorization   Stripe's 7-day expiry of an
+                             uncaptured authorisation: canceled, cancellation_reason automatic
 GET    /_sim/webhooks        {"url", "enabled", "deliveries": [delivery, ...]} in order
 POST   /_sim/webhooks        body {"url", "secret", "reorder_hold_seconds"?} (null url and
                              secret: stop delivering)
@@ -136,6 +138,9 @@ def routes(simulator: Simulator) -> list[Route]:
             )
         )
 
+    async def expire_authorization(request: Request) -> Response:
+        return _acted(lambda: simulator.expire_authorization(request.path_params["intent"]))
+
     async def dispute(request: Request) -> Response:
         try:
             payload = await _json_object(request)
@@ -183,6 +188,11 @@ def routes(simulator: Simulator) -> list[Route]:
         Route("/_sim/dashboard/disputes", dispute, methods=["POST"]),
         Route("/_sim/payment_intents/{intent}/authenticate", authenticate, methods=["POST"]),
         Route("/_sim/payment_intents/{intent}/settle", settle_intent, methods=["POST"]),
+        Route(
+            "/_sim/payment_intents/{intent}/expire_authorization",
+            expire_authorization,
+            methods=["POST"],
+        ),
         Route("/_sim/webhooks", webhooks, methods=["GET"]),
         Route("/_sim/webhooks", configure_webhooks, methods=["POST"]),
     ]

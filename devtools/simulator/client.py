@@ -90,6 +90,10 @@ class SimulatorAdmin:
         body = {} if outcome is None else {"outcome": outcome}
         return self._json("POST", f"/_sim/payment_intents/{intent_id}/settle", json=body)
 
+    def expire_authorization(self, intent_id: str) -> dict[str, Any]:
+        """Stripe's 7-day expiry of an uncaptured authorisation, now."""
+        return self._json("POST", f"/_sim/payment_intents/{intent_id}/expire_authorization")
+
     def open_dispute(
         self, intent_id: str, *, amount: int | None = None, reason: str = "fraudulent"
     ) -> dict[str, Any]:

@@ -156,6 +156,10 @@ class Simulator:
         with self._lock, self._automatic():
             return self.state.settle_intent(intent_id, outcome)
 
+    def expire_authorization(self, intent_id: str) -> dict[str, Any]:
+        with self._lock, self._automatic():
+            return self.state.expire_authorization(intent_id)
+
     def open_dispute(self, intent_id: str, amount: int | None, reason: str) -> dict[str, Any]:
         with self._lock, self._automatic():
             return self.state.open_dispute(intent_id, amount=amount, reason=reason)

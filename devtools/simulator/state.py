@@ -521,6 +521,19 @@ class PaymentState:
             self._charge(intent, method)
         return objects.render_intent(intent)
 
+    # -- an authorisation that was never captured ------------------------------------------
+
+    def expire_authorization(self, intent_id: str) -> dict[str, Any]:
+        """Stripe cancels an uncaptured authorisation after 7 days (``cancellation_reason:
+        automatic``): the simulator does it when told."""
+        intent = self.intents.get(intent_id)
+        if intent is None:
+            raise KeyError(intent_id)
+        if intent.status != "requires_capture":
+            raise ValueError(f"{intent_id} is {intent.status}, not requires_capture")
+        self.execute_cancel(intent_id, CancelRequest(cancellation_reason="automatic"))
+        return objects.render_intent(intent)
+
     # -- asynchronous payment methods ----------------------------------------------------
 
     def settle_intent(self, intent_id: str, outcome: str | None = None) -> dict[str, Any]:

@@ -63,14 +63,12 @@ def receive_provider_event(
     with uow() as unit:
         now = unit.now()
         events = unit.provider_events
-        if events.get(event.id) is not None:
-            return _replayed(event)
         payment_id = (
             events.payment_for_intent(event.payment_intent) if event.payment_intent else None
         )
         woke = payment_id is not None and events.make_deferred_payment_due(payment_id, now=now)
         try:
-            events.insert_once(
+            stored = events.insert_once(
                 event_id=event.id,
                 provider=provider,
                 event_type=event.type,
@@ -83,6 +81,9 @@ def receive_provider_event(
                 woke_payment=woke,
                 now=now,
             )
+            if not stored:
+                # Already stored: leaving without a commit rolls the wake back too.
+                return _replayed(event)
             unit.commit()
         except sa.exc.IntegrityError:
             # A concurrent delivery of the same event committed first (Stripe can send one

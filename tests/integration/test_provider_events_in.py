@@ -6,6 +6,7 @@ nothing else."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -294,3 +295,58 @@ def test_an_event_never_touches_a_payment_a_worker_holds(api: Api) -> None:
     assert reload(api.container, payment.id) == held
     [row] = [r for r in _stored(api.container) if r["provider_payment_id"] == intent_id]
     assert (row["payment_id"], row["woke_payment"]) == (payment.id, False)
+
+
+def test_one_event_delivered_many_times_at_once_is_stored_once(api: Api) -> None:
+    event_id = f"evt_concurrent{time.monotonic_ns()}"
+    body = _event(event_id)
+    answers: list[dict[str, object]] = []
+    lock = threading.Lock()
+
+    def deliver() -> None:
+        response = _post(api, body, signature_header(body, SECRET, int(time.time())))
+        assert response.status_code == 200
+        with lock:
+            answers.append(response.json())
+
+    threads = [threading.Thread(target=deliver) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert len(answers) == 8
+    assert [a["duplicate"] for a in answers].count(False) == 1
+    assert len(_stored(api.container, event_id)) == 1
+
+
+def test_an_event_of_a_type_payorch_does_not_handle_is_stored_and_ignored(api: Api) -> None:
+    event_id = f"evt_other{time.monotonic_ns()}"
+    body = json.dumps(
+        {
+            "id": event_id,
+            "object": "event",
+            "api_version": "2026-10-28.endive",
+            "created": int(time.time()),
+            "livemode": False,
+            "pending_webhooks": 1,
+            "request": {"id": None, "idempotency_key": None},
+            "type": "customer.created",
+            "data": {"object": {"id": "cus_123", "object": "customer"}},
+        }
+    ).encode()
+
+    response = _post(api, body, signature_header(body, SECRET, int(time.time())))
+
+    assert response.status_code == 200
+    [row] = _stored(api.container, event_id)
+    assert (row["type"], row["object_type"], row["object_id"]) == (
+        "customer.created",
+        "customer",
+        "cus_123",
+    )
+    assert (row["provider_payment_id"], row["payment_id"], row["woke_payment"]) == (
+        None,
+        None,
+        False,
+    )

@@ -195,6 +195,21 @@ def test_a_cancellation_reason_stripe_does_not_know_is_refused(provider: StripeP
     assert provider.retrieve_intent(intent.id).status == "requires_capture"
 
 
+def test_an_authorisation_never_captured_expires_as_stripe_cancels_it(
+    provider: StripeProvider, simulator: RunningSimulator
+) -> None:
+    intent = _paid(provider, capture_method="manual")
+
+    simulator.admin.expire_authorization(intent.id)
+    expired = provider.retrieve_intent(intent.id)
+    with pytest.raises(Permanent) as late:
+        provider.capture_intent(intent.id, operation_id="cap-1", attempt=1, amount_to_capture=None)
+
+    assert (expired.status, expired.cancellation_reason) == ("canceled", "automatic")
+    assert late.value.code == "payment_intent_unexpected_state"
+    assert simulator.admin.movements()["captures"]["total"] == 0
+
+
 # -- refunds ---------------------------------------------------------------------------
 
 
