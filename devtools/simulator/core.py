@@ -49,10 +49,11 @@ from devtools.simulator.idempotency import (
     SavedResponse,
     fingerprint,
 )
+from devtools.simulator.intent_requests import amount_hint
 from devtools.simulator.models import Outcome
 from devtools.simulator.refunds import RefundRequest
 from devtools.simulator.requestlog import LoggedRequest, RequestLog
-from devtools.simulator.state import PaymentState, amount_hint
+from devtools.simulator.state import PaymentState
 from devtools.simulator.webhooks import WebhookSender
 from orchestrator.providers import keys
 

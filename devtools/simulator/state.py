@@ -1,9 +1,12 @@
 """The simulated Stripe account: intents, payment methods, charges and money movements.
 
-Every write endpoint is split in two: ``validate_*`` (parameter checks; a failure is a 400
-that is never saved under the idempotency key) and ``execute_*`` (the effect; its answer,
-success or error, is saved).  Both are synchronous and run under the simulator's lock, so the
-effect of one request is atomic with respect to every other request.
+Every write endpoint is split in two: ``validate_*`` (parameter checks, in
+``intent_requests``; a failure is a 400 that is never saved under the idempotency key) and
+``execute_*`` (the effect; its answer, success or error, is saved).  Both are synchronous and
+run under the simulator's lock, so the effect of one request is atomic with respect to every
+other request.  Refunds are in ``refunds``, events in ``events``; what the customer, the bank
+and the Dashboard do outside the API (authenticate, settle, expire, dispute) is here too,
+behind the test-only ``/_sim`` routes.
 
 Consistency: retrieve and list read the current state (strongly consistent, like Stripe).
 Search reads, for each intent, the newest version written at least ``search_lag_seconds``
@@ -16,9 +19,7 @@ from __future__ import annotations
 import bisect
 import copy
 import itertools
-import re
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from devtools.simulator import errors, objects
@@ -27,6 +28,16 @@ from devtools.simulator.cards import TEST_CARDS, CardDecline
 from devtools.simulator.config import SimulatorConfig
 from devtools.simulator.errors import ApiError
 from devtools.simulator.events import EventLog
+from devtools.simulator.intent_requests import (
+    CancelRequest,
+    CaptureRequest,
+    ConfirmRequest,
+    CreateRequest,
+    validate_cancel,
+    validate_capture,
+    validate_confirm,
+    validate_create,
+)
 from devtools.simulator.models import (
     Capture,
     Charge,
@@ -42,31 +53,6 @@ from devtools.simulator.refunds import RefundDesk
 from devtools.simulator.search import SearchQueryError, parse_query
 from orchestrator.providers import keys
 
-MAX_AMOUNT = 99_999_999
-
-_CREATE_PARAMS = frozenset(
-    {
-        "amount",
-        "automatic_payment_methods",
-        "capture_method",
-        "confirm",
-        "confirmation_method",
-        "currency",
-        "customer",
-        "description",
-        "metadata",
-        "payment_method",
-        "payment_method_types",
-        "receipt_email",
-        "return_url",
-        "statement_descriptor",
-        "statement_descriptor_suffix",
-    }
-)
-_CONFIRM_PARAMS = frozenset({"off_session", "payment_method", "receipt_email", "return_url"})
-_CAPTURE_PARAMS = frozenset({"amount_to_capture", "metadata"})
-_CANCEL_PARAMS = frozenset({"cancellation_reason"})
-_CANCELLATION_REASONS = ("abandoned", "duplicate", "fraudulent", "requested_by_customer")
 # Statuses a PaymentIntent can be canceled from (Stripe's list, in Stripe's order).
 _CANCELABLE = (
     "requires_payment_method",
@@ -85,53 +71,6 @@ AUTHENTICATION_REQUIRED = CardDecline(
 )
 _ASYNC_FAILURE = CardDecline("card_declined", "generic_decline", "Your card was declined.")
 _FINAL_STATUSES = ("succeeded", "canceled", "processing", "requires_capture")
-_CURRENCY = re.compile(r"^[a-z]{3}$")
-
-
-@dataclass(frozen=True)
-class CreateRequest:
-    amount: int
-    currency: str
-    metadata: dict[str, str]
-    payment_method: str | None
-    payment_method_types: list[str]
-    automatic_payment_methods: dict[str, Any] | None
-    confirm: bool
-    confirmation_method: str
-    capture_method: str
-    customer: str | None
-    description: str | None
-    receipt_email: str | None
-    return_url: str | None
-    statement_descriptor: str | None
-    statement_descriptor_suffix: str | None
-
-
-@dataclass(frozen=True)
-class ConfirmRequest:
-    payment_method: str | None
-    receipt_email: str | None
-    return_url: str | None
-    off_session: bool = False
-
-
-@dataclass(frozen=True)
-class CaptureRequest:
-    amount_to_capture: int | None
-    metadata: dict[str, str]
-
-
-@dataclass(frozen=True)
-class CancelRequest:
-    cancellation_reason: str | None
-
-
-def amount_hint(params: dict[str, Any]) -> int | None:
-    """The amount a create asks for, for fault matching (before validation)."""
-    value = params.get("amount")
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
-    return None
 
 
 class PaymentState:
@@ -157,97 +96,7 @@ class PaymentState:
     # -- create ------------------------------------------------------------------------
 
     def validate_create(self, params: dict[str, Any]) -> CreateRequest:
-        params_.reject_unknown(params, _CREATE_PARAMS)
-        amount = params_.integer(params, "amount")
-        if amount is None:
-            raise errors.parameter_missing("amount")
-        if amount < self._config.min_amount:
-            raise errors.invalid_request(
-                f"Amount must be at least {self._config.min_amount} minor units",
-                code="amount_too_small",
-                param="amount",
-            )
-        if amount > MAX_AMOUNT:
-            raise errors.invalid_request(
-                "Amount must be no more than 99999999 minor units",
-                code="amount_too_large",
-                param="amount",
-            )
-        currency = params_.string(params, "currency")
-        if currency is None:
-            raise errors.parameter_missing("currency")
-        if not _CURRENCY.match(currency.lower()):
-            raise errors.invalid_request(f"Invalid currency: {currency}", param="currency")
-        metadata = params_.metadata(params.get("metadata"))
-        types_param = params.get("payment_method_types")
-        automatic = params.get("automatic_payment_methods")
-        if types_param is not None and automatic is not None:
-            raise errors.invalid_request(
-                "You may only specify one of these parameters: automatic_payment_methods, "
-                "payment_method_types.",
-                param="automatic_payment_methods",
-            )
-        if types_param is not None:
-            if not isinstance(types_param, list) or any(t != "card" for t in types_param):
-                raise errors.invalid_request(
-                    "The payorch simulator supports payment_method_types=['card'] only.",
-                    param="payment_method_types",
-                )
-            types, automatic_methods = ["card"], None
-        else:
-            # Stripe's default: payment methods from the Dashboard, redirects allowed, which
-            # makes a server-side confirm without return_url fail (see execute_confirm).
-            automatic_methods = {"allow_redirects": "always", "enabled": True}
-            if automatic is not None:
-                if not isinstance(automatic, dict) or automatic.get("enabled") not in (
-                    "true",
-                    "false",
-                ):
-                    raise errors.parameter_missing("automatic_payment_methods[enabled]")
-                redirects = automatic.get("allow_redirects", "always")
-                if redirects not in ("always", "never"):
-                    raise errors.invalid_request(
-                        f"Invalid allow_redirects: {redirects}",
-                        param="automatic_payment_methods[allow_redirects]",
-                    )
-                automatic_methods = {
-                    "allow_redirects": redirects,
-                    "enabled": automatic["enabled"] == "true",
-                }
-            types = ["card"]
-        capture = params_.string(params, "capture_method") or "automatic"
-        if capture not in ("automatic", "automatic_async", "manual"):
-            raise errors.invalid_request(
-                f"Invalid capture_method: must be one of automatic, automatic_async, or "
-                f"manual (got {capture!r})",
-                param="capture_method",
-            )
-        customer = params_.string(params, "customer")
-        if customer is not None and not customer.startswith("cus_"):
-            # The simulator keeps no customers: any cus_ id is taken as one that exists.
-            raise errors.resource_missing("customer", customer, "customer", saved=False)
-        confirmation = params_.string(params, "confirmation_method") or "automatic"
-        if confirmation not in ("automatic", "manual"):
-            raise errors.invalid_request(
-                f"Invalid confirmation_method: {confirmation}", param="confirmation_method"
-            )
-        return CreateRequest(
-            amount=amount,
-            currency=currency.lower(),
-            metadata=metadata,
-            payment_method=params_.string(params, "payment_method"),
-            payment_method_types=types,
-            automatic_payment_methods=automatic_methods,
-            confirm=params_.boolean(params, "confirm", default=False),
-            confirmation_method=confirmation,
-            capture_method=capture,
-            customer=customer,
-            description=params_.string(params, "description"),
-            receipt_email=params_.string(params, "receipt_email"),
-            return_url=params_.string(params, "return_url"),
-            statement_descriptor=params_.string(params, "statement_descriptor"),
-            statement_descriptor_suffix=params_.string(params, "statement_descriptor_suffix"),
-        )
+        return validate_create(params, min_amount=self._config.min_amount)
 
     def execute_create(self, request: CreateRequest) -> Outcome:
         method = (
@@ -297,13 +146,7 @@ class PaymentState:
     # -- confirm -----------------------------------------------------------------------
 
     def validate_confirm(self, params: dict[str, Any]) -> ConfirmRequest:
-        params_.reject_unknown(params, _CONFIRM_PARAMS)
-        return ConfirmRequest(
-            payment_method=params_.string(params, "payment_method"),
-            receipt_email=params_.string(params, "receipt_email"),
-            return_url=params_.string(params, "return_url"),
-            off_session=params_.boolean(params, "off_session", default=False),
-        )
+        return validate_confirm(params)
 
     def execute_confirm(self, intent_id: str, request: ConfirmRequest) -> Outcome:
         intent = self._get(intent_id, param="intent", saved=True)
@@ -559,15 +402,10 @@ class PaymentState:
     # -- capture / cancel --------------------------------------------------------------
 
     def validate_capture(self, params: dict[str, Any]) -> CaptureRequest:
-        params_.reject_unknown(params, _CAPTURE_PARAMS)
-        amount = params_.integer(params, "amount_to_capture")
-        if amount is not None and amount < 1:
-            raise errors.invalid_request(
-                "This value must be greater than or equal to 1.", param="amount_to_capture"
-            )
-        return CaptureRequest(
-            amount_to_capture=amount, metadata=params_.metadata(params.get("metadata"))
-        )
+        return validate_capture(params)
+
+    def validate_cancel(self, params: dict[str, Any]) -> CancelRequest:
+        return validate_cancel(params)
 
     def execute_capture(self, intent_id: str, request: CaptureRequest) -> Outcome:
         intent = self._get(intent_id, param="intent", saved=True)
@@ -616,16 +454,6 @@ class PaymentState:
         )
         self._changed(intent, "payment_intent.succeeded")
         return self._intent_outcome(intent)
-
-    def validate_cancel(self, params: dict[str, Any]) -> CancelRequest:
-        params_.reject_unknown(params, _CANCEL_PARAMS)
-        reason = params_.string(params, "cancellation_reason")
-        if reason is not None and reason not in _CANCELLATION_REASONS:
-            raise errors.invalid_request(
-                f"Invalid cancellation_reason: must be one of {', '.join(_CANCELLATION_REASONS)}",
-                param="cancellation_reason",
-            )
-        return CancelRequest(cancellation_reason=reason)
 
     def execute_cancel(self, intent_id: str, request: CancelRequest) -> Outcome:
         intent = self._get(intent_id, param="intent", saved=True)
