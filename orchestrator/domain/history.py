@@ -62,7 +62,12 @@ class OutboxEvent:
     event_type: str
     payload: dict[str, Any]
     created_at: datetime
-    published_at: datetime | None
+    published_at: datetime | None  # fanned out to webhook deliveries by the relay
+    public_id: str = ""  # evt_…: what merchants and webhook-id headers name
+    sequence: int = 0  # per payment
+    # Webhook deliveries of this event: (endpoint url, status, attempts), filled by the
+    # operator's payment detail.
+    deliveries: tuple[tuple[str, str, int], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from orchestrator.db.uow import UnitOfWorkFactory
 from orchestrator.domain.model import AuditEntry
 from orchestrator.engine.takeover import Actor
 from orchestrator.events.ids import is_event_id
-from orchestrator.events.model import Event
+from orchestrator.events.model import Event, WebhookEndpoint, WebhookStats
 from orchestrator.ops.errors import clean_reason
 
 REDELIVER_ACTION = "redeliver"
@@ -32,6 +32,12 @@ class Redelivery:
     event: Event
     requeued: int
     audit: AuditEntry
+
+
+def list_all_endpoints(uow: UnitOfWorkFactory) -> tuple[list[WebhookEndpoint], WebhookStats]:
+    """Every live endpoint of every merchant (disabled first), and the relay's backlog."""
+    with uow() as unit:
+        return unit.webhook_endpoints.list_all(), unit.deliveries.stats()
 
 
 def event_deliveries(uow: UnitOfWorkFactory, public_id: str) -> EventDeliveries:

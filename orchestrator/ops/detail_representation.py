@@ -80,9 +80,15 @@ def lease_event_representation(event: LeaseEvent) -> dict[str, Any]:
 def outbox_event_representation(event: OutboxEvent) -> dict[str, Any]:
     return {
         "id": event.id,
+        "event_id": event.public_id,
         "type": event.event_type,
+        "sequence": event.sequence,
         "created_at": iso(event.created_at),
         "published_at": iso(event.published_at),
+        "deliveries": [
+            {"endpoint_url": url, "status": status, "attempts": attempts}
+            for url, status, attempts in event.deliveries
+        ],
     }
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from orchestrator.bootstrap import Container
@@ -55,7 +55,16 @@ def get_payment_detail(container: Container, payment_id: str) -> PaymentDetail |
             audit=list(reversed(uow.audit.list(payment_id=payment_id, limit=_AUDIT_LIMIT))),
             provider_calls=uow.history.provider_calls(payment_id),
             lease_events=uow.history.lease_events(payment_id),
-            events=uow.history.outbox_events(payment_id),
+            events=[
+                replace(
+                    event,
+                    deliveries=tuple(
+                        (view.endpoint_url, view.delivery.status.value, view.delivery.attempts)
+                        for view in uow.deliveries.for_event(event.id, with_attempts=False)
+                    ),
+                )
+                for event in uow.history.outbox_events(payment_id)
+            ],
             ledger=uow.history.ledger_lines(payment_id),
         )
 

@@ -13,7 +13,12 @@ from pathlib import Path
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Locator, Page, Request
 
-PAGES = {"overview": "/ops/", "queues": "/ops/queues", "payments": "/ops/payments"}
+PAGES = {
+    "overview": "/ops/",
+    "queues": "/ops/queues",
+    "payments": "/ops/payments",
+    "webhooks": "/ops/webhooks",
+}
 
 
 @dataclass

@@ -2,11 +2,13 @@
 
 Reads use the same query functions as the ops API and the CLI (orchestrator.ops); the
 takeover and retry forms call ``take_over_payment`` and ``retry_payment``, exactly what
-``POST /v1/ops/payments/{id}/takeover|retry`` call, under the signed-in ops client.
+``POST /v1/ops/payments/{id}/takeover|retry`` call, under the signed-in ops client; the
+redeliver form calls ``redeliver_event``, what ``POST /v1/ops/events/{id}/redeliver`` calls.
 """
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
@@ -45,6 +47,13 @@ from orchestrator.db.repositories.payment_search import PaymentFilters
 from orchestrator.domain.ids import is_payment_id
 from orchestrator.domain.model import Role
 from orchestrator.domain.states import PaymentStatus
+from orchestrator.events.ops import (
+    EventNotFound,
+    event_deliveries,
+    list_all_endpoints,
+    redeliver_event,
+)
+from orchestrator.events.representation import event_document
 from orchestrator.ops.commands import OperatorAction, retry_payment, take_over_payment
 from orchestrator.ops.errors import (
     InvalidCursor,
@@ -421,6 +430,85 @@ async def retry(
     request: Request, container: ContainerDep, user: CurrentUser, payment_id: str
 ) -> Response:
     return await _act(request, container, user, payment_id, "retry")
+
+
+# -- webhooks -------------------------------------------------------------------------------
+
+
+@router.get("/webhooks")
+def webhooks(request: Request, container: ContainerDep, user: CurrentUser) -> Response:
+    endpoints, stats = list_all_endpoints(container.uow)
+    return _page(request, "webhooks.html", user, page="webhooks", endpoints=endpoints, stats=stats)
+
+
+def _event_page(
+    request: Request,
+    container: Container,
+    user: ConsoleUser,
+    event_id: str,
+    *,
+    done: int | None = None,
+    error: str | None = None,
+    status_code: int = 200,
+) -> Response:
+    try:
+        found = event_deliveries(container.uow, event_id)
+    except EventNotFound:
+        return _page(request, "not_found.html", user, status_code=404, page="webhooks")
+    done_entry = None
+    if done is not None:
+        with container.uow(read_only=True) as uow:
+            entries = uow.audit.list(payment_id=found.event.payment_id, limit=50)
+        done_entry = next((a for a in entries if a.id == done), None)
+    return _page(
+        request,
+        "event.html",
+        user,
+        status_code=status_code,
+        page="webhooks",
+        event=found.event,
+        deliveries=found.deliveries,
+        published=bool(found.deliveries),
+        body=json.dumps(event_document(found.event), indent=2),
+        done=done_entry,
+        error=error,
+    )
+
+
+@router.get("/events/{event_id}")
+def event(
+    request: Request,
+    container: ContainerDep,
+    user: CurrentUser,
+    event_id: str,
+    done: int | None = None,
+) -> Response:
+    return _event_page(request, container, user, event_id, done=done)
+
+
+@router.post("/events/{event_id}/redeliver")
+async def redeliver(
+    request: Request, container: ContainerDep, user: CurrentUser, event_id: str
+) -> Response:
+    form = await read_form(request)
+    require_csrf(user, form)  # before anything is read or changed
+    try:
+        done = await run_in_threadpool(
+            redeliver_event, container.uow, user.actor, event_id, reason=form.get("reason", "")
+        )
+    except EventNotFound:
+        return await run_in_threadpool(_event_page, request, container, user, event_id)
+    except InvalidReason as refused:
+        return await run_in_threadpool(
+            _event_page,
+            request,
+            container,
+            user,
+            event_id,
+            error=refused.message,
+            status_code=400,
+        )
+    return _redirect(f"/ops/events/{done.event.public_id}?done={done.audit.id}")
 
 
 def install_console(app: FastAPI) -> None:

@@ -92,11 +92,20 @@ class LeaseEventOut(BaseModel):
     recovery_point: str
 
 
+class EventDeliveryOut(BaseModel):
+    endpoint_url: str
+    status: str = Field(description="pending, delivered or failed (given up)")
+    attempts: int
+
+
 class EventOut(BaseModel):
     id: int
+    event_id: str = Field(description="evt_…: GET /v1/ops/events/{event_id}/deliveries.")
     type: str
+    sequence: int
     created_at: str
-    published_at: str | None
+    published_at: str | None = Field(description="When the relay fanned it out.")
+    deliveries: list[EventDeliveryOut]
 
 
 class LedgerLineOut(BaseModel):

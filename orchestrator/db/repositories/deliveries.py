@@ -294,7 +294,7 @@ class DeliveryRepository:
 
     # -- ops ----------------------------------------------------------------------------
 
-    def for_event(self, event_id: int) -> list[DeliveryView]:
+    def for_event(self, event_id: int, *, with_attempts: bool = True) -> list[DeliveryView]:
         rows = self._conn.execute(
             sa.select(webhook_deliveries, e.url.label("endpoint_url"))
             .select_from(webhook_deliveries.join(webhook_endpoints, e.id == d.endpoint_id))
@@ -303,6 +303,9 @@ class DeliveryRepository:
         ).all()
         views = []
         for row in rows:
+            if not with_attempts:
+                views.append(DeliveryView(to_delivery(row), row.endpoint_url, []))
+                continue
             attempts = [
                 to_attempt(r)
                 for r in self._conn.execute(

@@ -93,6 +93,8 @@ class HistoryRepository:
                 payload=dict(r.payload),
                 created_at=r.created_at,
                 published_at=r.published_at,
+                public_id=r.public_id,
+                sequence=r.sequence,
             )
             for r in rows
         ]
