@@ -57,7 +57,7 @@ class Role(StrEnum):
 
 
 MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
-PAYMENT_STATUSES = ("processing", "succeeded", "failed", "needs_attention")
+PAYMENT_STATUSES = ("processing", "succeeded", "failed", "canceled", "needs_attention")
 # The operation and outcome labels of orchestrator.providers.instrumented.
 PROVIDER_OPERATIONS = (
     "create",

@@ -95,6 +95,24 @@ class Settings(BaseSettings):
     sweep_batch_size: int = Field(default=100, ge=1)
     max_attempts: int = Field(default=8, ge=1)
 
+    # Waiting operations (3-D Secure, asynchronous methods): no lease is held while waiting.
+    # How often the sweeper re-checks a payment waiting for its customer, when no provider
+    # event woke it first.  Too short: a provider read per waiting payment that often; too
+    # long: a payment whose webhooks were lost shows requires_action that much longer.
+    action_recheck_seconds: float = Field(default=300.0, gt=0)
+    # How long a customer has to authenticate before the intent is canceled at the provider
+    # and the payment ends canceled / authentication_timeout.  Too short: customers are cut
+    # off mid-authentication; too long: abandoned intents (and the merchant's order) stay
+    # open that long.
+    action_timeout_seconds: float = Field(default=3600.0, gt=0)
+    # The re-check of a payment the provider is still processing (an asynchronous method),
+    # when no event settled it first.  Slow on purpose: such methods settle in hours or days.
+    processing_recheck_seconds: float = Field(default=300.0, gt=0)
+    # The signing secret of payorch's endpoint in Stripe (whsec_…): POST
+    # /v1/providers/stripe/webhooks verifies Stripe-Signature with it.  Unset: every
+    # webhook is refused (400), nothing stored.
+    stripe_webhook_secret: SecretStr | None = None
+
     # Retries owned by the worker: exponential backoff with full jitter and a cap.
     retry_base_seconds: float = Field(default=0.5, gt=0)
     retry_cap_seconds: float = Field(default=60.0, gt=0)

@@ -87,6 +87,18 @@ payments = sa.Table(
     # What the provider actually moved, as it said when the payment settled.
     sa.Column("settled_amount", sa.BigInteger, nullable=True),
     sa.Column("settled_currency", sa.String(3), nullable=True),
+    # A waiting operation (migration 0008b): no lease is held, ``next_attempt_at`` is its
+    # re-check time.  waiting_for: customer (3-D Secure, shown as requires_action) or
+    # provider (an asynchronous method); waiting_since: when the current wait began (the
+    # authentication timeout counts from it).  next_action / client_secret: what the
+    # customer must do, exposed only while waiting for the customer.
+    sa.Column("waiting_for", sa.String(20), nullable=True),
+    sa.Column("waiting_since", UtcDateTime(), nullable=True),
+    sa.Column("next_action", JsonDocument, nullable=True),
+    sa.Column("client_secret", sa.String(500), nullable=True),
+    # A provider event arrived while a worker held the lease: that worker's wait ends at
+    # once (the sweeper re-queues it) instead of at the re-check.  Cleared by each claim.
+    sa.Column("woken_at", UtcDateTime(), nullable=True),
     sa.Column("created_at", UtcDateTime(), nullable=False),
     sa.Column("updated_at", UtcDateTime(), nullable=False),
     sa.Column("completed_at", UtcDateTime(), nullable=True),
@@ -94,7 +106,9 @@ payments = sa.Table(
     sa.UniqueConstraint("client_id", "idempotency_key"),
     sa.CheckConstraint("amount > 0", name="amount_positive"),
     sa.CheckConstraint(
-        "status IN ('processing', 'succeeded', 'failed', 'needs_attention')", name="status_known"
+        # requires_action is not stored (domain.states.PaymentStatus).
+        "status IN ('processing', 'succeeded', 'failed', 'canceled', 'needs_attention')",
+        name="status_known",
     ),
     sa.CheckConstraint(
         "recovery_point IN ('accepted', 'intent_created', 'provider_settled', 'completed')",
@@ -217,6 +231,28 @@ provider_calls = sa.Table(
     sa.Column("latency_ms", sa.Integer, nullable=False),
     sa.Column("created_at", UtcDateTime(), nullable=False),
     sa.Index("ix_provider_calls_payment_id", "payment_id"),
+)
+
+# Provider events in (POST /v1/providers/stripe/webhooks), stored once by the provider's
+# event id: a replay is an INSERT ... ON CONFLICT DO NOTHING that changes nothing.  An event
+# is a hint: storing it wakes the payment it names; what is applied is read from the
+# provider.  Unknown types are stored too (and ignored).
+provider_events = sa.Table(
+    "provider_events",
+    metadata,
+    sa.Column("id", sa.String(255), primary_key=True),
+    sa.Column("provider", sa.String(20), nullable=False),
+    sa.Column("type", sa.String(100), nullable=False),
+    sa.Column("object_type", sa.String(50), nullable=False),
+    sa.Column("object_id", sa.String(255), nullable=False),
+    sa.Column("provider_payment_id", sa.String(255), nullable=True),
+    # The payment it names (by its intent), when there is one.
+    sa.Column("payment_id", sa.String(40), nullable=True),
+    # The provider's own timestamp (seconds): never used to order effects.
+    sa.Column("provider_created", sa.BigInteger, nullable=False),
+    sa.Column("payload", JsonDocument, nullable=False),
+    sa.Column("received_at", UtcDateTime(), nullable=False),
+    sa.Index("ix_provider_events_payment_id", "payment_id"),
 )
 
 # Lease history: every claim, takeover, deferral, park, retry and finish, written in the same

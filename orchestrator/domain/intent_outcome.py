@@ -19,6 +19,7 @@ class Next(StrEnum):
     SETTLE = "settle"  # the provider decided: record ``outcome``
     CONFIRM = "confirm"  # proven not confirmed yet: a (new) confirm is safe
     WAIT = "wait"  # the provider is still working (``processing``): ask again later
+    AWAIT_CUSTOMER = "await_customer"  # ``requires_action``: the customer must authenticate
 
 
 @dataclass(frozen=True)
@@ -50,20 +51,29 @@ def read_intent(intent: ProviderIntent) -> Reading:
         )
         return Reading(Next.SETTLE, Outcome.FAILED, failure=failure)
     if status == "requires_action":
-        # The customer must authenticate (3-D Secure).  A server-side orchestrator has no
-        # customer present, so this payment cannot complete here.
-        failure = Failure(
-            code="authentication_required",
-            decline_code="authentication_required",
-            message="The payment method requires customer authentication.",
-        )
-        return Reading(Next.SETTLE, Outcome.FAILED, failure=failure)
+        # The customer must authenticate (3-D Secure): the payment waits for them
+        # (engine.kinds.charge decides what an off-session payment does instead).
+        return Reading(Next.AWAIT_CUSTOMER)
     if status == "canceled":
         failure = Failure(code="canceled", message="The provider canceled the payment.")
-        return Reading(Next.SETTLE, Outcome.FAILED, failure=failure)
+        return Reading(Next.SETTLE, Outcome.CANCELED, failure=failure)
     # requires_capture (we never create manual-capture intents) or a status Stripe adds
     # later: never guess with money, stop and let an operator look.
     raise UnexpectedIntentStatus(status)
+
+
+# An off-session payment (no customer present) whose card asks for authentication: it cannot
+# complete, and the merchant must bring the customer back on session.
+AUTHENTICATION_REQUIRED = Failure(
+    code="authentication_required",
+    decline_code="authentication_required",
+    message="The payment method requires customer authentication.",
+)
+# The customer did not authenticate in time: payorch canceled the intent at the provider.
+AUTHENTICATION_TIMEOUT = Failure(
+    code="authentication_timeout",
+    message="The customer did not complete authentication in time; the payment was canceled.",
+)
 
 
 class UnexpectedIntentStatus(Exception):

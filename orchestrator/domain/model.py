@@ -7,7 +7,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from orchestrator.domain.states import Outcome, PaymentStatus, RecoveryPoint, State
+from orchestrator.domain.states import Outcome, PaymentStatus, RecoveryPoint, State, WaitingFor
 
 
 class Role(StrEnum):
@@ -94,10 +94,22 @@ class PaymentRecord:
     # bytes.  None for rows older than migration 0003 and after retention purged them.
     accepted_response: bytes | None = None
     final_response: bytes | None = None
+    # A waiting operation (no lease held; next_attempt_at is its re-check time).
+    waiting_for: WaitingFor | None = None
+    waiting_since: datetime | None = None
+    # Only while waiting for the customer: what they must do, and the provider's client
+    # secret for the merchant's front end (it can confirm the intent: never logged).
+    next_action: dict[str, Any] | None = None
+    client_secret: str | None = field(default=None, repr=False)
 
     @property
     def state(self) -> State:
         return State(self.status, self.recovery_point)
+
+    @property
+    def requires_action(self) -> bool:
+        """Waiting for the customer to authenticate: shown as ``requires_action``."""
+        return self.status is PaymentStatus.PROCESSING and self.waiting_for is WaitingFor.CUSTOMER
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from orchestrator.domain.model import PaymentRecord
+from orchestrator.domain.states import PaymentStatus
 
 # The documented field order of a payment (README "The HTTP API").
 PAYMENT_FIELDS: tuple[str, ...] = (
@@ -81,6 +82,14 @@ def canonical_payment(document: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def shown_status(record: PaymentRecord) -> str:
+    """The status a client sees: a processing payment waiting for its customer is
+    ``requires_action`` (see ``domain.states.PaymentStatus``)."""
+    if record.requires_action:
+        return PaymentStatus.REQUIRES_ACTION.value
+    return record.status.value
+
+
 def payment_representation(record: PaymentRecord) -> dict[str, Any]:
     failure = None
     if record.failure is not None:
@@ -92,7 +101,7 @@ def payment_representation(record: PaymentRecord) -> dict[str, Any]:
     return {
         "id": record.id,
         "object": "payment",
-        "status": record.status.value,
+        "status": shown_status(record),
         "amount": record.request.amount,
         "currency": record.request.currency,
         "payment_method": record.request.payment_method,
@@ -106,8 +115,8 @@ def payment_representation(record: PaymentRecord) -> dict[str, Any]:
         "provider_payment_id": record.provider_payment_id,
         "failure": failure,
         # Only while the customer must act (requires_action); null otherwise.
-        "next_action": None,
-        "client_secret": None,
+        "next_action": record.next_action if record.requires_action else None,
+        "client_secret": record.client_secret if record.requires_action else None,
         "attempts": record.attempts,
         "created_at": iso(record.created_at),
         "updated_at": iso(record.updated_at),

@@ -28,9 +28,16 @@ from enum import StrEnum
 
 
 class PaymentStatus(StrEnum):
+    """The stored status.  ``requires_action`` is not stored: it is a ``processing`` record
+    whose operation waits for the customer (``WaitingFor.CUSTOMER``), shown as
+    ``requires_action`` by ``domain.representation.shown_status``, so every lease guard
+    (``status = 'processing'``) and the sweeper's index serve a waiting record unchanged."""
+
     PROCESSING = "processing"
+    REQUIRES_ACTION = "requires_action"  # shown only, never stored (see above)
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+    CANCELED = "canceled"
     NEEDS_ATTENTION = "needs_attention"
 
     @property
@@ -38,7 +45,16 @@ class PaymentStatus(StrEnum):
         return self in FINAL_STATUSES
 
 
-FINAL_STATUSES = frozenset({PaymentStatus.SUCCEEDED, PaymentStatus.FAILED})
+FINAL_STATUSES = frozenset({PaymentStatus.SUCCEEDED, PaymentStatus.FAILED, PaymentStatus.CANCELED})
+
+
+class WaitingFor(StrEnum):
+    """Whom a waiting operation waits for (``payments.waiting_for``).  A waiting operation
+    holds no lease: it has a re-check time (``next_attempt_at``) and is resumed by a provider
+    event or by the sweeper when that time comes."""
+
+    CUSTOMER = "customer"  # 3-D Secure: the customer must authenticate (requires_action)
+    PROVIDER = "provider"  # an asynchronous method: the provider settles it later
 
 
 class RecoveryPoint(StrEnum):
@@ -53,6 +69,8 @@ class Outcome(StrEnum):
 
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+    # The intent was canceled (the customer never authenticated: authentication_timeout).
+    CANCELED = "canceled"
 
 
 class Event(StrEnum):

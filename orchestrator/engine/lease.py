@@ -10,7 +10,16 @@ a result::
 
     Fenced    our token is stale            -> nothing written, FENCED
     Deferred  wait longer than a task may   -> lease released until next_attempt_at, DEFERRED
+    Waiting   someone else must act first   -> lease released, re-check at next_attempt_at,
+              (the customer, the provider)     not a failed attempt; WAITING
     Parked    an operator must decide       -> needs_attention, PARKED
+
+Deferred and Waiting both release the lease into the row; the difference is what the wait
+means.  A deferral is our backoff after a failure.  A wait is the provider's answer that
+nothing can happen until someone else acts (3-D Secure, an asynchronous method): no worker
+holds a lease meanwhile, the claim that found it out does not count as a failed attempt
+(only unknown outcomes do), and a provider event or the sweeper's periodic re-check resumes
+the operation, which reads the provider's truth and applies it through the fenced path.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from orchestrator.db.uow import UnitOfWork, UnitOfWorkFactory
 from orchestrator.domain.backoff import backoff_delay
+from orchestrator.domain.states import WaitingFor
 from orchestrator.logging import get_logger
 from orchestrator.settings import Settings
 
@@ -36,6 +46,7 @@ class ProcessResult(StrEnum):
     COMPLETED = "completed"
     DEFERRED = "deferred"  # waits in the row (next_attempt_at) for the sweeper
     PARKED = "parked"  # needs_attention
+    WAITING = "waiting"  # no lease: waits for the customer or the provider, re-checked later
     FENCED = "fenced"  # taken over while we worked; nothing of ours was written after
 
 
@@ -48,6 +59,17 @@ class Deferred(Exception):
         super().__init__(reason)
         self.delay = delay
         self.reason = reason
+
+
+class Waiting(Exception):
+    """Release the lease: nothing can happen until ``waiting_for`` acts.  The record is
+    re-checked ``recheck_after`` seconds from now (or sooner, when an event wakes it)."""
+
+    def __init__(self, recheck_after: float, reason: str, waiting_for: WaitingFor) -> None:
+        super().__init__(reason)
+        self.recheck_after = recheck_after
+        self.reason = reason
+        self.waiting_for = waiting_for
 
 
 class Parked(Exception):
@@ -96,6 +118,18 @@ class LeaseStore(Protocol[R_co]):
     ) -> R_co | None: ...
 
     def park(self, record_id: str, *, token: int, error: str, now: datetime) -> R_co | None: ...
+
+    def wait(
+        self,
+        record_id: str,
+        *,
+        token: int,
+        until: datetime,
+        waiting_for: WaitingFor,
+        now: datetime,
+    ) -> R_co | None:
+        """Release the lease until ``until`` as a wait (not a failed attempt)."""
+        ...
 
 
 @dataclass
@@ -148,6 +182,12 @@ class Lease(Generic[R]):
         )
 
     # -- time -----------------------------------------------------------------------------
+
+    def now(self) -> datetime:
+        """The database clock (one short read, no transaction left open): what deadlines
+        stored in the row (``waiting_since``) are compared with."""
+        with self.uow() as uow:
+            return uow.now()
 
     def check_budget(self) -> None:
         """Stop starting provider calls that could outlive the task's soft time limit:

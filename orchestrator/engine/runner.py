@@ -10,6 +10,7 @@ Read top to bottom, ``run_operation`` is the whole life of one task::
                  one writes the finish (final status, ledger, outbox) in one transaction.
     3. the end   Fenced   -> nothing more is written                       FENCED
                  Deferred -> lease released until next_attempt_at           DEFERRED
+                 Waiting  -> lease released, re-check at next_attempt_at    WAITING
                  Parked   -> needs_attention, for an operator                PARKED
 
 Safe to run any number of times, concurrently, with stale tokens: the claim and the fence
@@ -40,6 +41,7 @@ from orchestrator.engine.lease import (
     Parked,
     ProcessResult,
     R,
+    Waiting,
 )
 from orchestrator.logging import get_logger
 from orchestrator.providers.base import PaymentProvider
@@ -143,6 +145,8 @@ def run_operation(
         return _fenced(lease)
     except Deferred as deferred:
         return _defer(lease, deferred)
+    except Waiting as waiting:
+        return _wait(lease, waiting)
     except Parked as parked:
         return _park(lease, parked.reason)
     except interruptions as interruption:
@@ -177,6 +181,31 @@ def _defer(lease: Lease[Any], deferred: Deferred) -> ProcessResult:
         reason=deferred.reason,
     )
     return ProcessResult.DEFERRED
+
+
+def _wait(lease: Lease[Any], waiting: Waiting) -> ProcessResult:
+    """No lease while someone else must act: the record waits in the row with its re-check
+    time; an event (``services.provider_events``) or the sweeper resumes it."""
+    try:
+        lease.write(
+            lambda uow, now: lease.store(uow).wait(
+                lease.id,
+                token=lease.token,
+                until=now + timedelta(seconds=waiting.recheck_after),
+                waiting_for=waiting.waiting_for,
+                now=now,
+            )
+        )
+    except Fenced:
+        return _fenced(lease)
+    log.info(
+        "operation_waiting",
+        **lease.log_fields,
+        waiting_for=waiting.waiting_for.value,
+        recheck_after=round(waiting.recheck_after, 3),
+        reason=waiting.reason,
+    )
+    return ProcessResult.WAITING
 
 
 def _park(lease: Lease[Any], reason: str) -> ProcessResult:

@@ -22,9 +22,14 @@ from orchestrator.providers.base import (
     ProviderIntent,
     Retryable,
 )
-from orchestrator.providers.keys import RECORD_ID_METADATA_KEY, confirm_key, create_key
+from orchestrator.providers.keys import (
+    RECORD_ID_METADATA_KEY,
+    cancel_key,
+    confirm_key,
+    create_key,
+)
 
-Operation = Literal["create", "confirm", "retrieve", "lookup"]
+Operation = Literal["create", "confirm", "retrieve", "lookup", "cancel"]
 Fault = Literal[
     "unknown_before_effect",  # timeout before the provider did anything
     "unknown_after_effect",  # the provider acted, then the connection died
@@ -32,6 +37,12 @@ Fault = Literal[
     "rate_limited",  # 429 with retry_after
     "key_in_use",  # 409 idempotency_key_in_use
 ]
+
+# Cards whose issuer asks for 3-D Secure (Stripe's test tokens), and asynchronous ones.
+AUTHENTICATION_CARDS = frozenset(
+    {"pm_card_threeDSecure2Required", "pm_card_authenticationRequired"}
+)
+PROCESSING_CARDS = frozenset({"pm_card_sim_processingSucceeds"})
 
 DECLINES = {
     "pm_card_chargeDeclined": "generic_decline",
@@ -60,6 +71,9 @@ class _Intent:
     error: PaymentError | None = None
     created: int = 0
     customer: str | None = None
+    next_action: dict[str, object] | None = None
+    client_secret: str | None = None
+    cancellation_reason: str | None = None
 
 
 @dataclass
@@ -102,6 +116,9 @@ class FakeProvider:
             payment_method=intent.payment_method,
             amount_received=intent.amount if intent.status == "succeeded" else 0,
             customer=intent.customer,
+            next_action=intent.next_action,  # type: ignore[arg-type]
+            client_secret=intent.client_secret,
+            cancellation_reason=intent.cancellation_reason,
         )
 
     def add_intent(
@@ -204,6 +221,35 @@ class FakeProvider:
                 raise Permanent(
                     "already succeeded", code="payment_intent_unexpected_state", http_status=400
                 )
+            if intent.payment_method in AUTHENTICATION_CARDS:
+                if off_session:
+                    intent.status = "requires_payment_method"
+                    intent.error = PaymentError(
+                        "authentication_required", "authentication_required", "Needs 3DS."
+                    )
+                    raise Declined(
+                        "Your card was declined. This transaction requires authentication.",
+                        code="authentication_required",
+                        decline_code="authentication_required",
+                        intent_id=intent_id,
+                    )
+                intent.status = "requires_action"
+                intent.client_secret = f"{intent.id}_secret_fake"
+                intent.next_action = (
+                    {
+                        "type": "redirect_to_url",
+                        "redirect_to_url": {
+                            "url": f"https://hooks.example/3ds/{intent.id}",
+                            "return_url": return_url,
+                        },
+                    }
+                    if return_url
+                    else {"type": "use_stripe_sdk", "use_stripe_sdk": {"type": "three_d_secure"}}
+                )
+                return self._view(intent)
+            if intent.payment_method in PROCESSING_CARDS:
+                intent.status = "processing"
+                return self._view(intent)
             decline = DECLINES.get(intent.payment_method)
             if decline is not None:
                 intent.status = "requires_payment_method"
@@ -217,6 +263,52 @@ class FakeProvider:
             intent.status = "succeeded"
             intent.charge = f"ch_fake{next(self._ids)}"
             self.charges[intent_id] = self.charges.get(intent_id, 0) + 1
+            return self._view(intent)
+
+        return self._with_key(key, fault, act)
+
+    # -- what happens outside payorch: the customer authenticates, a method settles --------
+
+    def authenticate(self, intent_id: str, *, succeed: bool = True) -> None:
+        """The customer completes (or fails) 3-D Secure."""
+        intent = self.intents[intent_id]
+        assert intent.status == "requires_action", intent.status
+        intent.next_action = None
+        if succeed:
+            self._succeed(intent)
+        else:
+            intent.status = "requires_payment_method"
+            intent.error = PaymentError(
+                "payment_intent_authentication_failure", None, "Authentication failed."
+            )
+
+    def settle(self, intent_id: str) -> None:
+        """A processing intent succeeds."""
+        intent = self.intents[intent_id]
+        assert intent.status == "processing", intent.status
+        self._succeed(intent)
+
+    def _succeed(self, intent: _Intent) -> None:
+        intent.status = "succeeded"
+        intent.charge = f"ch_fake{next(self._ids)}"
+        self.charges[intent.id] = self.charges.get(intent.id, 0) + 1
+
+    def cancel_intent(
+        self, intent_id: str, *, operation_id: str, attempt: int, reason: str | None
+    ) -> ProviderIntent:
+        key = cancel_key(operation_id, attempt)
+        self.calls.append(Call("cancel", intent_id, key, {"reason": reason}))
+        fault = self._fault("cancel")
+
+        def act() -> ProviderIntent:
+            intent = self.intents[intent_id]
+            if intent.status == "succeeded":
+                raise Permanent(
+                    "already succeeded", code="payment_intent_unexpected_state", http_status=400
+                )
+            intent.status = "canceled"
+            intent.next_action = None
+            intent.cancellation_reason = reason
             return self._view(intent)
 
         return self._with_key(key, fault, act)

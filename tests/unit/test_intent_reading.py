@@ -41,10 +41,14 @@ def test_a_declined_intent_settles_a_failure_with_the_decline_codes():
     )
 
 
-@pytest.mark.parametrize("status", ["requires_action", "canceled"])
-def test_statuses_that_cannot_complete_server_side_fail(status):
-    reading = read_intent(intent(status))
-    assert reading.next is Next.SETTLE and reading.outcome is Outcome.FAILED
+def test_requires_action_means_wait_for_the_customer():
+    assert read_intent(intent("requires_action")).next is Next.AWAIT_CUSTOMER
+
+
+def test_a_canceled_intent_settles_a_canceled_payment():
+    reading = read_intent(intent("canceled"))
+    assert reading.next is Next.SETTLE and reading.outcome is Outcome.CANCELED
+    assert reading.failure is not None and reading.failure.code == "canceled"
 
 
 @pytest.mark.parametrize("status", ["requires_capture", "something_new"])

@@ -33,6 +33,7 @@ ALLOWED: dict[tuple[State, Event, Outcome | None], State] = {
     (State(P, IC), Event.PROVIDER_SETTLED, None): State(P, PS),
     (State(P, PS), Event.FINISHED, Outcome.SUCCEEDED): State(PaymentStatus.SUCCEEDED, DONE),
     (State(P, PS), Event.FINISHED, Outcome.FAILED): State(PaymentStatus.FAILED, DONE),
+    (State(P, PS), Event.FINISHED, Outcome.CANCELED): State(PaymentStatus.CANCELED, DONE),
     (State(P, ACC), Event.PARKED, None): State(NA, ACC),
     (State(P, IC), Event.PARKED, None): State(NA, IC),
     (State(P, PS), Event.PARKED, None): State(NA, PS),
@@ -52,8 +53,8 @@ def _cases():
 
 def test_the_state_list_is_complete_and_starts_at_accepted():
     assert State(P, ACC) == INITIAL
-    assert len(all_states()) == 8
-    assert len(set(all_states())) == 8
+    assert len(all_states()) == 9
+    assert len(set(all_states())) == 9
 
 
 @pytest.mark.parametrize(("state", "event", "outcome"), list(_cases()))
@@ -71,7 +72,9 @@ def test_the_allowed_table_has_no_entry_the_machine_refuses():
         assert transition(state, event, outcome) == target
 
 
-@pytest.mark.parametrize("status", [PaymentStatus.SUCCEEDED, PaymentStatus.FAILED])
+@pytest.mark.parametrize(
+    "status", [PaymentStatus.SUCCEEDED, PaymentStatus.FAILED, PaymentStatus.CANCELED]
+)
 def test_finished_payments_accept_no_event(status):
     for event in Event:
         outcome = Outcome.SUCCEEDED if event is Event.FINISHED else None
@@ -90,4 +93,5 @@ def test_final_statuses():
     assert {s for s in PaymentStatus if s.is_final} == {
         PaymentStatus.SUCCEEDED,
         PaymentStatus.FAILED,
+        PaymentStatus.CANCELED,
     }

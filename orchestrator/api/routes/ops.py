@@ -78,7 +78,7 @@ class RejectedIntentOut(BaseModel):
 class LeaseOut(BaseModel):
     payment_id: str
     client_id: str
-    status: Literal["processing", "succeeded", "failed", "needs_attention"]
+    status: Literal["processing", "succeeded", "failed", "canceled", "needs_attention"]
     recovery_point: Literal["accepted", "intent_created", "provider_settled", "completed"]
     lease_owner: str | None
     lease_token: int = Field(description="Fencing token; every takeover bumps it.")

@@ -23,6 +23,7 @@ from orchestrator.domain.states import (
     Outcome,
     PaymentStatus,
     RecoveryPoint,
+    WaitingFor,
     allowed_sources,
 )
 
@@ -127,6 +128,9 @@ class LeaseRepository:
             locked_until=lease_until,
             next_attempt_at=None,
             attempts=c.attempts + 1,
+            # A wake-up that arrives from now on, while we hold the lease, is kept here so
+            # that our own wait (``wait``) ends at once instead of at the re-check.
+            woken_at=None,
             updated_at=now,
         )
 
@@ -301,6 +305,11 @@ class LeaseRepository:
             failure_message=failure.message[:1000] if failure else None,
             settled_amount=settled_amount,
             settled_currency=settled_currency,
+            # The wait, if any, is over.
+            waiting_for=None,
+            waiting_since=None,
+            next_action=None,
+            client_secret=None,
             updated_at=now,
         )
 
@@ -327,6 +336,10 @@ class LeaseRepository:
             lease_owner=None,
             locked_until=None,
             next_attempt_at=None,
+            waiting_for=None,
+            waiting_since=None,
+            next_action=None,
+            client_secret=None,
             completed_at=now,
             updated_at=now,
         )
@@ -353,6 +366,96 @@ class LeaseRepository:
             ),
             **values,
         )
+
+    def record_action_required(
+        self,
+        payment_id: str,
+        *,
+        token: int,
+        next_action: dict[str, Any] | None,
+        client_secret: str | None,
+        now: datetime,
+    ) -> PaymentRecord | None:
+        """The provider asks the customer to authenticate: the payment shows
+        ``requires_action`` with what the customer must do.  ``waiting_since`` is kept if
+        the wait had already begun (the timeout counts from the first ask)."""
+        return self._update_one(
+            None,
+            sa.and_(
+                c.id == payment_id,
+                c.lease_token == token,
+                c.status == PaymentStatus.PROCESSING.value,
+            ),
+            waiting_for=WaitingFor.CUSTOMER.value,
+            waiting_since=sa.func.coalesce(
+                sa.case((c.waiting_for == WaitingFor.CUSTOMER.value, c.waiting_since), else_=None),
+                now,
+            ),
+            next_action=next_action,
+            client_secret=client_secret,
+            updated_at=now,
+        )
+
+    def wait(
+        self,
+        payment_id: str,
+        *,
+        token: int,
+        until: datetime,
+        waiting_for: WaitingFor,
+        now: datetime,
+    ) -> PaymentRecord | None:
+        """Release the lease as a wait: no holder, re-checked at ``until``.  The claim that
+        found out is not a failed attempt (only unknown outcomes count towards
+        MAX_ATTEMPTS), so its count is given back.  A wake-up that came while we held the
+        lease (``woken_at``) makes the record due at once."""
+        due = sa.case((c.woken_at.is_not(None), now), else_=until)
+        return self._update_one(
+            "wait",
+            sa.and_(
+                c.id == payment_id,
+                c.lease_token == token,
+                c.status == PaymentStatus.PROCESSING.value,
+            ),
+            lease_owner=None,
+            locked_until=due,
+            next_attempt_at=due,
+            attempts=sa.case((c.attempts > 0, c.attempts - 1), else_=0),
+            waiting_for=waiting_for.value,
+            waiting_since=sa.case(
+                (c.waiting_for == waiting_for.value, sa.func.coalesce(c.waiting_since, now)),
+                else_=now,
+            ),
+            woken_at=None,
+        )
+
+    def wake(
+        self, payment_id: str, *, owner: str, now: datetime, lease_until: datetime
+    ) -> PaymentRecord | None:
+        """A provider event names this payment.  Waiting with no holder: take it (token + 1
+        and a dispatch lease, like a takeover) and return it for the caller to publish after
+        the commit.  Held by a worker: leave ``woken_at`` for that worker's wait to see, and
+        return None.  Not waiting (or finished): nothing."""
+        woken = self._update_one(
+            "wake",
+            sa.and_(
+                c.id == payment_id,
+                c.status == PaymentStatus.PROCESSING.value,
+                c.waiting_for.is_not(None),
+                c.lease_owner.is_(None),
+            ),
+            lease_token=c.lease_token + 1,
+            lease_owner=owner,
+            locked_until=lease_until,
+            next_attempt_at=None,
+        )
+        if woken is None:
+            self._conn.execute(
+                payments.update()
+                .where(c.id == payment_id, c.status == PaymentStatus.PROCESSING.value)
+                .values(woken_at=now)
+            )
+        return woken
 
     def park(
         self, payment_id: str, *, token: int, error: str, now: datetime

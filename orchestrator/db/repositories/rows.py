@@ -14,7 +14,7 @@ from orchestrator.domain.model import (
     PaymentRequest,
     Role,
 )
-from orchestrator.domain.states import Outcome, PaymentStatus, RecoveryPoint
+from orchestrator.domain.states import Outcome, PaymentStatus, RecoveryPoint, WaitingFor
 
 
 def to_payment(row: sa.RowMapping | Any) -> PaymentRecord:
@@ -71,6 +71,10 @@ def to_payment(row: sa.RowMapping | Any) -> PaymentRecord:
         settled_currency=m["settled_currency"],
         accepted_response=_utf8(m.get("accepted_response")),
         final_response=_utf8(m.get("final_response")),
+        waiting_for=WaitingFor(m["waiting_for"]) if m.get("waiting_for") else None,
+        waiting_since=m.get("waiting_since"),
+        next_action=m.get("next_action"),
+        client_secret=m.get("client_secret"),
     )
 
 

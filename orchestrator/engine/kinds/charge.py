@@ -26,19 +26,33 @@ record's recovery point::
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from orchestrator import metrics
 from orchestrator.db.repositories.leases import LeaseRepository
 from orchestrator.db.uow import UnitOfWork
 from orchestrator.domain.intent_match import ExpectedIntent, intent_mismatches, reject
-from orchestrator.domain.intent_outcome import Next, Reading, UnexpectedIntentStatus, read_intent
+from orchestrator.domain.intent_outcome import (
+    AUTHENTICATION_REQUIRED,
+    AUTHENTICATION_TIMEOUT,
+    Next,
+    Reading,
+    UnexpectedIntentStatus,
+    read_intent,
+)
 from orchestrator.domain.ledger import lines_for
 from orchestrator.domain.model import Failure, PaymentRecord
 from orchestrator.domain.representation import payment_representation
-from orchestrator.domain.states import Outcome, PaymentStatus, RecoveryPoint
-from orchestrator.engine.lease import Deferred, Lease, Parked, ProcessResult, describe_error
+from orchestrator.domain.states import Outcome, PaymentStatus, RecoveryPoint, WaitingFor
+from orchestrator.engine.lease import (
+    Deferred,
+    Lease,
+    Parked,
+    ProcessResult,
+    Waiting,
+    describe_error,
+)
 from orchestrator.engine.runner import Runner, run_operation
 from orchestrator.logging import get_logger
 from orchestrator.providers.base import (
@@ -322,10 +336,119 @@ class _Charge:
         except UnexpectedIntentStatus as error:
             raise Parked(str(error)) from error
         if reading.next is Next.SETTLE:
+            if reading.outcome is Outcome.CANCELED and self.action_expired():
+                # Canceled by our own timeout (the cancel's answer was lost, then read).
+                reading = replace(reading, failure=AUTHENTICATION_TIMEOUT)
             self.settle(reading, intent.id, intent)
         elif reading.next is Next.WAIT:
-            self.lease.wait(None, f"provider still processing {intent.id}")
+            # An asynchronous method: nothing to do until the provider settles it.  No lease
+            # held meanwhile, not parked; an event or the slow re-check resumes.
+            raise Waiting(
+                self.lease.settings.processing_recheck_seconds,
+                f"provider still processing {intent.id}",
+                WaitingFor.PROVIDER,
+            )
+        elif reading.next is Next.AWAIT_CUSTOMER:
+            self.await_customer(intent)
         return reading.next
+
+    # -- 3-D Secure: waiting for the customer ------------------------------------------------
+
+    def action_deadline(self, now: datetime) -> datetime:
+        """When the customer's time to authenticate runs out (from the first ask)."""
+        record = self.record
+        started = record.waiting_since if record.waiting_for is WaitingFor.CUSTOMER else None
+        return (started or now) + timedelta(seconds=self.lease.settings.action_timeout_seconds)
+
+    def action_expired(self) -> bool:
+        if self.record.waiting_for is not WaitingFor.CUSTOMER:
+            return False
+        now = self.lease.now()
+        return now >= self.action_deadline(now)
+
+    def await_customer(self, intent: ProviderIntent) -> None:
+        """``requires_action``: show what the customer must do (``payment.requires_action``
+        once), then wait without a lease until an event or the re-check; past
+        ACTION_TIMEOUT_SECONDS, cancel the intent instead."""
+        if self.record.request.off_session:
+            # Nobody is present to authenticate (the provider should have declined).
+            self.settle(
+                Reading(Next.SETTLE, Outcome.FAILED, failure=AUTHENTICATION_REQUIRED), intent.id
+            )
+            return
+        now = self.lease.now()
+        deadline = self.action_deadline(now)
+        if now >= deadline:
+            self.cancel_abandoned(intent)
+            return
+        first_ask = self.record.waiting_for is not WaitingFor.CUSTOMER
+        if (
+            first_ask
+            or self.record.next_action != intent.next_action
+            or self.record.client_secret != intent.client_secret
+        ):
+            self.show_action(intent, emit=first_ask)
+        recheck = min(self.lease.settings.action_recheck_seconds, (deadline - now).total_seconds())
+        raise Waiting(
+            max(recheck, 0.0), f"customer authenticating {intent.id}", WaitingFor.CUSTOMER
+        )
+
+    def show_action(self, intent: ProviderIntent, *, emit: bool) -> None:
+        lease = self.lease
+
+        def write(uow: UnitOfWork, now: datetime) -> PaymentRecord | None:
+            shown = uow.leases.record_action_required(
+                lease.id,
+                token=lease.token,
+                next_action=intent.next_action,
+                client_secret=intent.client_secret,
+                now=now,
+            )
+            if shown is not None and emit:
+                uow.outcomes.add_outbox_event(
+                    shown.id, "payment.requires_action", payment_representation(shown), now=now
+                )
+            return shown
+
+        lease.write(write)
+        log.info("payment_requires_action", payment_id=self.record.id, intent_id=intent.id)
+
+    def cancel_abandoned(self, intent: ProviderIntent) -> None:
+        """The customer never authenticated: cancel the intent (key
+        ``payorch-{id}-cancel-{n}``, n one past the unknown outcomes so far, so a cancel whose
+        outcome was lost is re-sent under a new key only after a retrieve found the intent
+        still open), then settle ``canceled`` / ``authentication_timeout``."""
+        lease = self.lease
+        lease.renew()
+        attempt = self.record.unknown_outcomes + 1
+        try:
+            canceled = self.provider.cancel_intent(
+                intent.id, operation_id=self.record.id, attempt=attempt, reason="abandoned"
+            )
+        except Retryable as error:
+            lease.wait(error.retry_after, f"cancel: {describe_error(error)}")
+            return
+        except OutcomeUnknown as error:
+            # The next round retrieves first (confirm_attempts > 0) and sees the truth.
+            self.note_unknown(error)
+            lease.wait(None, f"cancel: {describe_error(error)}")
+            return
+        except Permanent as error:
+            if error.code == UNEXPECTED_STATE:
+                # It moved on meanwhile (the customer authenticated at the last moment): the
+                # next round's retrieve tells how.
+                log.info("cancel_unexpected_state", payment_id=self.record.id)
+                return
+            raise Parked(f"cannot cancel intent {intent.id}: {describe_error(error)}") from error
+        self.check_ours(canceled)
+        if canceled.status != "canceled":
+            return  # the next round reads it again and acts on what it is
+        self.settle(
+            Reading(Next.SETTLE, Outcome.CANCELED, failure=AUTHENTICATION_TIMEOUT),
+            canceled.id,
+            canceled,
+        )
+        log.info("payment_authentication_timeout", payment_id=self.record.id, intent_id=intent.id)
 
     # -- what the provider said, stored ------------------------------------------------------
 
