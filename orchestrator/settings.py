@@ -108,10 +108,6 @@ class Settings(BaseSettings):
     # The re-check of a payment the provider is still processing (an asynchronous method),
     # when no event settled it first.  Slow on purpose: such methods settle in hours or days.
     processing_recheck_seconds: float = Field(default=300.0, gt=0)
-    # The signing secret of payorch's endpoint in Stripe (whsec_…): POST
-    # /v1/providers/stripe/webhooks verifies Stripe-Signature with it.  Unset: every
-    # webhook is refused (400), nothing stored.
-    stripe_webhook_secret: SecretStr | None = None
 
     # Retries owned by the worker: exponential backoff with full jitter and a cap.
     retry_base_seconds: float = Field(default=0.5, gt=0)

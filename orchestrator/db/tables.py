@@ -233,28 +233,6 @@ provider_calls = sa.Table(
     sa.Index("ix_provider_calls_payment_id", "payment_id"),
 )
 
-# Provider events in (POST /v1/providers/stripe/webhooks), stored once by the provider's
-# event id: a replay is an INSERT ... ON CONFLICT DO NOTHING that changes nothing.  An event
-# is a hint: storing it wakes the payment it names; what is applied is read from the
-# provider.  Unknown types are stored too (and ignored).
-provider_events = sa.Table(
-    "provider_events",
-    metadata,
-    sa.Column("id", sa.String(255), primary_key=True),
-    sa.Column("provider", sa.String(20), nullable=False),
-    sa.Column("type", sa.String(100), nullable=False),
-    sa.Column("object_type", sa.String(50), nullable=False),
-    sa.Column("object_id", sa.String(255), nullable=False),
-    sa.Column("provider_payment_id", sa.String(255), nullable=True),
-    # The payment it names (by its intent), when there is one.
-    sa.Column("payment_id", sa.String(40), nullable=True),
-    # The provider's own timestamp (seconds): never used to order effects.
-    sa.Column("provider_created", sa.BigInteger, nullable=False),
-    sa.Column("payload", JsonDocument, nullable=False),
-    sa.Column("received_at", UtcDateTime(), nullable=False),
-    sa.Index("ix_provider_events_payment_id", "payment_id"),
-)
-
 # Lease history: every claim, takeover, deferral, park, retry and finish, written in the same
 # transaction as the lease change it describes (renewals are not recorded: too many).
 lease_events = sa.Table(

@@ -101,6 +101,8 @@ class PaymentRecord:
     # secret for the merchant's front end (it can confirm the intent: never logged).
     next_action: dict[str, Any] | None = None
     client_secret: str | None = field(default=None, repr=False)
+    # A provider event arrived while a worker held the lease (its wait then ends at once).
+    woken_at: datetime | None = None
 
     @property
     def state(self) -> State:

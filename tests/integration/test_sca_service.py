@@ -295,33 +295,34 @@ def test_without_a_return_url_the_customer_is_asked_through_stripe_js(
 # -- an event wakes a waiting payment ------------------------------------------------------
 
 
-def wake(container: Container, payment_id: str) -> PaymentRecord | None:
+def event_arrives(container: Container, payment_id: str) -> bool:
+    """What storing a provider event does to the payment it names (services.provider_events)."""
     with container.uow() as uow:
-        now = uow.now()
-        woken = uow.leases.wake(
-            payment_id, owner="dispatch:event", now=now, lease_until=now + timedelta(seconds=60)
-        )
+        woke = uow.provider_events.make_deferred_payment_due(payment_id, now=uow.now())
         uow.commit()
-    return woken
+    return woke
 
 
-def test_a_wake_up_resumes_a_waiting_payment_now_not_at_the_recheck(
-    container: Container, provider: FakeProvider, clock: FrozenDateTimeFactory
+def test_an_event_resumes_a_waiting_payment_at_the_next_sweep_not_at_the_recheck(
+    container: Container,
+    provider: FakeProvider,
+    publisher: RecordingPublisher,
+    clock: FrozenDateTimeFactory,
 ) -> None:
     record = three_ds_payment(container)
     run(container, record.id, record.lease_token)
     provider.authenticate(intent_of(container, record))
 
     clock.tick(timedelta(seconds=5))
-    woken = wake(container, record.id)
-    assert woken is not None and woken.lease_owner == "dispatch:event"
-    assert run(container, record.id, woken.lease_token) is ProcessResult.COMPLETED
+    assert event_arrives(container, record.id)
+    assert sweep_and_run(container, publisher) == [ProcessResult.COMPLETED]
 
     assert reload(container, record.id).status is PaymentStatus.SUCCEEDED
-    assert wake(container, record.id) is None  # finished: nothing to wake
+    assert provider.movements(record.id) == 1
+    assert not event_arrives(container, record.id)  # finished: nothing to wake
 
 
-def test_a_wake_up_while_a_worker_holds_the_lease_ends_that_workers_wait_at_once(
+def test_an_event_while_a_worker_holds_the_lease_ends_that_workers_wait_at_once(
     container: Container,
     provider: FakeProvider,
     publisher: RecordingPublisher,
@@ -333,7 +334,7 @@ def test_a_wake_up_while_a_worker_holds_the_lease_ends_that_workers_wait_at_once
     def confirm_then_event(intent_id: str, **kwargs: object) -> object:
         answer = original_confirm(intent_id, **kwargs)  # type: ignore[arg-type]
         # The provider's event arrives before the worker wrote its wait.
-        assert wake(container, record.id) is None
+        assert not event_arrives(container, record.id)
         return answer
 
     provider.confirm_intent = confirm_then_event  # type: ignore[method-assign,assignment]
@@ -341,7 +342,9 @@ def test_a_wake_up_while_a_worker_holds_the_lease_ends_that_workers_wait_at_once
 
     waiting = reload(container, record.id)
     assert waiting.next_attempt_at == T0  # due now, not at the re-check
+    assert waiting.woken_at is None
     assert sweep_and_run(container, publisher) == [ProcessResult.WAITING]
+    assert reload(container, record.id).next_attempt_at == T0 + timedelta(seconds=RECHECK)
 
 
 # -- processing at the provider: waits, never parks ----------------------------------------

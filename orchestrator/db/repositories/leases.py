@@ -429,34 +429,6 @@ class LeaseRepository:
             woken_at=None,
         )
 
-    def wake(
-        self, payment_id: str, *, owner: str, now: datetime, lease_until: datetime
-    ) -> PaymentRecord | None:
-        """A provider event names this payment.  Waiting with no holder: take it (token + 1
-        and a dispatch lease, like a takeover) and return it for the caller to publish after
-        the commit.  Held by a worker: leave ``woken_at`` for that worker's wait to see, and
-        return None.  Not waiting (or finished): nothing."""
-        woken = self._update_one(
-            "wake",
-            sa.and_(
-                c.id == payment_id,
-                c.status == PaymentStatus.PROCESSING.value,
-                c.waiting_for.is_not(None),
-                c.lease_owner.is_(None),
-            ),
-            lease_token=c.lease_token + 1,
-            lease_owner=owner,
-            locked_until=lease_until,
-            next_attempt_at=None,
-        )
-        if woken is None:
-            self._conn.execute(
-                payments.update()
-                .where(c.id == payment_id, c.status == PaymentStatus.PROCESSING.value)
-                .values(woken_at=now)
-            )
-        return woken
-
     def park(
         self, payment_id: str, *, token: int, error: str, now: datetime
     ) -> PaymentRecord | None:

@@ -121,4 +121,18 @@ class ProviderEventRepository:
             )
             .values(next_attempt_at=now, locked_until=now, updated_at=now)
         )
-        return result.rowcount == 1
+        if result.rowcount == 1:
+            return True
+        # A worker holds it (it may be about to write a wait after reading the provider just
+        # before this event's change): leave ``woken_at`` so that wait ends at once instead
+        # of at its re-check (``LeaseRepository.wait``; each claim clears it).
+        self._conn.execute(
+            payments.update()
+            .where(
+                c.id == payment_id,
+                c.status == PaymentStatus.PROCESSING.value,
+                c.lease_owner.is_not(None),
+            )
+            .values(woken_at=now)
+        )
+        return False

@@ -75,6 +75,7 @@ def to_payment(row: sa.RowMapping | Any) -> PaymentRecord:
         waiting_since=m.get("waiting_since"),
         next_action=m.get("next_action"),
         client_secret=m.get("client_secret"),
+        woken_at=m.get("woken_at"),
     )
 
 

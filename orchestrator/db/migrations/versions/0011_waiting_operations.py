@@ -1,8 +1,7 @@
-"""Waiting operations (3-D Secure, asynchronous methods), the canceled status, and the
-provider events received by POST /v1/providers/stripe/webhooks.
+"""Waiting operations (3-D Secure, asynchronous methods) and the canceled status.
 
-Revision ID: 0008b
-Revises: 0008
+Revision ID: 0011
+Revises: 0010
 Create Date: 2026-12-01
 """
 
@@ -12,8 +11,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects.postgresql import JSONB
 
-revision = "0008b"
-down_revision = "0008"
+revision = "0011"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 
@@ -38,26 +37,9 @@ def upgrade() -> None:
         batch.add_column(ts("woken_at", nullable=True))
         batch.drop_constraint(op.f(STATUS_CHECK), type_="check")
         batch.create_check_constraint(op.f(STATUS_CHECK), sa.text(NEW_STATUSES))
-    op.create_table(
-        "provider_events",
-        sa.Column("id", sa.String(255), nullable=False),
-        sa.Column("provider", sa.String(20), nullable=False),
-        sa.Column("type", sa.String(100), nullable=False),
-        sa.Column("object_type", sa.String(50), nullable=False),
-        sa.Column("object_id", sa.String(255), nullable=False),
-        sa.Column("provider_payment_id", sa.String(255), nullable=True),
-        sa.Column("payment_id", sa.String(40), nullable=True),
-        sa.Column("provider_created", sa.BigInteger(), nullable=False),
-        sa.Column("payload", JSON, nullable=False),
-        ts("received_at"),
-        sa.PrimaryKeyConstraint("id", name="pk_provider_events"),
-    )
-    op.create_index("ix_provider_events_payment_id", "provider_events", ["payment_id"])
 
 
 def downgrade() -> None:
-    op.drop_index("ix_provider_events_payment_id", table_name="provider_events")
-    op.drop_table("provider_events")
     with op.batch_alter_table("payments") as batch:
         batch.drop_constraint(op.f(STATUS_CHECK), type_="check")
         batch.create_check_constraint(op.f(STATUS_CHECK), sa.text(OLD_STATUSES))
