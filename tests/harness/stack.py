@@ -29,7 +29,7 @@ from tests.replay.stripe_schema import AnswerWatch
 from tests.support.processes import ManagedProcess, ProcessManager
 
 SIMULATOR_KEY = "sk_test_payorch_e2e"
-FINAL = {"succeeded", "failed"}
+FINAL = {"succeeded", "failed", "canceled"}
 
 # Short leases keep recovery tests quick.  The order the settings validate still holds:
 # provider timeout (1.5 s) < soft limit (0.6 x 6 s) < hard limit (0.8 x 6 s) < lease (6 s).
@@ -102,8 +102,10 @@ class Stack:
         amount: int = 1000,
         payment_method: str = "pm_card_visa",
         currency: str = "usd",
+        **fields: Any,
     ) -> dict[str, Any]:
         body = {"amount": amount, "currency": currency, "payment_method": payment_method}
+        body.update(fields)
         with self.client() as client:
             response = client.post("/v1/payments", json=body, headers={"Idempotency-Key": key})
         assert response.status_code in (200, 202), response.text

@@ -236,8 +236,10 @@ def test_status_counts_payments_and_leases_by_what_they_mean(api: Api) -> None:
 
     assert status["payments_by_status"] == {
         "processing": 4,
+        "requires_action": 0,
         "succeeded": 0,
         "failed": 0,
+        "canceled": 0,
         "needs_attention": 1,
     }
     assert status["leases"] == {"active": 1, "expired": 1, "deferred": 1, "retry_due": 1}

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from orchestrator.db.repositories.rows import to_payment
 from orchestrator.db.tables import payments
 from orchestrator.domain.model import PaymentRecord
-from orchestrator.domain.states import PaymentStatus
+from orchestrator.domain.states import PaymentStatus, WaitingFor
 
 c = payments.c
 
@@ -87,10 +87,22 @@ class PaymentSearchRepository:
         return [to_payment(r) for r in self._conn.execute(query)]
 
     def status_counts(self, *, now: datetime) -> StatusCounts:
+        # As clients see them: a processing payment waiting for its customer is
+        # requires_action (domain.states.PaymentStatus).
+        shown = sa.case(
+            (
+                sa.and_(
+                    c.status == PaymentStatus.PROCESSING.value,
+                    c.waiting_for == WaitingFor.CUSTOMER.value,
+                ),
+                PaymentStatus.REQUIRES_ACTION.value,
+            ),
+            else_=c.status,
+        )
         by_status = {
             status: int(count)
             for status, count in self._conn.execute(
-                sa.select(c.status, sa.func.count()).group_by(c.status)
+                sa.select(shown, sa.func.count()).group_by(shown)
             )
         }
         processing = c.status == PaymentStatus.PROCESSING.value
