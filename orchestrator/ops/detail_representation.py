@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from orchestrator.db.repositories.provider_events import StoredProviderEvent
 from orchestrator.domain.history import LeaseEvent, OutboxEvent, PostedLedgerLine, ProviderCall
 from orchestrator.domain.model import PaymentRecord
 from orchestrator.domain.representation import iso, payment_representation
@@ -64,6 +65,18 @@ def provider_call_representation(call: ProviderCall) -> dict[str, Any]:
     }
 
 
+def provider_event_representation(event: StoredProviderEvent) -> dict[str, Any]:
+    return {
+        "id": event.id,
+        "type": event.type,
+        "provider_created": event.provider_created,
+        "received_at": iso(event.received_at),
+        "object_type": event.object_type,
+        "object_id": event.object_id,
+        "woke_payment": event.woke_payment,
+    }
+
+
 def lease_event_representation(event: LeaseEvent) -> dict[str, Any]:
     return {
         "id": event.id,
@@ -110,6 +123,7 @@ def payment_detail_representation(detail: PaymentDetail) -> dict[str, Any]:
         "operations": [charge_operation(record, detail.now)],
         "lease": lease_representation(record, detail.now),
         "provider_calls": [provider_call_representation(c) for c in detail.provider_calls],
+        "provider_events": [provider_event_representation(e) for e in detail.provider_events],
         "lease_history": [lease_event_representation(e) for e in detail.lease_events],
         "audit": [audit_representation(a) for a in detail.audit],
         "events": [outbox_event_representation(e) for e in detail.events],

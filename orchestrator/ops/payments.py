@@ -12,6 +12,7 @@ from datetime import datetime
 
 from orchestrator.bootstrap import Container
 from orchestrator.db.repositories.payment_search import PaymentFilters
+from orchestrator.db.repositories.provider_events import StoredProviderEvent
 from orchestrator.domain.history import LeaseEvent, OutboxEvent, PostedLedgerLine, ProviderCall
 from orchestrator.domain.model import AuditEntry, PaymentRecord
 from orchestrator.ops.errors import InvalidCursor
@@ -28,6 +29,7 @@ class PaymentDetail:
     now: datetime  # the database clock the lease was judged by
     audit: list[AuditEntry]  # oldest first
     provider_calls: list[ProviderCall]
+    provider_events: list[StoredProviderEvent]  # oldest first
     lease_events: list[LeaseEvent]
     events: list[OutboxEvent]
     ledger: list[PostedLedgerLine]
@@ -54,6 +56,7 @@ def get_payment_detail(container: Container, payment_id: str) -> PaymentDetail |
             now=now,
             audit=list(reversed(uow.audit.list(payment_id=payment_id, limit=_AUDIT_LIMIT))),
             provider_calls=uow.history.provider_calls(payment_id),
+            provider_events=uow.provider_events.for_payment(payment_id),
             lease_events=uow.history.lease_events(payment_id),
             events=[
                 replace(

@@ -21,7 +21,9 @@ from devtools.simulator.webhooks import signature_header
 from orchestrator.api.app import create_app
 from orchestrator.bootstrap import Container
 from orchestrator.db.tables import provider_events
+from orchestrator.domain.model import Role
 from orchestrator.providers.stripe_adapter import StripeProvider
+from orchestrator.services.api_keys import create_client
 from tests.harness.containers import build_container
 from tests.harness.seeds import accept, force, new_merchant, reload
 from tests.harness.server import ServerThread
@@ -355,3 +357,24 @@ def test_an_event_of_a_type_payorch_does_not_handle_is_stored_and_ignored(api: A
         None,
         False,
     )
+
+
+def test_the_operators_payment_page_lists_the_events_about_the_payment(api: Api) -> None:
+    merchant = new_merchant(api.container, f"m-{record_id()}")
+    payment = accept(api.container, merchant, record_id())
+    intent_id = f"pi_shown{time.monotonic_ns()}"
+    force(api.container, payment.id, provider_payment_id=intent_id)
+    ops_key = create_client(api.container, f"ops-{record_id()}", Role.OPS).api_key
+    first, second = (_signed_post_about(api, intent_id) for _ in range(2))
+
+    detail = httpx.get(
+        f"{api.url}/v1/ops/payments/{payment.id}",
+        headers={"Authorization": f"Bearer {ops_key}"},
+        timeout=10,
+    )
+
+    assert detail.status_code == 200, detail.text
+    shown = detail.json()["provider_events"]
+    assert [e["id"] for e in shown] == [first.json()["id"], second.json()["id"]]
+    assert shown[0]["type"] == "payment_intent.succeeded"
+    assert (shown[0]["object_type"], shown[0]["object_id"]) == ("payment_intent", intent_id)

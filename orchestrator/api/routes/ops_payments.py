@@ -69,7 +69,18 @@ class OperationOut(BaseModel):
 class ProviderCallOut(BaseModel):
     id: int
     created_at: str
-    operation: Literal["create", "confirm", "retrieve", "lookup"]
+    # The operation labels of orchestrator.providers.recording / instrumented.
+    operation: Literal[
+        "create",
+        "confirm",
+        "retrieve",
+        "lookup",
+        "capture",
+        "cancel",
+        "refund",
+        "retrieve_refund",
+        "list_refunds",
+    ]
     method: str
     path: str
     idempotency_key: str | None
@@ -79,6 +90,16 @@ class ProviderCallOut(BaseModel):
     provider_status: str | None
     error: str | None
     latency_ms: int
+
+
+class ProviderEventOut(BaseModel):
+    id: str = Field(description="The provider's event id (evt_…).")
+    type: str
+    provider_created: int = Field(description="When the provider made it (its clock, unix s).")
+    received_at: str
+    object_type: str
+    object_id: str
+    woke_payment: bool = Field(description="Receiving it made the deferred payment due.")
 
 
 class LeaseEventOut(BaseModel):
@@ -122,6 +143,9 @@ class PaymentDetailOut(BaseModel):
     operations: list[OperationOut]
     lease: LeaseOut
     provider_calls: list[ProviderCallOut]
+    provider_events: list[ProviderEventOut] = Field(
+        description="The provider's webhooks about this payment, oldest first (hints only)."
+    )
     lease_history: list[LeaseEventOut]
     audit: list[AuditOut]
     events: list[EventOut]
