@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from orchestrator.bootstrap import Container
@@ -29,10 +29,11 @@ class PaymentDetail:
     now: datetime  # the database clock the lease was judged by
     audit: list[AuditEntry]  # oldest first
     provider_calls: list[ProviderCall]
-    provider_events: list[StoredProviderEvent]  # oldest first
     lease_events: list[LeaseEvent]
     events: list[OutboxEvent]
     ledger: list[PostedLedgerLine]
+    # The provider's webhooks about the payment, oldest first (hints, never the truth).
+    provider_events: list[StoredProviderEvent] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
