@@ -63,7 +63,14 @@ DEMO_SETTINGS: dict[str, Any] = {
     "webhook_retry_cap_seconds": 2.0,
     "relay_concurrency": 4,
     "relay_idle_seconds": 0.2,
+    # 3-D Secure in seconds, not the production hour: a customer who never authenticates is
+    # canceled (authentication_timeout) within the demo's run, and a payment whose event
+    # was missed is re-checked every second.
+    "action_recheck_seconds": 1.0,
+    "action_timeout_seconds": 6.0,
+    "stripe_webhook_secret": "whsec_payorch_demo",
 }
+WEBHOOKS_IN_PATH = "/v1/providers/stripe/webhooks"
 
 
 @dataclass(frozen=True)
@@ -168,6 +175,10 @@ class EmbeddedStack:
         self._spawn("sweeper", lambda: sweeper.run(self._stop_sweeper))
         self._api = ServerThread(create_app(container)).__enter__()
         self.api_url = self._api.url
+        # The simulator delivers its signed events to the API (provider events in).
+        self.simulator.admin.configure_webhooks(
+            self.api_url + WEBHOOKS_IN_PATH, str(DEMO_SETTINGS["stripe_webhook_secret"])
+        )
         merchant = create_client(container, "demo-merchant", Role.MERCHANT)
         self.merchant_key = merchant.api_key
         # The merchant's webhook endpoint (env=dev: a loopback http target is allowed).

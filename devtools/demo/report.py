@@ -19,6 +19,8 @@ from devtools.demo.storm import LogicalPayment, StormStats
 from orchestrator.bootstrap import Container
 from orchestrator.db.tables import ledger_lines, outbox_events, payment_outcomes, payments
 
+FINAL_STATUSES = ("succeeded", "failed", "canceled")
+
 
 @dataclass(frozen=True)
 class WebhookTally:
@@ -48,6 +50,11 @@ class DemoReport:
     stuck: int
     webhooks: WebhookTally | None = None
     violations: list[str] = field(default_factory=list)
+    # 3-D Secure: payments whose customer authenticated (succeeded), and those abandoned
+    # (canceled / authentication_timeout, the intent canceled at the provider).
+    three_ds_authenticated: int = 0
+    three_ds_abandoned: int = 0
+    canceled: int = 0
 
     @property
     def ok(self) -> bool:
@@ -69,6 +76,9 @@ class DemoReport:
             ("replays answered", self.replays),
             ("succeeded", self.succeeded),
             ("declined", self.declined),
+            ("3-D Secure: authenticated, succeeded", self.three_ds_authenticated),
+            ("3-D Secure: abandoned, canceled (authentication_timeout)", self.three_ds_abandoned),
+            ("canceled", self.canceled),
             ("provider money movements", self.money_movements),
             ("provider faults injected", sum(self.faults_injected.values())),
             ("worker crashes (after the charge)", 1 if self.crashed_payment else 0),
@@ -110,7 +120,12 @@ def build_report(
     keys = {p.key for p in plan}
     with container.engine.connect() as conn:
         rows = conn.execute(
-            sa.select(payments.c.id, payments.c.idempotency_key, payments.c.status)
+            sa.select(
+                payments.c.id,
+                payments.c.idempotency_key,
+                payments.c.status,
+                payments.c.failure_code,
+            )
         ).all()
         outcome_count = conn.execute(
             sa.select(sa.func.count()).select_from(payment_outcomes)
@@ -134,12 +149,30 @@ def build_report(
             violations.append(f"{payment_id} was charged {moved} times")
         if status == "succeeded" and moved != 1:
             violations.append(f"{payment_id} succeeded but the provider moved money {moved}x")
-        if status == "failed" and moved != 0:
-            violations.append(f"{payment_id} failed but the provider moved money {moved}x")
-    stuck = sum(1 for status in status_by_id.values() if status not in ("succeeded", "failed"))
+        if status in ("failed", "canceled") and moved != 0:
+            violations.append(f"{payment_id} {status} but the provider moved money {moved}x")
+    stuck = sum(1 for status in status_by_id.values() if status not in FINAL_STATUSES)
     if stuck:
         violations.append(f"{stuck} payments did not reach a final state")
-    completed = sum(1 for s in status_by_id.values() if s in ("succeeded", "failed"))
+    completed = sum(1 for s in status_by_id.values() if s in FINAL_STATUSES)
+    by_key = {r.idempotency_key: r for r in rows}
+    authenticated = abandoned = 0
+    for logical in plan:
+        row = by_key.get(logical.key)
+        if logical.three_ds is None or row is None:
+            continue
+        if logical.three_ds == "authenticate" and row.status == "succeeded":
+            authenticated += 1
+        elif logical.three_ds == "abandon" and (row.status, row.failure_code) == (
+            "canceled",
+            "authentication_timeout",
+        ):
+            abandoned += 1
+        else:
+            violations.append(
+                f"3-D Secure payment {logical.key} ({logical.three_ds}) ended "
+                f"{row.status} / {row.failure_code}"
+            )
     if outcome_count != completed:
         violations.append(f"{outcome_count} outcome rows for {completed} completed payments")
     if ledger_balance != 0:
@@ -157,6 +190,9 @@ def build_report(
         retried_sends=stats.retried_sends,
         succeeded=sum(1 for s in status_by_id.values() if s == "succeeded"),
         declined=sum(1 for s in status_by_id.values() if s == "failed"),
+        canceled=sum(1 for s in status_by_id.values() if s == "canceled"),
+        three_ds_authenticated=authenticated,
+        three_ds_abandoned=abandoned,
         money_movements=int(movements.get("total", 0)),
         lease_takeovers=int((takeovers or 0) - takeovers_before),
         faults_injected=dict(faults),

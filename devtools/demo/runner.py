@@ -109,7 +109,14 @@ def _storm_with_progress(
         def advance(_payment: LogicalPayment, _final: dict[str, Any]) -> None:
             progress.advance(task)
 
-        storm = Storm(stack.api_url, stack.merchant_key, seed=options.seed, on_final=advance)
+        assert stack.simulator is not None
+        storm = Storm(
+            stack.api_url,
+            stack.merchant_key,
+            seed=options.seed,
+            on_final=advance,
+            simulator_url=stack.simulator.url,
+        )
         return asyncio.run(storm.run(plan))
 
 
@@ -120,7 +127,7 @@ def _settle(stack: EmbeddedStack) -> None:
     while time.monotonic() < deadline:
         with stack.container.uow() as uow:
             counts = uow.payments.count_by_status()
-        if counts.get("processing", 0) == 0:
+        if counts.get("processing", 0) == 0:  # a 3-D Secure wait is processing too
             return
         time.sleep(0.5)
 

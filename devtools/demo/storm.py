@@ -19,7 +19,13 @@ import httpx
 
 SUCCESS_METHODS = ("pm_card_visa", "pm_card_mastercard", "pm_card_amex")
 DECLINE_METHODS = ("pm_card_chargeDeclined", "pm_card_chargeDeclinedInsufficientFunds")
-FINAL = frozenset({"succeeded", "failed"})
+# A card whose issuer asks for 3-D Secure: the demo's "customer" authenticates some and
+# abandons the others (canceled / authentication_timeout after ACTION_TIMEOUT_SECONDS).
+THREE_DS_METHOD = "pm_card_threeDSecure2Required"
+# Every seventh payment asks for 3-D Secure.
+THREE_DS_EVERY = 7
+RETURN_URL = "https://shop.example/checkout/complete"
+FINAL = frozenset({"succeeded", "failed", "canceled"})
 MAX_SEND_RETRIES = 6
 # Polling faster than the server's Retry-After would only load the API; slower would
 # make the demo sit idle.
@@ -33,19 +39,24 @@ class LogicalPayment:
     payment_method: str
     sends: int
     concurrent: bool
+    # 3-D Secure: "authenticate" (the customer completes it) or "abandon"; None: no 3DS.
+    three_ds: str | None = None
 
     @property
     def expect_decline(self) -> bool:
         return self.payment_method in DECLINE_METHODS
 
     def body(self) -> dict[str, Any]:
-        return {
+        body: dict[str, Any] = {
             "amount": self.amount,
             "currency": "usd",
             "payment_method": self.payment_method,
             "customer_reference": f"customer-{self.amount % 97}",
             "metadata": {"order": self.key},
         }
+        if self.three_ds is not None:
+            body.update(off_session=False, return_url=RETURN_URL)
+        return body
 
 
 def plan_payments(count: int, *, seed: int, decline_rate: float) -> list[LogicalPayment]:
@@ -55,13 +66,20 @@ def plan_payments(count: int, *, seed: int, decline_rate: float) -> list[Logical
     for index in range(count):
         declined = rng.random() < decline_rate
         methods = DECLINE_METHODS if declined else SUCCESS_METHODS
+        three_ds = None
+        if index % THREE_DS_EVERY == THREE_DS_EVERY // 2:
+            # Alternately authenticated and abandoned, so even a short run shows both.
+            three_ds = "authenticate" if (index // THREE_DS_EVERY) % 2 == 0 else "abandon"
+            declined = False
+            methods = SUCCESS_METHODS
         plan.append(
             LogicalPayment(
                 key=f"demo-{run_tag}-{index:05d}",
                 amount=rng.randrange(100, 50_000),
-                payment_method=rng.choice(methods),
+                payment_method=THREE_DS_METHOD if three_ds else rng.choice(methods),
                 sends=rng.choice((1, 1, 2, 2, 3, 4)),
                 concurrent=rng.random() < 0.5,
+                three_ds=three_ds,
             )
         )
     return plan
@@ -89,8 +107,11 @@ class Storm:
         concurrency: int = 48,
         poll_timeout: float = 180.0,
         on_final: Callable[[LogicalPayment, dict[str, Any]], None] | None = None,
+        simulator_url: str | None = None,
     ) -> None:
         self._api_url = api_url
+        # The simulator's test-only API, where the demo's customers complete 3-D Secure.
+        self._simulator_url = simulator_url
         self._api_key = api_key
         self._rng = random.Random(seed + 1)
         self._concurrency = concurrency
@@ -129,7 +150,7 @@ class Storm:
         if len(ids) != 1:
             self.stats.unexpected.append(f"{payment.key}: answers named {sorted(ids)}")
             return
-        final = await self._poll(client, ids.pop())
+        final = await self._poll(client, ids.pop(), payment)
         if final is not None:
             self.stats.final_by_id[final["id"]] = final
             self._on_final(payment, final)
@@ -164,7 +185,10 @@ class Storm:
         self.stats.unexpected.append(f"{payment.key}: gave up after {MAX_SEND_RETRIES} sends")
         return None
 
-    async def _poll(self, client: httpx.AsyncClient, payment_id: str) -> dict[str, Any] | None:
+    async def _poll(
+        self, client: httpx.AsyncClient, payment_id: str, payment: LogicalPayment
+    ) -> dict[str, Any] | None:
+        authenticated = False
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._poll_timeout
         while loop.time() < deadline:
@@ -177,8 +201,24 @@ class Storm:
                 body: dict[str, Any] = response.json()
                 if body["status"] in FINAL:
                     return body
+                if (
+                    body["status"] == "requires_action"
+                    and payment.three_ds == "authenticate"
+                    and not authenticated
+                ):
+                    authenticated = await self._authenticate(body["provider_payment_id"])
                 wait = float(response.headers.get("Retry-After", "1"))
                 await asyncio.sleep(min(wait, MAX_POLL_INTERVAL_SECONDS))
             else:
                 await asyncio.sleep(0.5)
         return None
+
+    async def _authenticate(self, intent_id: str) -> bool:
+        """The customer completes 3-D Secure (the simulator's test-only endpoint)."""
+        if self._simulator_url is None:
+            return False
+        async with httpx.AsyncClient(base_url=self._simulator_url, trust_env=False) as sim:
+            response = await sim.post(
+                f"/_sim/payment_intents/{intent_id}/authenticate", json={"outcome": "succeed"}
+            )
+        return response.status_code == 200
