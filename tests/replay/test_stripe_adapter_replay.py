@@ -28,6 +28,7 @@ from orchestrator.providers.base import (
     Retryable,
 )
 from orchestrator.providers.stripe_adapter import StripeProvider
+from orchestrator.providers.stripe_version import PINNED_API_VERSION
 from tests.replay.cassette_support import (
     CASSETTE_DIR,
     UNRECORDED_HEADER,
@@ -193,6 +194,9 @@ def _hold_confirm_key(cassette: Cassette, intent_id: str, key: str) -> threading
                 headers={
                     "Authorization": "Bearer sk_test_payorch_cassettes",
                     "Idempotency-Key": key,
+                    # The simulator refuses any other version (or none) before the latency
+                    # fault could hold the key: the race would never start.
+                    "Stripe-Version": PINNED_API_VERSION,
                     UNRECORDED_HEADER: "1",
                 },
             )
