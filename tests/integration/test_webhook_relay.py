@@ -305,3 +305,51 @@ def test_retention_forgets_old_delivered_events_but_keeps_each_payments_newest(
         uow.outcomes.add_outbox_event(payment_id, "refund.failed", {"id": "y"}, now=uow.now())
         uow.commit()
         assert uow.events.for_payment(payment_id)[-1].sequence == 3
+
+
+def test_the_relay_role_exports_attempts_backlog_and_disabled_endpoints_and_nothing_else(
+    api: Api, relay: Relay, clock: MovableClock
+) -> None:
+    from orchestrator import metrics
+    from tests.integration.hardening_helpers import metric_samples
+
+    def sample(name: str, **labels: str) -> float:
+        key = (name, frozenset(labels.items()))
+        return metric_samples(metrics.render(metrics.Role.RELAY)[0].decode()).get(key, 0.0)
+
+    merchant = client_of(api.container, api.client_a_id)
+    before = sample("payorch_webhook_attempts_total", outcome="http_error")
+    with WebhookReceiver(Behaviour(status=500)) as receiver:
+        register(api, receiver.url)
+        finished_payment(api.container, merchant, "wh-m")
+        relay.run_once()
+    publish_stats(api.container)
+
+    text = metrics.render(metrics.Role.RELAY)[0].decode()
+    assert sample("payorch_webhook_attempts_total", outcome="http_error") == before + 1
+    assert sample("payorch_webhook_backlog") == 1
+    assert sample("payorch_webhook_oldest_undelivered_age_seconds") >= 0
+    assert "payorch_webhook_disabled_endpoints" in text
+    assert "payorch_http_requests_total" not in text  # the API's series are not the relay's
+    assert "payorch_webhook_backlog" not in metrics.render(metrics.Role.API)[0].decode()
+
+
+def test_the_ops_payment_detail_lists_each_events_deliveries(
+    api: Api, relay: Relay, clock: MovableClock
+) -> None:
+    merchant = client_of(api.container, api.client_a_id)
+    with WebhookReceiver() as receiver:
+        endpoint = register(api, receiver.url)
+        receiver.secrets.append(endpoint["secret"])
+        payment_id = finished_payment(api.container, merchant, "wh-detail")
+        relay.run_once()
+    with api.client(api.ops_key) as ops:
+        detail = ops.get(f"/v1/ops/payments/{payment_id}").json()
+        status = ops.get("/v1/ops/status").json()
+
+    (event,) = detail["events"]
+    assert event["event_id"].startswith("evt_") and event["sequence"] == 1
+    assert event["deliveries"] == [
+        {"endpoint_url": receiver.url, "status": "delivered", "attempts": 1}
+    ]
+    assert status["webhook_backlog"] == 0 and status["disabled_webhook_endpoints"] == 0
