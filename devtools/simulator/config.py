@@ -54,5 +54,7 @@ class SimulatorConfig:
     webhook_max_attempts: int = 5
     # A ``webhook:reorder`` event waits this long for a successor to overtake it.
     webhook_reorder_hold_seconds: float = 2.0
+    # Events kept for /v1/events (a ring: the oldest are forgotten first).
+    max_events: int = 100_000
     # The request log is a ring: a long-running simulator must not grow without bound.
     max_logged_requests: int = 200_000

@@ -19,9 +19,9 @@ Like ``state``, not thread-safe on its own: the caller holds the simulator's loc
 
 from __future__ import annotations
 
-import copy
 import itertools
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -63,8 +63,11 @@ class EventLog:
     api_version: str
     # Gets each new event (under the lock, never blocking) when an endpoint is configured.
     sender: Sender | None = None
+    # A ring, like the request log: a long-running simulator (the demo, the benchmark) must
+    # not grow without bound.  The oldest events are forgotten first (Stripe keeps 30 days).
+    max_events: int = 100_000
     request: RequestContext = field(default_factory=RequestContext)
-    events: list[StoredEvent] = field(default_factory=list)
+    events: deque[StoredEvent] = field(default_factory=deque)
     _by_id: dict[str, StoredEvent] = field(default_factory=dict)
     _seq: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
@@ -77,7 +80,8 @@ class EventLog:
         amount: int | None = None,
         previous_attributes: dict[str, Any] | None = None,
     ) -> StoredEvent:
-        data: dict[str, Any] = {"object": copy.deepcopy(obj)}
+        # ``obj`` is freshly rendered by the caller: the snapshot shares nothing with the state.
+        data: dict[str, Any] = {"object": obj}
         if previous_attributes is not None:
             data["previous_attributes"] = previous_attributes
         body = objects.render_event(
@@ -92,6 +96,9 @@ class EventLog:
         stored = StoredEvent(seq=next(self._seq), body=body, intent_id=intent_id, amount=amount)
         self.events.append(stored)
         self._by_id[body["id"]] = stored
+        while len(self.events) > self.max_events:
+            forgotten = self.events.popleft()
+            self._by_id.pop(forgotten.body["id"], None)
         if self.sender is not None:
             self.sender.enqueue(stored)
         return stored

@@ -87,7 +87,7 @@ class PaymentState:
         self.captures: list[Capture] = []
         self.refunds = RefundDesk(self, settle_seconds=config.refund_settle_seconds)
         self.disputes: dict[str, Dispute] = {}
-        self.events = EventLog(api_version=config.api_version)
+        self.events = EventLog(api_version=config.api_version, max_events=config.max_events)
         # processing intents that settle by themselves at a monotonic instant
         self._due_intents: dict[str, float] = {}
         self._versions: dict[str, list[tuple[float, Intent]]] = {}
@@ -478,24 +478,23 @@ class PaymentState:
     # -- what happens on its own later ---------------------------------------------------
 
     def on_refund_changed(self, refund: Refund, *, previous: str | None) -> None:
-        """A refund was made or moved on: Stripe's events for it."""
-        rendered = objects.render_refund(refund)
+        """A refund was made or moved on: Stripe's events for it (each with its own
+        snapshot of the refund)."""
 
         def emit(type_: str, obj: dict[str, Any], **extra: Any) -> None:
             self.events.emit(type_, obj, intent_id=refund.intent_id, amount=refund.amount, **extra)
 
         if previous is None:
             charge = self.charges[refund.charge_id]
-            emit("refund.created", rendered)
+            emit("refund.created", objects.render_refund(refund))
             # The charge's amount_refunded changed (partial refunds included).
-            emit(
-                "charge.refunded", objects.render_charge(charge, self.refunds.of_charge(charge.id))
-            )
+            refunds = self.refunds.of_charge(charge.id)
+            emit("charge.refunded", objects.render_charge(charge, refunds))
             return
         for type_ in ("charge.refund.updated", "refund.updated"):
-            emit(type_, rendered, previous_attributes={"status": previous})
+            emit(type_, objects.render_refund(refund), previous_attributes={"status": previous})
         if refund.status == "failed":
-            emit("refund.failed", rendered)
+            emit("refund.failed", objects.render_refund(refund))
 
     def open_dispute(
         self, intent_id: str, *, amount: int | None = None, reason: str = "fraudulent"

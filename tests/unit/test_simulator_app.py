@@ -12,6 +12,8 @@ import pytest
 from starlette.applications import Starlette
 
 from devtools.simulator import SimulatorConfig, create_app, parse_fault_spec
+from devtools.simulator.errors import ApiError
+from devtools.simulator.events import EventLog
 from orchestrator.providers.stripe_version import PINNED_API_VERSION
 
 AUTH = {"Authorization": "Bearer sk_test_inprocess"}
@@ -171,3 +173,21 @@ def test_search_refuses_or_queries(client: InProcessClient) -> None:
 
     assert response.status_code == 400
     assert response.json()["error"]["param"] == "query"
+
+
+def test_the_event_log_is_a_ring_that_forgets_the_oldest_first() -> None:
+    log = EventLog(api_version="2026-10-28.endive", max_events=3)
+    made = [
+        log.emit(
+            "payment_intent.created", {"id": f"pi_{n}", "object": "payment_intent"}, intent_id=None
+        )
+        for n in range(5)
+    ]
+
+    listed = log.list_events({}).body["data"]
+
+    assert [e["data"]["object"]["id"] for e in listed] == ["pi_4", "pi_3", "pi_2"]
+    assert log.retrieve(made[2].body["id"], {}).status == 200
+    with pytest.raises(ApiError) as forgotten:
+        log.retrieve(made[0].body["id"], {})
+    assert forgotten.value.status == 404
