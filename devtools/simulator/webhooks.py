@@ -23,6 +23,7 @@ import json
 import queue
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,7 +78,8 @@ class WebhookSender:
     # How long a reordered event waits for a successor before it is delivered anyway.
     reorder_hold_seconds: float = 2.0
     _queue: queue.Queue[StoredEvent | None] = field(default_factory=queue.Queue)
-    _deliveries: list[Delivery] = field(default_factory=list)
+    # A ring like the request log: a long-running simulator must not grow without bound.
+    _deliveries: deque[Delivery] = field(default_factory=lambda: deque(maxlen=100_000))
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _thread: threading.Thread | None = None
     _stopping: threading.Event = field(default_factory=threading.Event)
@@ -190,6 +192,8 @@ class WebhookSender:
         timer = threading.Timer(seconds, fire)
         timer.daemon = True
         with self._lock:
+            # Kept only to cancel them on reset; finished ones are dropped here.
+            self._timers = [t for t in self._timers if t.is_alive()]
             self._timers.append(timer)
         timer.start()
 
