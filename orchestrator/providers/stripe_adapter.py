@@ -11,7 +11,11 @@ How SDK failures become our taxonomy (``base``)::
     ├── IdempotencyError (400 idempotency_error) -> Permanent(code="idempotency_error")
     ├── InvalidRequestError (400, 404)         -> Permanent(code)   e.g. resource_missing,
     │                                             payment_intent_unexpected_state (the worker
-    │                                             answers that one by querying the intent)
+    │                                             answers that one by querying the intent;
+    │                                             also a capture of a non-capturable intent
+    │                                             and a cancel after success), and for
+    │                                             refunds amount_too_large (more than is
+    │                                             left) and charge_already_refunded
     ├── AuthenticationError (401)              -> Permanent
     ├── PermissionError (403)                  -> Permanent
     ├── RateLimitError (429)                   -> Retryable(retry_after = Retry-After header;
@@ -32,11 +36,15 @@ How SDK failures become our taxonomy (``base``)::
     then, when the answer carries ``Stripe-Should-Retry`` (see ``map_stripe_error``):
     true  -> Retryable            false -> a Retryable becomes OutcomeUnknown
 
-Hazard behind the last two lines: the SDK's own HTTP clients wrap *any* exception raised while
-sending into ``APIConnectionError`` -- a vcrpy cassette miss, a bug in a transport, even a
-``DeprecationWarning`` turned into an error by ``-W error`` (the SDK's HTTPXClient passes a
-string as ``data=``, which httpx deprecates).  Treated as a timeout, such a bug would send the
-worker into "query first, retry later" forever and hide the bug.  So our HTTP client wraps only
+Webhooks go the other way: ``parse_webhook_event`` verifies ``Stripe-Signature`` with the
+SDK (``stripe.Webhook.construct_event``) and raises ``WebhookSignatureInvalid`` for anything it
+refuses, so no caller needs ``stripe`` for that either.
+
+Hazard behind the ``ProviderBug`` lines: the SDK's own HTTP clients wrap *any* exception
+raised while sending into ``APIConnectionError`` -- a vcrpy cassette miss, a bug in a
+transport, even a ``DeprecationWarning`` turned into an error by ``-W error`` (the SDK's
+HTTPXClient passes a string as ``data=``, which httpx deprecates).  Treated as a timeout,
+such a bug would send the worker into "query first, retry later" forever and hide the bug.  So our HTTP client wraps only
 httpx transport errors, and the mapping checks the cause chain again for any other client.
 """
 
