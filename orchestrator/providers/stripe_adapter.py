@@ -44,8 +44,9 @@ Hazard behind the ``ProviderBug`` lines: the SDK's own HTTP clients wrap *any* e
 raised while sending into ``APIConnectionError`` -- a vcrpy cassette miss, a bug in a
 transport, even a ``DeprecationWarning`` turned into an error by ``-W error`` (the SDK's
 HTTPXClient passes a string as ``data=``, which httpx deprecates).  Treated as a timeout,
-such a bug would send the worker into "query first, retry later" forever and hide the bug.  So our HTTP client wraps only
-httpx transport errors, and the mapping checks the cause chain again for any other client.
+such a bug would send the worker into "query first, retry later" forever and hide the bug.
+So our HTTP client wraps only httpx transport errors, and the mapping checks the cause chain
+again for any other client.
 """
 
 from __future__ import annotations
