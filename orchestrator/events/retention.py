@@ -4,8 +4,9 @@ Events written more than ``PAYORCH_WEBHOOK_EVENT_RETENTION_DAYS`` (default 30, S
 ``/v1/events`` horizon) ago whose deliveries are all finished (delivered, or given up) are
 deleted with their deliveries and attempts, in batches of ``RETENTION_BATCH_SIZE``, each
 batch its own short transaction.  A payment's newest event stays (only its deliveries and
-attempts go): the next event's ``sequence`` continues from it.  A pending delivery keeps
-its event, however old.
+attempts go): the next event's ``sequence`` continues from it.  A delivery pending to an
+enabled endpoint keeps its event, however old; one waiting for a disabled or deleted
+endpoint does not keep it forever.
 """
 
 from __future__ import annotations

@@ -353,3 +353,24 @@ def test_the_ops_payment_detail_lists_each_events_deliveries(
         {"endpoint_url": receiver.url, "status": "delivered", "attempts": 1}
     ]
     assert status["webhook_backlog"] == 0 and status["disabled_webhook_endpoints"] == 0
+
+
+def test_retention_keeps_events_owed_to_live_endpoints_not_to_disabled_ones(
+    api: Api, relay: Relay, clock: MovableClock
+) -> None:
+    from orchestrator.events.retention import purge_delivered_events
+
+    merchant = client_of(api.container, api.client_a_id)
+    with WebhookReceiver(Behaviour(status=503)) as receiver:
+        endpoint = register(api, receiver.url)
+        finished_payment(api.container, merchant, "ret-live-1")
+        finished_payment(api.container, merchant, "ret-live-2")
+        relay.run_once()  # both pending, retrying
+    clock.advance(days=31)
+    assert purge_delivered_events(api.container.uow, api.container.settings) == 0
+
+    with api.client() as client:
+        client.post(f"/v1/webhook_endpoints/{endpoint['id']}", json={"status": "disabled"})
+    # Each payment's newest event stays (its sequence continues); only its deliveries go.
+    assert purge_delivered_events(api.container.uow, api.container.settings) == 2
+    assert delivery_rows(api.container) == [] and attempt_rows(api.container) == []

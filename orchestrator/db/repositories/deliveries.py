@@ -375,12 +375,26 @@ class DeliveryRepository:
 
     def purge_events(self, *, cutoff: datetime, limit: int) -> int:
         """Forget up to ``limit`` events written before ``cutoff`` that were fanned out and
-        have no pending delivery: their attempts, deliveries and the events themselves.
+        have no delivery pending to an enabled endpoint: their attempts, deliveries and the
+        events themselves.
 
         A payment's newest event is kept (its attempts go): the next event's ``sequence``
         is one more than the newest one's, and restarting at 1 would make receivers that
         discard stale events discard a real one."""
-        pending = sa.exists().where(d.event_id == o.id, d.status == DeliveryStatus.PENDING.value)
+        # A delivery still owed to a live endpoint keeps its event; one waiting for an endpoint
+        # that was disabled or deleted does not keep it forever (re-enabled within the window,
+        # it resumes; after it, GET /v1/events has forgotten it too).
+        pending = (
+            sa.exists()
+            .where(d.event_id == o.id, d.status == DeliveryStatus.PENDING.value)
+            .where(
+                sa.exists().where(
+                    e.id == d.endpoint_id,
+                    e.status == EndpointStatus.ENABLED.value,
+                    e.deleted_at.is_(None),
+                )
+            )
+        )
         later = outbox_events.alias("later")
         newer = sa.exists().where(later.c.payment_id == o.payment_id, later.c.id > o.id)
         ids = list(
