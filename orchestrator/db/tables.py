@@ -233,6 +233,26 @@ provider_calls = sa.Table(
     sa.Index("ix_provider_calls_payment_id", "payment_id"),
 )
 
+# Disputes the provider reported (charge.dispute.* events), one row per provider dispute.
+# Recorded for ops and the merchant (payment.disputed); no money state of the payment is
+# derived from them.  ``last_event_created`` keeps a late, older event from overwriting a
+# newer status.
+payment_disputes = sa.Table(
+    "payment_disputes",
+    metadata,
+    sa.Column("id", sa.String(255), primary_key=True),  # the provider's (dp_…)
+    sa.Column("payment_id", sa.String(40), sa.ForeignKey("payments.id"), nullable=False),
+    sa.Column("provider_payment_id", sa.String(255), nullable=True),
+    sa.Column("amount", sa.BigInteger, nullable=False),
+    sa.Column("currency", sa.String(3), nullable=False),
+    sa.Column("reason", sa.String(100), nullable=True),
+    sa.Column("status", sa.String(50), nullable=False),
+    sa.Column("last_event_created", sa.BigInteger, nullable=False),
+    sa.Column("created_at", UtcDateTime(), nullable=False),
+    sa.Column("updated_at", UtcDateTime(), nullable=False),
+    sa.Index("ix_payment_disputes_payment_id", "payment_id"),
+)
+
 # Lease history: every claim, takeover, deferral, park, retry and finish, written in the same
 # transaction as the lease change it describes (renewals are not recorded: too many).
 lease_events = sa.Table(

@@ -20,6 +20,7 @@ from orchestrator.db.engine import READ_ONLY_OPTION
 from orchestrator.db.repositories.audit import AuditRepository
 from orchestrator.db.repositories.clients import ClientRepository
 from orchestrator.db.repositories.deliveries import DeliveryRepository
+from orchestrator.db.repositories.disputes import DisputeRepository
 from orchestrator.db.repositories.events import EventRepository
 from orchestrator.db.repositories.history import HistoryRepository
 from orchestrator.db.repositories.leases import LeaseRepository
@@ -42,6 +43,7 @@ class UnitOfWork:
     deliveries: DeliveryRepository
     webhook_endpoints: WebhookEndpointRepository
     provider_events: ProviderEventRepository
+    disputes: DisputeRepository
 
     def __init__(self, engine: Engine, clock: Clock, *, read_only: bool = False) -> None:
         self._engine = engine
@@ -68,6 +70,7 @@ class UnitOfWork:
         self.deliveries = DeliveryRepository(conn)
         self.webhook_endpoints = WebhookEndpointRepository(conn)
         self.provider_events = ProviderEventRepository(conn)
+        self.disputes = DisputeRepository(conn)
         return self
 
     def __exit__(

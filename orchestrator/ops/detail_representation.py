@@ -17,6 +17,7 @@ from orchestrator.ops.representation import (
     lease_state,
 )
 from orchestrator.ops.status import OpsStatus
+from orchestrator.services.disputes import dispute_representation
 
 
 def payment_summary(record: PaymentRecord) -> dict[str, Any]:
@@ -124,6 +125,7 @@ def payment_detail_representation(detail: PaymentDetail) -> dict[str, Any]:
         "lease": lease_representation(record, detail.now),
         "provider_calls": [provider_call_representation(c) for c in detail.provider_calls],
         "provider_events": [provider_event_representation(e) for e in detail.provider_events],
+        "disputes": [dispute_representation(d) for d in detail.disputes],
         "lease_history": [lease_event_representation(e) for e in detail.lease_events],
         "audit": [audit_representation(a) for a in detail.audit],
         "events": [outbox_event_representation(e) for e in detail.events],

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from orchestrator.bootstrap import Container
+from orchestrator.db.repositories.disputes import DisputeRecord
 from orchestrator.db.repositories.payment_search import PaymentFilters
 from orchestrator.db.repositories.provider_events import StoredProviderEvent
 from orchestrator.domain.history import LeaseEvent, OutboxEvent, PostedLedgerLine, ProviderCall
@@ -34,6 +35,8 @@ class PaymentDetail:
     ledger: list[PostedLedgerLine]
     # The provider's webhooks about the payment, oldest first (hints, never the truth).
     provider_events: list[StoredProviderEvent] = field(default_factory=list)
+    # Disputes the provider reported (charge.dispute.* events), oldest first.
+    disputes: list[DisputeRecord] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,7 @@ def get_payment_detail(container: Container, payment_id: str) -> PaymentDetail |
             audit=list(reversed(uow.audit.list(payment_id=payment_id, limit=_AUDIT_LIMIT))),
             provider_calls=uow.history.provider_calls(payment_id),
             provider_events=uow.provider_events.for_payment(payment_id),
+            disputes=uow.disputes.for_payment(payment_id),
             lease_events=uow.history.lease_events(payment_id),
             events=[
                 replace(

@@ -25,6 +25,7 @@ import sqlalchemy as sa
 from orchestrator.db.uow import UnitOfWork
 from orchestrator.logging import get_logger
 from orchestrator.providers.base import ProviderEvent
+from orchestrator.services.disputes import record_dispute_event
 
 log = get_logger(__name__)
 
@@ -84,6 +85,9 @@ def receive_provider_event(
             if not stored:
                 # Already stored: leaving without a commit rolls the wake back too.
                 return _replayed(event)
+            if payment_id is not None:
+                # A dispute is recorded (once per dispute) in the event's transaction.
+                record_dispute_event(unit, event, payment_id, now=now)
             unit.commit()
         except sa.exc.IntegrityError:
             # A concurrent delivery of the same event committed first (Stripe can send one

@@ -178,9 +178,9 @@ def test_a_replayed_event_is_answered_200_and_changes_nothing(make_stack) -> Non
         assert stack.movements(accepted["id"]) == 1
 
 
-# Fewer than the 200 on this two-core machine shared by five sessions: each 3-D
-# Secure payment is several provider round trips and webhook deliveries.
-MANY = 60
+# The 200: about three minutes on this two-core machine shared by five sessions
+# (each 3-D Secure payment is several provider round trips and webhook deliveries).
+MANY = 200
 
 
 def test_many_payments_with_every_event_duplicated_and_reordered_end_as_the_simulator_says(

@@ -129,6 +129,19 @@ class EventOut(BaseModel):
     deliveries: list[EventDeliveryOut]
 
 
+class DisputeOut(BaseModel):
+    id: str = Field(description="The provider's dispute id (dp_…).")
+    object: Literal["dispute"]
+    payment_id: str
+    provider_payment_id: str | None
+    amount: int
+    currency: str
+    reason: str | None
+    status: str = Field(description="The provider's dispute status (needs_response, won, …).")
+    created_at: str | None
+    updated_at: str | None
+
+
 class LedgerLineOut(BaseModel):
     id: int
     account: str
@@ -150,6 +163,10 @@ class PaymentDetailOut(BaseModel):
     audit: list[AuditOut]
     events: list[EventOut]
     ledger: list[LedgerLineOut]
+    disputes: list[DisputeOut] = Field(
+        default_factory=list,
+        description="Disputes the provider reported about this payment, oldest first.",
+    )
 
 
 class OpsPaymentList(BaseModel):
