@@ -46,6 +46,10 @@ def charge_operation(record: PaymentRecord, now: datetime) -> dict[str, Any]:
         "provider_charge_id": record.provider_charge_id,
         "provider_outcome": record.provider_outcome.value if record.provider_outcome else None,
         "last_error": record.last_error,
+        # A waiting operation holds no lease: whom it waits for, since when; its re-check
+        # is next_attempt_at.
+        "waiting_for": record.waiting_for.value if record.waiting_for else None,
+        "waiting_since": iso(record.waiting_since),
     }
 
 

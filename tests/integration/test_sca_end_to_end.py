@@ -65,6 +65,14 @@ def requires_action(stack: Stack, payment_id: str) -> dict[str, Any]:
     return wait_for(stack, payment_id, lambda p: p["status"] == "requires_action")
 
 
+def ops_detail(stack: Stack, payment_id: str) -> dict[str, Any]:
+    with stack.client(stack.ops_key) as client:
+        response = client.get(f"/v1/ops/payments/{payment_id}")
+    assert response.status_code == 200, response.text
+    detail: dict[str, Any] = response.json()
+    return detail
+
+
 def stored_events(stack: Stack, payment_id: str) -> list[dict[str, Any]]:
     query = sa.select(provider_events).where(provider_events.c.payment_id == payment_id)
     with stack.container.engine.connect() as conn:
@@ -92,6 +100,8 @@ def test_an_authenticated_3ds_payment_succeeds_through_the_event_and_is_charged_
         assert waiting["next_action"]["redirect_to_url"]["return_url"] == ON_SESSION["return_url"]
         assert waiting["client_secret"].startswith(waiting["provider_payment_id"])
         assert stack.record(accepted["id"]).lease_owner is None  # no lease while waiting
+        [charge] = ops_detail(stack, accepted["id"])["operations"]
+        assert (charge["waiting_for"], charge["lease_owner"]) == ("customer", None)
 
         stack.simulator.admin.authenticate(waiting["provider_payment_id"])
         final = stack.wait_final(accepted["id"])
@@ -148,6 +158,27 @@ def test_off_session_with_a_card_that_needs_authentication_fails_at_once(make_st
         assert final["failure"]["code"] == "authentication_required"
         assert stack.movements(accepted["id"]) == 0
         assert outbox(stack, accepted["id"]) == ["payment.failed"]
+
+
+def test_an_asynchronous_method_stays_processing_without_parking_until_its_event(
+    make_stack,
+) -> None:
+    # The slow re-check is an hour away: the provider's event settles it.
+    with make_stack(processing_recheck_seconds=3600) as stack:
+        accepted = stack.pay("async-method", payment_method="pm_card_sim_processingSucceeds")
+        record = stack.wait_for_record(
+            accepted["id"], lambda r: r.waiting_for is not None, timeout=60
+        )
+        assert record.waiting_for.value == "provider" and record.lease_owner is None
+        assert stack.payment(accepted["id"])["status"] == "processing"
+
+        assert record.provider_payment_id is not None
+        stack.simulator.admin.settle_intent(record.provider_payment_id)
+        final = stack.wait_final(accepted["id"])
+
+        assert final["status"] == "succeeded"
+        assert stack.movements(accepted["id"]) == 1
+        assert stack.record(accepted["id"]).unknown_outcomes == 0
 
 
 def test_a_replayed_event_is_answered_200_and_changes_nothing(make_stack) -> None:

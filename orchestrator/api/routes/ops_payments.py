@@ -64,6 +64,15 @@ class OperationOut(BaseModel):
     provider_charge_id: str | None
     provider_outcome: str | None
     last_error: str | None
+    waiting_for: Literal["customer", "provider"] | None = Field(
+        default=None,
+        description="A waiting operation (no lease held; re-checked at next_attempt_at): "
+        "'customer' while 3-D Secure is pending (requires_action), 'provider' while an "
+        "asynchronous method is processing.",
+    )
+    waiting_since: str | None = Field(
+        default=None, description="When the wait began (the authentication timeout counts from it)."
+    )
 
 
 class ProviderCallOut(BaseModel):
