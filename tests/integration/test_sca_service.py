@@ -15,6 +15,7 @@ from freezegun.api import FrozenDateTimeFactory
 
 from orchestrator.bootstrap import Container
 from orchestrator.db.clock import FrozenClock
+from orchestrator.db.repositories.payment_search import PaymentFilters
 from orchestrator.domain.model import PaymentRecord
 from orchestrator.domain.representation import payment_representation
 from orchestrator.domain.states import PaymentStatus, WaitingFor
@@ -375,3 +376,18 @@ def test_a_processing_intent_waits_without_parking_and_settles_on_a_recheck(
     assert sweep_and_run(container, publisher) == [ProcessResult.COMPLETED]
     assert reload(container, record.id).status is PaymentStatus.SUCCEEDED
     assert provider.movements(record.id) == 1
+
+
+def test_operators_find_a_waiting_payment_as_requires_action_and_not_as_processing(
+    container: Container, clock: FrozenDateTimeFactory
+) -> None:
+    waiting = three_ds_payment(container, "ops-3ds")
+    run(container, waiting.id, waiting.lease_token)
+    plain = accept(container, new_merchant(container, "other"), "ops-plain")  # not claimed yet
+
+    def found(status: PaymentStatus) -> set[str]:
+        with container.uow() as uow:
+            return {r.id for r in uow.search.search(PaymentFilters(status=status), limit=50)}
+
+    assert found(PaymentStatus.REQUIRES_ACTION) == {waiting.id}
+    assert found(PaymentStatus.PROCESSING) == {plain.id}

@@ -59,7 +59,18 @@ class PaymentSearchRepository:
         """Newest first; ``before`` is the (created_at, id) of the last row of the previous
         page (keyset pagination: stable while payments keep arriving, no OFFSET scan)."""
         query = sa.select(payments)
-        if filters.status is not None:
+        if filters.status is PaymentStatus.REQUIRES_ACTION:
+            # Shown, not stored: a processing payment waiting for its customer.
+            query = query.where(
+                c.status == PaymentStatus.PROCESSING.value,
+                c.waiting_for == WaitingFor.CUSTOMER.value,
+            )
+        elif filters.status is PaymentStatus.PROCESSING:
+            query = query.where(
+                c.status == PaymentStatus.PROCESSING.value,
+                sa.or_(c.waiting_for.is_(None), c.waiting_for != WaitingFor.CUSTOMER.value),
+            )
+        elif filters.status is not None:
             query = query.where(c.status == filters.status.value)
         if filters.client_id is not None:
             query = query.where(c.client_id == filters.client_id)
