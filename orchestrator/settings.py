@@ -160,7 +160,9 @@ class Settings(BaseSettings):
     # A relay's lease on a delivery.  Must outlast an attempt (connect + timeout) with margin,
     # or a second relay could attempt the same delivery while the first is still sending.
     webhook_lease_seconds: float = Field(default=60.0, gt=0)
-    # Deliveries attempted at once by one relay (threads), and claimed per pass.
+    # Deliveries attempted at once by one relay (threads; `relay --once`: claimed per pass).
+    # Each thread uses one pooled connection during its short transactions: keep it under
+    # DB_POOL_SIZE + DB_MAX_OVERFLOW, or threads wait for a connection.
     relay_concurrency: int = Field(default=8, ge=1, le=256)
     # Sleep when a pass found nothing to do.  Latency of a new event is at most about this.
     relay_idle_seconds: float = Field(default=0.5, gt=0)

@@ -1,6 +1,7 @@
 """The relay: outbox -> deliveries -> signed HTTP attempts, at least once.
 
-One pass (``run_once``) does, each step its own short transaction:
+One pass (``run_once``, also ``payorch relay --once``) does, each step its own short
+transaction:
 
 1. fan-out: unpublished outbox rows become one delivery per subscribed enabled endpoint
    (here, not in the finishing transaction: a payment's finish stays as fast as before
@@ -11,6 +12,10 @@ One pass (``run_once``) does, each step its own short transaction:
 3. attempt each claimed delivery in a thread (no transaction open across the POST), then
    record the attempt and the delivery's next state in one transaction, fenced by the
    lease token.
+
+``run`` (the ``payorch relay`` loop) does the same with one thread fanning out and
+``RELAY_CONCURRENCY`` threads each claiming and attempting one delivery at a time, so a slow
+endpoint holds one thread, not a whole batch.
 
 At least once, never twice at once: a relay killed after the POST but before the record
 leaves the delivery leased; the lease expires (``WEBHOOK_LEASE_SECONDS``, at least twice
@@ -140,17 +145,56 @@ class Relay:
     # -- the loop -----------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
+        """The long-running relay: ``RELAY_CONCURRENCY`` delivery threads, each claiming one
+        delivery at a time, and this thread fanning out the outbox and sampling the gauges.
+        One slow endpoint holds one thread, never the others' deliveries (``run_once``'s
+        batch waits for its slowest attempt)."""
+        idle = self.container.settings.relay_idle_seconds
+        workers = [
+            threading.Thread(
+                target=self._deliver_until, args=(stop,), name=f"relay-{n}", daemon=True
+            )
+            for n in range(self.container.settings.relay_concurrency)
+        ]
+        for worker in workers:
+            worker.start()
+        try:
+            while not stop.is_set():
+                report = RelayReport()
+                try:
+                    self._fan_out(report)
+                    self._sample_stats()
+                except Exception:
+                    # The database may be down: log, wait, try again (nothing is lost: the
+                    # outbox and the deliveries are rows).
+                    log.exception("relay_fan_out_failed", relay=self.name)
+                    stop.wait(idle * 4)
+                    continue
+                if report.published:
+                    log.info("relay_fan_out", relay=self.name, **report.as_dict())
+                else:
+                    stop.wait(idle)
+        finally:
+            stop.set()
+            for worker in workers:
+                worker.join()
+
+    def _deliver_until(self, stop: threading.Event) -> None:
         idle = self.container.settings.relay_idle_seconds
         while not stop.is_set():
             try:
-                report = self.run_once()
+                claimed = self._claim(limit=1)
+                for delivery in claimed:
+                    verdict = self._attempt_and_record(delivery)
+                    if verdict.disabled_endpoint is not None or verdict.fenced:
+                        log.info("relay_delivery", relay=self.name, **verdict.__dict__)
             except Exception:
-                # The database may be down: log, wait, try again (nothing is lost: the
-                # outbox and the deliveries are rows).
-                log.exception("relay_pass_failed", relay=self.name)
+                # Database down between the claim and the record: the lease runs out and
+                # the delivery is attempted again (same webhook-id).
+                log.exception("relay_delivery_failed", relay=self.name)
                 stop.wait(idle * 4)
                 continue
-            if not report.did_something:
+            if not claimed:
                 stop.wait(idle)
 
     def run_once(self) -> RelayReport:
@@ -185,12 +229,12 @@ class Relay:
             if published < FAN_OUT_BATCH:
                 return
 
-    def _claim(self) -> list[ClaimedDelivery]:
+    def _claim(self, limit: int | None = None) -> list[ClaimedDelivery]:
         settings = self.container.settings
         with self.container.uow() as uow:
             claimed = uow.deliveries.claim_due(
                 owner=self.name,
-                limit=settings.relay_concurrency,
+                limit=limit or settings.relay_concurrency,
                 lease_seconds=settings.webhook_lease_seconds,
                 now=uow.now(),
             )

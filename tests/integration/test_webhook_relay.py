@@ -4,9 +4,11 @@ redeliver, events listing, retention.  The database clock seam moves time."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
+import sqlalchemy as sa
 
 from orchestrator.events.relay import Relay, publish_stats
 from tests.integration.hardening_helpers import Api, assert_problem, running_api
@@ -374,3 +376,56 @@ def test_retention_keeps_events_owed_to_live_endpoints_not_to_disabled_ones(
     # Each payment's newest event stays (its sequence continues); only its deliveries go.
     assert purge_delivered_events(api.container.uow, api.container.settings) == 2
     assert delivery_rows(api.container) == [] and attempt_rows(api.container) == []
+
+
+def test_the_relay_loop_keeps_delivering_to_others_while_one_endpoint_hangs(
+    database_url: str,
+) -> None:
+    """``payorch relay``'s loop: each thread claims one delivery, so an endpoint that hangs
+    holds the threads attempting it and nobody else's deliveries wait for its timeout."""
+    import threading
+
+    settings = {**FAST, "webhook_timeout_seconds": 10.0, "webhook_lease_seconds": 30.0}
+    with running_api(database_url, **settings) as api:
+        merchant = client_of(api.container, api.client_a_id)
+        slow_behaviour = Behaviour(hang_share=1.0, hang_seconds=12.0)
+        with WebhookReceiver(slow_behaviour) as slow, WebhookReceiver() as fast:
+            slow_id = register(api, slow.url)["id"]
+            fast_endpoint = register(api, fast.url)
+            fast_id = fast_endpoint["id"]
+            fast.secrets.append(fast_endpoint["secret"])
+            for n in range(3):
+                finished_payment(api.container, merchant, f"hol-{n}")
+            relay = Relay(api.container, name="relay-loop")
+            stop = threading.Event()
+            loop = threading.Thread(target=relay.run, args=(stop,))
+            loop.start()
+            try:
+                fast.wait_for(lambda r: len(r.delivered_ids()) == 3, timeout=8)
+                deadline = time.monotonic() + 8
+                while not all_recorded(api, fast_id, 3):
+                    assert time.monotonic() < deadline, "the fast deliveries were not recorded"
+                    time.sleep(0.05)
+                # The slow endpoint's attempts are all still in flight (10 s timeout).
+                assert all_recorded(api, slow_id, 0)
+                assert slow.received == []
+            finally:
+                stop.set()
+                loop.join(timeout=30)
+                relay.close()
+        assert not loop.is_alive()
+        assert fast.unverified() == []
+
+
+def all_recorded(api: Api, endpoint_id: str, count: int) -> bool:
+    """Exactly ``count`` attempts recorded for the endpoint's deliveries."""
+    from orchestrator.db.tables import webhook_deliveries, webhook_delivery_attempts
+
+    a, d = webhook_delivery_attempts.c, webhook_deliveries.c
+    with api.container.engine.connect() as conn:
+        recorded = conn.execute(
+            sa.select(sa.func.count())
+            .select_from(webhook_delivery_attempts.join(webhook_deliveries, d.id == a.delivery_id))
+            .where(d.endpoint_id == endpoint_id)
+        ).scalar_one()
+    return bool(recorded == count)
