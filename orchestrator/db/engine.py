@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import select
 from typing import Any
 
+import psycopg
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
@@ -20,15 +22,25 @@ def create_engine(settings: Settings) -> Engine:
     return _postgres_engine(settings)
 
 
+# Connections older than this are replaced at checkout: a firewall or load balancer that
+# silently drops idle connections after some time would otherwise leave dead ones in the
+# pool, which the checkout check below cannot see (no FIN ever arrives).
+POOL_RECYCLE_SECONDS = 1800
+
+
 def _postgres_engine(settings: Settings) -> Engine:
-    return sa.create_engine(
+    engine = sa.create_engine(
         settings.database_url,
         pool_size=settings.db_pool_size,
         max_overflow=settings.db_max_overflow,
         pool_timeout=settings.db_pool_timeout_seconds,
-        # A restarted database leaves dead connections in the pool; pre-ping replaces them
-        # instead of failing the first request that draws one.
-        pool_pre_ping=True,
+        # No pre-ping: a ``SELECT 1`` round trip on every checkout was 8 of a payment's 45
+        # round trips.  A restarted database leaves dead connections in the pool; the
+        # checkout check below finds them without a round trip, and a connection that dies
+        # mid-statement invalidates the whole pool (SQLAlchemy's disconnect handling), so
+        # one failed statement at most, answered as retryable (503 / the sweeper).
+        pool_pre_ping=False,
+        pool_recycle=POOL_RECYCLE_SECONDS,
         # Errors (and so tracebacks in logs) must not carry bound parameters: they hold
         # idempotency keys, stored responses and API key hashes.
         hide_parameters=True,
@@ -43,6 +55,25 @@ def _postgres_engine(settings: Settings) -> Engine:
             "application_name": "payorch",
         },
     )
+    event.listen(engine, "checkout", _refuse_dead_connection)
+    return engine
+
+
+def _refuse_dead_connection(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+    """A pooled connection is idle: the server has nothing to say to it.  If its socket is
+    readable anyway, the server closed it (a restart or an administrator's terminate sends
+    a FATAL message and a FIN), or the connection is closed already: SQLAlchemy then
+    discards it and checks out another (or connects anew).  A ``select`` with no timeout
+    is a system call, not a round trip."""
+    if dbapi_connection.closed:
+        raise sa.exc.DisconnectionError("connection closed")
+    try:
+        fd = dbapi_connection.pgconn.socket
+        readable, _, _ = select.select([fd], [], [], 0)
+    except (OSError, ValueError, psycopg.Error) as error:  # a socket already gone
+        raise sa.exc.DisconnectionError(str(error)) from error
+    if readable:
+        raise sa.exc.DisconnectionError("the server closed the connection")
 
 
 def _idle_in_transaction_ms(settings: Settings) -> int:

@@ -217,6 +217,24 @@ def test_a_task_that_cannot_reach_the_database_changes_nothing(
     assert provider.movements(record.id) == 1
 
 
+def test_after_a_database_restart_the_first_statements_get_live_connections(
+    container: Container, control: ServiceControl
+) -> None:
+    """No pre-ping: the pool keeps the connections a restart killed, and the checkout must
+    tell them apart without a round trip (their sockets are readable: the server closed
+    them), so the first requests after the restart are not the ones that fail."""
+    with container.engine.connect() as first, container.engine.connect() as second:
+        first.execute(sa.text("SELECT 1"))
+        second.execute(sa.text("SELECT 1"))
+    assert container.engine.pool.checkedin() == 2  # type: ignore[attr-defined]
+    with control.postgres_stopped():
+        pass
+
+    with container.engine.connect() as first, container.engine.connect() as second:
+        assert first.execute(sa.text("SELECT 1")).scalar_one() == 1
+        assert second.execute(sa.text("SELECT 1")).scalar_one() == 1
+
+
 class _OutageAfterConfirm:
     """A provider whose first confirm succeeds at the provider (money moves), after which
     the database goes down before the worker can record it."""
