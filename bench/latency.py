@@ -29,6 +29,7 @@ from bench.accept import payment_request
 from bench.load import fixed_count
 from bench.noop import SLEEP_TASK, Counter
 from bench.procstat import Sampler, wait_until
+from bench.profile import record
 from bench.stack import Stack
 from bench.stats import completion_rate, ratio
 from workers.celery_app import create_celery_app
@@ -63,12 +64,16 @@ def measure_latency(
             total=payments_count,
         )
     )
+    # As deployed: a task that ran out of its time budget (a busy machine) defers its
+    # payment to the row, and only the sweeper dispatches it again.
+    stack.start_sweeper()
     already = stack.count_finished()
     with tempfile.TemporaryDirectory(prefix="payorch-dbcount-") as counts:
         worker = stack.start_worker_with(
             worker_args, name=f"worker-{tag}-payments", env={dbcount.DIRECTORY_ENV: counts}
         )
         sampler = Sampler(worker.pid, in_flight=stack.count_in_flight).start()
+        profile = record(worker.pid, f"worker-{tag}-latency-{latency_seconds * 1000:.0f}ms")
         started = time.monotonic()
         wait_until(
             lambda: stack.count_finished() >= already + payments_count,
@@ -76,6 +81,7 @@ def measure_latency(
             "the payments to finish",
         )
         drain_seconds = time.monotonic() - started
+        profile.stop()
         sampler.stop()
         time.sleep(0.6)  # the counters' last write (twice a second)
         worker.stop()

@@ -7,6 +7,7 @@ Services take the few collaborators they use, never the container: ``runner()`` 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -48,6 +49,7 @@ class Container:
     # Verifies and reads a provider's webhook (POST /v1/providers/stripe/webhooks).
     parse_provider_event: ParseEvent = field(default_factory=lambda: parse_stripe_event)
     _provider: PaymentProvider | None = field(default=None, repr=False)
+    _provider_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def uow(self, *, read_only: bool = False) -> UnitOfWork:
         """A unit of work; ``read_only`` ones take no write lock on SQLite."""
@@ -59,10 +61,14 @@ class Container:
         outcome, latency) and the recorder (a ``provider_calls`` row per call, for the
         operator's payment page), whichever factory built it."""
         if self._provider is None:
-            built = self.provider_factory()
-            if not isinstance(built, InstrumentedProvider):
-                built = InstrumentedProvider(built)
-            self._provider = RecordingProvider(built, self.record_provider_call)
+            # Locked: the first tasks of a threads worker (128 at once) each built a client
+            # of their own otherwise, an SSL context and a connection pool apiece.
+            with self._provider_lock:
+                if self._provider is None:
+                    built = self.provider_factory()
+                    if not isinstance(built, InstrumentedProvider):
+                        built = InstrumentedProvider(built)
+                    self._provider = RecordingProvider(built, self.record_provider_call)
         return self._provider
 
     def runner(self) -> Runner:

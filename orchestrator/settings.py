@@ -59,10 +59,6 @@ class Settings(BaseSettings):
     # TCP connect timeout.  A refused or unroutable connect proves the request never left,
     # so it can be short.
     provider_connect_timeout_seconds: float = Field(default=3.0, gt=0)
-    # Connections the provider client keeps per process.  Fewer than the tasks in flight:
-    # tasks queue for one and give up after the connect timeout, each an "outcome unknown"
-    # that costs a status query.  ``payorch worker`` sets it to its threads when unset.
-    provider_max_connections: int = Field(default=100, ge=1)
     # The Stripe API version sent as ``Stripe-Version`` on every request.  Pinned: object
     # shapes change between versions, and the adapter, the cassettes and the simulator are
     # written for this one.  Move it only together with them (README, "Stripe API version").

@@ -171,7 +171,6 @@ def worker(
         concurrency=concurrency,
         # What the pool's containers will use (an operator's variable wins over the sizing).
         db_pool_size=os.environ.get("PAYORCH_DB_POOL_SIZE"),
-        provider_max_connections=os.environ.get("PAYORCH_PROVIDER_MAX_CONNECTIONS"),
     )
     if metrics_port is not None:
         metrics.start_metrics_server(metrics_port, metrics_host, metrics.Role.WORKER)

@@ -85,25 +85,21 @@ def in_flight_per_process(pool: str, concurrency: int) -> int:
 class ConnectionSizing:
     db_pool_size: int
     db_max_overflow: int
-    provider_max_connections: int
 
     def as_environment(self) -> dict[str, str]:
         return {
             "PAYORCH_DB_POOL_SIZE": str(self.db_pool_size),
             "PAYORCH_DB_MAX_OVERFLOW": str(self.db_max_overflow),
-            "PAYORCH_PROVIDER_MAX_CONNECTIONS": str(self.provider_max_connections),
         }
 
 
 def connection_sizing(pool: str, concurrency: int) -> ConnectionSizing:
-    """Connection pools for one worker process, from the tasks it runs at once.
+    """The database pool of one worker process, from the tasks it runs at once.  (The
+    provider client needs no sizing: it keeps one httpx client per thread, see
+    ``orchestrator.providers.stripe_adapter``.)
 
-    Provider: one connection per task in flight.  The client's pool used to be httpx's
-    default (100 connections, 20 kept alive); at 128 threads tasks waited for a connection
-    and gave up after the connect timeout, each an "outcome unknown" that costs a query.
-
-    Database: a task holds a connection only inside its short transactions (never across a
-    provider call), one at a time.  The pool holds one per task in flight up to
+    A task holds a connection only inside its short transactions (never across a provider
+    call), one at a time.  The pool holds one per task in flight up to
     ``MAX_DB_CONNECTIONS``; beyond that, threads wait for a connection (at most
     ``DB_POOL_TIMEOUT_SECONDS``, well inside a lease) rather than open more than the server
     can take.  Connections open on demand, so an idle worker holds few.
@@ -112,7 +108,6 @@ def connection_sizing(pool: str, concurrency: int) -> ConnectionSizing:
     return ConnectionSizing(
         db_pool_size=min(in_flight + SPARE_DB_CONNECTIONS, MAX_DB_CONNECTIONS),
         db_max_overflow=0,
-        provider_max_connections=in_flight,
     )
 
 

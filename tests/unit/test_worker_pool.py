@@ -1,7 +1,10 @@
-"""The default worker: a pool of threads for I/O-bound provider calls, connection pools
-sized from it, an operator's own sizes kept, and pools that would hang refused up front."""
+"""The default worker: a pool of threads for I/O-bound provider calls, a database pool sized
+from it, an operator's own sizes kept, pools that would hang refused up front; the provider
+client gives every thread its own connection pool."""
 
 from __future__ import annotations
+
+import threading
 
 import pytest
 from typer.testing import CliRunner
@@ -15,7 +18,6 @@ from orchestrator.cli.worker_pool import (
     default_concurrency,
 )
 from orchestrator.providers.stripe_adapter import StripeProvider
-from orchestrator.settings import Settings
 
 
 def test_the_default_worker_is_a_large_pool_of_threads() -> None:
@@ -25,10 +27,9 @@ def test_the_default_worker_is_a_large_pool_of_threads() -> None:
     assert default_concurrency("solo") == 1
 
 
-def test_threads_get_one_provider_connection_each_and_a_bounded_database_pool() -> None:
+def test_many_threads_get_a_bounded_database_pool() -> None:
     sizing = connection_sizing("threads", 128)
 
-    assert sizing.provider_max_connections == 128
     assert sizing.db_pool_size == MAX_DB_CONNECTIONS
     assert sizing.db_max_overflow == 0
     # Never more than a third of PostgreSQL's default max_connections (100) per worker.
@@ -38,14 +39,12 @@ def test_threads_get_one_provider_connection_each_and_a_bounded_database_pool() 
 def test_a_few_threads_get_a_connection_each_plus_spares() -> None:
     sizing = connection_sizing("threads", 4)
 
-    assert sizing.provider_max_connections == 4
     assert 4 < sizing.db_pool_size < MAX_DB_CONNECTIONS
 
 
 def test_a_prefork_child_runs_one_task_and_needs_few_connections() -> None:
     sizing = connection_sizing("prefork", 8)
 
-    assert sizing.provider_max_connections == 1
     assert sizing.db_pool_size <= 3
 
 
@@ -56,18 +55,38 @@ def test_the_sizing_never_overrides_what_the_operator_set() -> None:
 
     assert environ["PAYORCH_DB_POOL_SIZE"] == "7"
     assert "PAYORCH_DB_POOL_SIZE" not in applied
-    assert environ["PAYORCH_PROVIDER_MAX_CONNECTIONS"] == "64"
-    assert applied["PAYORCH_PROVIDER_MAX_CONNECTIONS"] == "64"
+    assert environ["PAYORCH_DB_MAX_OVERFLOW"] == applied["PAYORCH_DB_MAX_OVERFLOW"] == "0"
 
 
-def test_the_provider_client_keeps_as_many_connections_as_configured() -> None:
-    settings = Settings(_env_file=None, provider_max_connections=64)  # type: ignore[call-arg]
+def test_every_thread_calls_the_provider_through_its_own_connection_pool() -> None:
+    provider = StripeProvider(
+        api_key="sk_test_unit",
+        api_base="https://stripe.invalid",
+        connect_timeout=1.0,
+        read_timeout=1.0,
+    )
+    client = provider._http_client
+    seen: list[object] = []
 
-    provider = StripeProvider.from_settings(settings)
+    def in_a_thread() -> None:
+        seen.append(client._http)
+        seen.append(client._http)
 
-    pool = provider._http_client._http._transport._pool  # type: ignore[attr-defined]
-    assert pool._max_connections == 64
-    assert pool._max_keepalive_connections == 64
+    threads = [threading.Thread(target=in_a_thread) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert len(seen) == 6
+    assert len({id(c) for c in seen}) == 3  # one client per thread, kept by that thread
+    assert client._http is client._http
+    pools = {id(c._transport._pool) for c in seen}  # type: ignore[attr-defined]
+    assert len(pools) == 3
+    # One SSL context for all of them: the CA bundle is loaded once.
+    contexts = {id(c._transport._pool._ssl_context) for c in seen}  # type: ignore[attr-defined]
+    assert len(contexts) == 1
+    provider._http_client.close()
 
 
 @pytest.mark.parametrize("pool", ["gevent", "eventlet"])
