@@ -15,6 +15,7 @@ import os
 import shutil
 import sys
 import tempfile
+import warnings
 from typing import Annotated, Any
 
 import typer
@@ -164,6 +165,8 @@ def worker(
     assert app is not None
     # The parent builds no engine of its own use; pool children build theirs after fork.
     container.close()
+    if pool == "threads":
+        configure_for_threads(app)
     log_celery_as_json(settings, loglevel)
     log.info(
         "worker_started",
@@ -185,6 +188,27 @@ def worker(
         "--without-mingle",
     ]
     app.worker_main(argv)
+
+
+def configure_for_threads(app: Any) -> None:
+    """Two Celery behaviours after a broker connection loss assume tasks can be killed,
+    which threads cannot be:
+
+    * cancelling the tasks still running (``worker_cancel_long_running_tasks_on_connection
+      _loss``) fails for every one of them (the pool has no ``terminate_job``), with a
+      traceback each; they run to their end, and their redelivered copies meet the lease;
+    * the prefetch count, reduced by the tasks running at the loss and restored as tasks
+      are acknowledged, stayed reduced after those tasks ended (their acknowledgements fail
+      on the closed channel): in the chaos suite a reconnected worker took no message for
+      over a minute.  With a prefetch of one message per thread, fetching a full window
+      after a reconnect costs nothing (the claim decides who acts).
+    """
+    app.conf.worker_cancel_long_running_tasks_on_connection_loss = False
+    app.conf.worker_enable_prefetch_count_reduction = False
+    # Celery warns at every connection loss that the cancelling will become its default.
+    warnings.filterwarnings(
+        "ignore", message=r"(?s).*worker_cancel_long_running_tasks_on_connection_loss"
+    )
 
 
 def log_celery_as_json(settings: Settings, loglevel: str) -> None:
