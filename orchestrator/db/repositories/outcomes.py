@@ -7,7 +7,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from orchestrator.db.tables import ledger_lines, outbox_events, payment_outcomes
+from orchestrator.db.tables import ledger_lines, outbox_events, payment_outcomes, payments
 from orchestrator.domain.ledger import LedgerLine
 from orchestrator.domain.model import PaymentRecord
 from orchestrator.events.ids import new_event_id
@@ -55,9 +55,15 @@ class OutcomeRepository:
     def add_outbox_event(
         self, payment_id: str, event_type: str, payload: dict[str, Any], *, now: datetime
     ) -> None:
-        # The payment's next sequence number, in the same statement.  Writers of one
-        # payment's events are serialised by its lease; the unique (payment_id, sequence)
-        # turns a confused second writer into an error instead of two events numbered alike.
+        # The payment's next sequence number.  Writers of one payment's events are serialised
+        # by a row lock on the payment (held already by a finish that updated it; taken here
+        # by a writer outside the lease, such as a provider event): without it, a dispute
+        # arriving as the charge finishes would compute the same max + 1 and fail on the
+        # unique (payment_id, sequence).  Read committed: the INSERT below, a new statement
+        # after the lock was granted, sees the other writer's committed event.
+        self._conn.execute(
+            sa.select(payments.c.id).where(payments.c.id == payment_id).with_for_update()
+        )
         previous = (
             sa.select(sa.func.coalesce(sa.func.max(outbox_events.c.sequence), 0))
             .where(outbox_events.c.payment_id == payment_id)

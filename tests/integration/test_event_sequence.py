@@ -1,0 +1,72 @@
+"""Event sequence numbers per payment under concurrency (PostgreSQL): a writer outside the
+payment's lease (a provider event) racing the charge's finish waits for it and takes the
+next number, instead of failing on the unique (payment, sequence)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import sqlalchemy as sa
+
+from orchestrator.db.tables import payments
+from tests.fakes.provider import FakeProvider
+from tests.harness.containers import build_container
+from tests.harness.seeds import accept, new_merchant
+
+
+def test_a_second_writer_waits_for_the_first_and_takes_the_next_sequence(postgres_url) -> None:
+    container = build_container(postgres_url, provider=FakeProvider())
+    payment_id = accept(container, new_merchant(container), "seq-1").id
+    first = container.uow().__enter__()
+    try:
+        # The finish: it updates the payment (taking its row lock), then writes its event.
+        first._connection.execute(  # type: ignore[union-attr]
+            payments.update().where(payments.c.id == payment_id).values(attempts=1)
+        )
+        first.outcomes.add_outbox_event(payment_id, "payment.succeeded", {}, now=first.now())
+        second_done = threading.Event()
+        errors: list[BaseException] = []
+
+        def second_writer() -> None:
+            try:
+                with container.uow() as uow:
+                    uow.outcomes.add_outbox_event(payment_id, "payment.disputed", {}, now=uow.now())
+                    uow.commit()
+            except BaseException as error:  # reported below
+                errors.append(error)
+            finally:
+                second_done.set()
+
+        thread = threading.Thread(target=second_writer)
+        thread.start()
+        # It waits for the first (PostgreSQL shows a lock not granted) ...
+        deadline = time.monotonic() + 30
+        while not _someone_waits_for_a_lock(container):
+            assert time.monotonic() < deadline, "the second writer never waited"
+            time.sleep(0.05)
+        assert not second_done.is_set()
+        first.commit()
+        thread.join(timeout=30)
+        assert errors == []
+        with container.uow() as uow:
+            events = uow.events.for_payment(payment_id)
+        # ... and then numbers its event after the first's.
+        assert [(e.event_type, e.sequence) for e in events] == [
+            ("payment.succeeded", 1),
+            ("payment.disputed", 2),
+        ]
+    finally:
+        first.__exit__(None, None, None)
+        container.close()
+
+
+def _someone_waits_for_a_lock(container) -> bool:
+    with container.engine.connect() as conn:
+        waiting = conn.execute(
+            sa.text(
+                "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                "WHERE NOT l.granted AND a.datname = current_database()"
+            )
+        ).scalar_one()
+    return bool(waiting)
