@@ -23,6 +23,7 @@ from orchestrator.settings import Settings
 
 PAYMENTS_QUEUE = "payorch.payments"
 PROCESS_PAYMENT = "payorch.process_payment"
+PROCESS_OPERATION = "payorch.process_operation"
 SWEEP = "payorch.sweep"
 # The consumer's task module, named, not imported (see the module docstring).
 TASK_MODULE = "workers.tasks"
@@ -87,7 +88,7 @@ def sweep_beat_schedule(interval_seconds: float) -> dict[str, Any]:
 
 
 class CeleryPublisher:
-    """Publishes the process-payment task by name."""
+    """Publishes the engine's tasks by name."""
 
     def __init__(self, app: Celery) -> None:
         self._app = app
@@ -102,6 +103,12 @@ class CeleryPublisher:
                 retry=False,
             )
         except Exception as error:  # kombu raises a zoo of transport errors
+            raise PublishFailed(f"{type(error).__name__}: {error}") from error
+
+    def publish_operation(self, operation_id: str, lease_token: int) -> None:
+        try:
+            self._app.send_task(PROCESS_OPERATION, args=[operation_id, lease_token], retry=False)
+        except Exception as error:
             raise PublishFailed(f"{type(error).__name__}: {error}") from error
 
     def broker_reachable(self) -> bool:

@@ -120,6 +120,16 @@ FENCED_WRITES = Counter(
 PAYMENTS_FINISHED = Counter(
     "payorch_payments_finished_total", "Payments that reached a final state.", ["status"]
 )
+OPERATIONS_ACCEPTED = Counter(
+    "payorch_operations_accepted_total",
+    "Operations after the charge (capture, cancel, refund) accepted, by kind.",
+    ["kind"],
+)
+OPERATIONS_FINISHED = Counter(
+    "payorch_operations_finished_total",
+    "Operations after the charge (capture, cancel, refund) that reached a final state.",
+    ["kind", "status"],
+)
 PAYMENTS_PARKED = Counter(
     "payorch_payments_needs_attention_total", "Payments moved to needs_attention."
 )
@@ -245,6 +255,10 @@ def _initialise_label_sets() -> None:
         LEASE_TAKEOVERS.labels(by=actor)
     for status in ("succeeded", "failed"):
         PAYMENTS_FINISHED.labels(status=status)
+        for kind in ("capture", "cancel", "refund"):
+            OPERATIONS_FINISHED.labels(kind=kind, status=status)
+    for kind in ("capture", "cancel", "refund"):
+        OPERATIONS_ACCEPTED.labels(kind=kind)
     for outcome in WEBHOOK_OUTCOMES:
         WEBHOOK_ATTEMPTS.labels(outcome=outcome)
     for reason in ("gone", "failing"):

@@ -11,7 +11,7 @@ from typing import Any
 from celery import Celery, shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 
-from orchestrator.broker import PROCESS_PAYMENT, SWEEP, sweep_beat_schedule
+from orchestrator.broker import PROCESS_OPERATION, PROCESS_PAYMENT, SWEEP, sweep_beat_schedule
 
 __all__ = ["SWEEP", "register_tasks", "sweep_beat_schedule"]
 
@@ -22,6 +22,19 @@ def process_payment_task(self: Any, payment_id: str, lease_token: int) -> str:
 
     result = process_payment(
         container().runner(), payment_id, int(lease_token), interruptions=(SoftTimeLimitExceeded,)
+    )
+    return result.value
+
+
+def process_operation_task(self: Any, operation_id: str, lease_token: int) -> str:
+    from orchestrator.engine.kinds import process_operation
+    from workers.runtime import container
+
+    result = process_operation(
+        container().runner(),
+        operation_id,
+        int(lease_token),
+        interruptions=(SoftTimeLimitExceeded,),
     )
     return result.value
 
@@ -37,8 +50,10 @@ def register_tasks(app: Celery) -> None:
     # seen to each app created later in the process (the demo and the tests build several),
     # and only the same callable counts as the same task.
     app.task(name=PROCESS_PAYMENT, bind=True)(process_payment_task)
+    app.task(name=PROCESS_OPERATION, bind=True)(process_operation_task)
     app.task(name=SWEEP)(sweep_task)
 
 
 shared_task(name=PROCESS_PAYMENT, bind=True)(process_payment_task)
+shared_task(name=PROCESS_OPERATION, bind=True)(process_operation_task)
 shared_task(name=SWEEP)(sweep_task)

@@ -21,6 +21,7 @@ from orchestrator.api.routes import (
     ops_payments,
     payments,
     provider_events,
+    refunds,
     webhook_endpoints,
 )
 from orchestrator.bootstrap import Container
@@ -41,6 +42,7 @@ def create_app(container: Container) -> FastAPI:
     app.add_middleware(RequestContextMiddleware)
     install_error_handlers(app)
     app.include_router(payments.router)
+    app.include_router(refunds.router)
     app.include_router(ops.router)
     app.include_router(ops_payments.router)
     app.include_router(webhook_endpoints.router)

@@ -74,6 +74,16 @@ async def read_json_body(request: Request) -> Any:
         raise Problem(400, "invalid-request", f"The body is not valid JSON: {error}") from None
 
 
+async def read_optional_json_body(request: Request) -> Any:
+    """As ``read_json_body``, but a request without a body (no Content-Type, nothing sent)
+    is the empty object: for operations whose every field is optional (a full refund)."""
+    declared = request.headers.get("content-length")
+    no_body = "content-type" not in request.headers and declared in (None, "0")
+    if no_body and not await request.body():
+        return {}
+    return await read_json_body(request)
+
+
 def validation_problem(error: ValidationError, *, location: str = "body") -> Problem:
     fields = [
         {

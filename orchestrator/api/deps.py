@@ -8,7 +8,7 @@ import structlog
 from fastapi import Depends, Header, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from orchestrator.api.body import read_json_body
+from orchestrator.api.body import read_json_body, read_optional_json_body
 from orchestrator.api.problems import Problem
 from orchestrator.bootstrap import Container
 from orchestrator.domain.model import ApiClient, Role
@@ -61,6 +61,8 @@ def ops_client(client: Annotated[ApiClient, Depends(current_client)]) -> ApiClie
 MerchantClient = Annotated[ApiClient, Depends(merchant_client)]
 OpsClient = Annotated[ApiClient, Depends(ops_client)]
 JsonBody = Annotated[Any, Depends(read_json_body)]
+# A body whose every field is optional: no body at all is ``{}``.
+OptionalJsonBody = Annotated[Any, Depends(read_optional_json_body)]
 
 IdempotencyKey = Annotated[
     str,

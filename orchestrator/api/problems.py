@@ -24,6 +24,8 @@ TITLES: dict[str, str] = {
     "not-found": "Not found",
     "conflict": "The operation conflicts with the resource's state",
     "precondition-failed": "The resource changed since the If-Match tag was read",
+    "refund-exceeds-captured": "The refund is more than what is left to refund",
+    "payment-not-refundable": "Only a succeeded payment can be refunded",
     "method-not-allowed": "Method not allowed",
     "service-unavailable": "The service is temporarily unavailable",
     "internal-error": "Internal error",

@@ -28,6 +28,8 @@ ReasonOption = Annotated[
 # The table is for people at a terminal: the lease state says what status, lease_expired
 # and next_attempt_at say in three columns (--json has every field).
 _COLUMNS = [
+    "kind",
+    "operation_id",
     "payment_id",
     "lease",
     "recovery_point",

@@ -99,9 +99,16 @@ payments = sa.Table(
     # A provider event arrived while a worker held the lease: that worker's wait ends at
     # once (the sweeper re-queues it) instead of at the re-check.  Cleared by each claim.
     sa.Column("woken_at", UtcDateTime(), nullable=True),
+    # Money after the charge (migration 0007): what was captured, what refunds hold (the sum
+    # of refunds not failed: raised in the refund's accept transaction under the row lock,
+    # so it can never pass amount_captured), and what refunds returned.
+    sa.Column("amount_captured", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("amount_refund_reserved", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("amount_refunded", sa.BigInteger, nullable=False, server_default="0"),
     sa.Column("created_at", UtcDateTime(), nullable=False),
     sa.Column("updated_at", UtcDateTime(), nullable=False),
     sa.Column("completed_at", UtcDateTime(), nullable=True),
+    sa.CheckConstraint("amount_refund_reserved <= amount_captured", name="refunds_within_captured"),
     # The claim: one INSERT ... ON CONFLICT DO NOTHING on this pair, never check-then-insert.
     sa.UniqueConstraint("client_id", "idempotency_key"),
     sa.CheckConstraint("amount > 0", name="amount_positive"),
@@ -135,6 +142,67 @@ sa.Index("ix_payments_status", payments.c.status)
 # The provider-call recorder maps a retrieve (which names only the provider's intent) to its
 # payment by this column; without the index every recorded retrieve would scan payments.
 sa.Index("ix_payments_provider_payment_id", payments.c.provider_payment_id)
+
+# Operations after the charge (migration 0007): capture, cancel, refund.  Each row is one
+# provider-side effect with its own lease, fencing token, attempts and recovery point, run by
+# the same engine as the charge (whose lease stays on the payment row).  A refund's row is
+# the refund (its id ``rfd_…`` is the operation id its provider keys derive from).
+operations = sa.Table(
+    "operations",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("kind", sa.String(20), nullable=False),
+    sa.Column("payment_id", sa.String(40), sa.ForeignKey("payments.id"), nullable=False),
+    sa.Column("client_id", sa.String(40), nullable=False),
+    sa.Column("idempotency_key", sa.String(255), nullable=True),
+    sa.Column("request_fingerprint", sa.String(64), nullable=True),
+    sa.Column("accepted_response", sa.Text, nullable=True),
+    sa.Column("final_response", sa.Text, nullable=True),
+    # State and lease, as on the payment row.
+    sa.Column("status", sa.String(20), nullable=False),
+    sa.Column("recovery_point", sa.String(20), nullable=False),
+    sa.Column("lease_token", sa.BigInteger, nullable=False),
+    sa.Column("lease_owner", sa.String(200), nullable=True),
+    sa.Column("locked_until", UtcDateTime(), nullable=True),
+    sa.Column("next_attempt_at", UtcDateTime(), nullable=True),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("unknown_outcomes", sa.Integer, nullable=False),
+    # The n of the provider key payorch-{id}-{step}-{n}, taken before the call.
+    sa.Column("step_attempts", sa.Integer, nullable=False),
+    # An unknown outcome owes a lookup at the provider before anything is re-sent.
+    sa.Column("lookup_pending", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("last_error", sa.String(2000), nullable=True),
+    # The request.
+    sa.Column("amount", sa.BigInteger, nullable=True),
+    sa.Column("currency", sa.String(3), nullable=False),
+    sa.Column("reason", sa.String(100), nullable=True),
+    sa.Column("metadata", JsonDocument, nullable=False),
+    sa.Column("origin", sa.String(20), nullable=False, server_default="payorch"),
+    # What the provider settled.
+    sa.Column("provider_object_id", sa.String(255), nullable=True),
+    sa.Column("provider_outcome", sa.String(20), nullable=True),
+    sa.Column("failure_code", sa.String(100), nullable=True),
+    sa.Column("failure_message", sa.String(1000), nullable=True),
+    sa.Column("created_at", UtcDateTime(), nullable=False),
+    sa.Column("updated_at", UtcDateTime(), nullable=False),
+    sa.Column("completed_at", UtcDateTime(), nullable=True),
+    sa.UniqueConstraint("client_id", "kind", "idempotency_key"),
+    sa.CheckConstraint("kind IN ('capture', 'cancel', 'refund')", name="kind_known"),
+    sa.CheckConstraint(
+        "status IN ('processing', 'succeeded', 'failed', 'needs_attention')", name="status_known"
+    ),
+    sa.CheckConstraint(
+        "recovery_point IN ('accepted', 'provider_settled', 'completed')",
+        name="recovery_point_known",
+    ),
+)
+sa.Index("ix_operations_payment_id", operations.c.payment_id)
+sa.Index(
+    "ix_operations_expired_leases",
+    operations.c.locked_until,
+    postgresql_where=operations.c.status == "processing",
+    sqlite_where=operations.c.status == "processing",
+)
 
 payment_outcomes = sa.Table(
     "payment_outcomes",
@@ -203,6 +271,8 @@ audit_log = sa.Table(
     sa.Column("actor_name", sa.String(200), nullable=False),
     sa.Column("action", sa.String(50), nullable=False),
     sa.Column("payment_id", sa.String(40), nullable=False),
+    # The operation acted on (migration 0007); NULL: the payment's charge.
+    sa.Column("operation_id", sa.String(40), nullable=True),
     sa.Column("reason", sa.String(1000), nullable=False),
     sa.Column("old_token", sa.BigInteger, nullable=True),
     sa.Column("new_token", sa.BigInteger, nullable=True),
@@ -260,6 +330,8 @@ lease_events = sa.Table(
     metadata,
     sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
     sa.Column("payment_id", sa.String(40), nullable=False),
+    # The operation whose lease this is (migration 0007); NULL: the payment's charge.
+    sa.Column("operation_id", sa.String(40), nullable=True),
     sa.Column("event", sa.String(20), nullable=False),
     sa.Column("owner", sa.String(200), nullable=True),
     sa.Column("lease_token", sa.BigInteger, nullable=False),

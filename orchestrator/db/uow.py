@@ -24,6 +24,8 @@ from orchestrator.db.repositories.disputes import DisputeRepository
 from orchestrator.db.repositories.events import EventRepository
 from orchestrator.db.repositories.history import HistoryRepository
 from orchestrator.db.repositories.leases import LeaseRepository
+from orchestrator.db.repositories.money import MoneyRepository
+from orchestrator.db.repositories.operations import OperationRepository
 from orchestrator.db.repositories.outcomes import OutcomeRepository
 from orchestrator.db.repositories.payment_search import PaymentSearchRepository
 from orchestrator.db.repositories.payments import PaymentRepository
@@ -35,6 +37,8 @@ class UnitOfWork:
     clients: ClientRepository
     payments: PaymentRepository
     leases: LeaseRepository
+    operations: OperationRepository
+    money: MoneyRepository
     outcomes: OutcomeRepository
     audit: AuditRepository
     history: HistoryRepository
@@ -62,6 +66,8 @@ class UnitOfWork:
         self.clients = ClientRepository(conn)
         self.payments = PaymentRepository(conn)
         self.leases = LeaseRepository(conn)
+        self.operations = OperationRepository(conn)
+        self.money = MoneyRepository(conn)
         self.outcomes = OutcomeRepository(conn)
         self.audit = AuditRepository(conn)
         self.history = HistoryRepository(conn)

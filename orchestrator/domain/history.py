@@ -53,6 +53,8 @@ class LeaseEvent:
     status: str
     recovery_point: str
     created_at: datetime
+    # The operation whose lease this is (a refund's rfd_…); None: the payment's charge.
+    operation_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -29,3 +29,12 @@ def lines_for(
         LedgerLine(PROVIDER_RECEIVABLE.format(provider=provider), amount, currency),
         LedgerLine(MERCHANT_PAYABLE.format(client_id=client_id), -amount, currency),
     ]
+
+
+def refund_lines(*, amount: int, currency: str, provider: str, client_id: str) -> list[LedgerLine]:
+    """A succeeded refund reverses the charge's lines for ``amount``: the merchant owes it
+    back, the provider pays it out to the customer."""
+    return [
+        LedgerLine(MERCHANT_PAYABLE.format(client_id=client_id), amount, currency),
+        LedgerLine(PROVIDER_RECEIVABLE.format(provider=provider), -amount, currency),
+    ]

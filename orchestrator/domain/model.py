@@ -103,6 +103,11 @@ class PaymentRecord:
     client_secret: str | None = field(default=None, repr=False)
     # A provider event arrived while a worker held the lease (its wait then ends at once).
     woken_at: datetime | None = None
+    # Money after the charge (migration 0007): captured; held by refunds not failed (never
+    # more than captured); returned by succeeded refunds.
+    amount_captured: int = 0
+    amount_refund_reserved: int = 0
+    amount_refunded: int = 0
 
     @property
     def state(self) -> State:
@@ -125,3 +130,5 @@ class AuditEntry:
     old_token: int | None
     new_token: int | None
     created_at: datetime
+    # The operation acted on (a refund's rfd_…); None: the payment's charge.
+    operation_id: str | None = None

@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 
 from orchestrator.domain.model import PaymentRecord
+from orchestrator.domain.operations import OperationRecord
 
 _ETAG_LIST_ITEM = re.compile(r'\s*(W/)?"([\x21\x23-\x7e\x80-\xff]*)"\s*(?:,|$)')
 MAX_TAGS = 32  # a header listing more is refused rather than scanned
@@ -78,7 +79,7 @@ def representation_etag(body: bytes) -> str:
     return f'"{hashlib.sha256(body).hexdigest()[:32]}"'
 
 
-def lease_etag(record: PaymentRecord) -> str:
+def lease_etag(record: PaymentRecord | OperationRecord) -> str:
     return f'"{record.lease_token}.{record.status.value}"'
 
 

@@ -150,25 +150,28 @@ class Sweeper:
         log.info("sweeper_stopped", sweeper=self.actor.name)
 
     def _take_over_due(self, report: SweepReport) -> list[TakeoverOutcome]:
+        """One transaction over every table that holds leases (the payments' charges, then
+        the operations), each with its own batch."""
         settings = self._settings
         outcomes: list[TakeoverOutcome] = []
         with self._uow() as uow:
             now = uow.now()
-            due = uow.leases.lock_due(now=now, limit=settings.sweep_batch_size)
-            report.batch_full = len(due) >= settings.sweep_batch_size
-            for record in due:
-                outcome = take_over_lease(
-                    uow,
-                    record.id,
-                    actor=self.actor,
-                    reason=SWEEP_REASON,
-                    force=False,
-                    now=now,
-                    lease_seconds=settings.dispatch_lease_seconds,
-                    max_attempts=settings.max_attempts,
-                    expected_token=record.lease_token,
-                )
-                outcomes.append(outcome)
+            for leases in (uow.leases, uow.operations):
+                due = leases.lock_due(now=now, limit=settings.sweep_batch_size)
+                report.batch_full = report.batch_full or len(due) >= settings.sweep_batch_size
+                for record in due:
+                    outcome = take_over_lease(
+                        uow,
+                        record.id,
+                        actor=self.actor,
+                        reason=SWEEP_REASON,
+                        force=False,
+                        now=now,
+                        lease_seconds=settings.dispatch_lease_seconds,
+                        max_attempts=settings.max_attempts,
+                        expected_token=record.lease_token,
+                    )
+                    outcomes.append(outcome)
             uow.commit()
         for outcome in outcomes:
             count_outcome(outcome, self.actor)

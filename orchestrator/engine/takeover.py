@@ -35,16 +35,33 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import Any
 
 from orchestrator import metrics
+from orchestrator.db.repositories.lease_columns import NEEDS_ATTENTION, LeaseColumns
 from orchestrator.db.uow import UnitOfWork
+from orchestrator.domain.ids import is_payment_id
 from orchestrator.domain.model import AuditEntry, PaymentRecord
+from orchestrator.domain.operations import OperationRecord
 from orchestrator.domain.preconditions import TagList, lease_etag
-from orchestrator.domain.states import PaymentStatus
 from orchestrator.logging import get_logger
 from orchestrator.services.dispatch import PublishFailed, TaskPublisher
 
 log = get_logger(__name__)
+
+# Whatever holds a lease: a payment (its charge) or an operation (capture, cancel, refund).
+LeasedRecord = PaymentRecord | OperationRecord
+
+
+def leases_for(uow: UnitOfWork, record_id: str) -> LeaseColumns[Any]:
+    """The rows holding ``record_id``'s lease: the payment row for a charge (``pay_…``), the
+    operation row for anything else (``rfd_…``, ``cap_…``, ``cnl_…``)."""
+    return uow.leases if is_payment_id(record_id) else uow.operations
+
+
+def payment_of(record: LeasedRecord) -> str:
+    return record.payment_id if isinstance(record, OperationRecord) else record.id
+
 
 # audit_log.actor_client_id is VARCHAR(40).
 MAX_ACTOR_ID_LENGTH = 40
@@ -100,7 +117,7 @@ class TakeoverOutcome:
     result: TakeoverResult
     payment_id: str
     # After the change; as found for a refusal; None when the id is unknown.
-    record: PaymentRecord | None
+    record: LeasedRecord | None
     old_token: int | None
     audit: AuditEntry | None = None
 
@@ -118,7 +135,7 @@ class TakeoverOutcome:
         return self.record.lease_token if self.changed and self.record is not None else None
 
 
-def lease_is_live(record: PaymentRecord, now: datetime) -> bool:
+def lease_is_live(record: LeasedRecord, now: datetime) -> bool:
     # A processing record always carries locked_until; a NULL one is treated as live so
     # that only a forced takeover touches it (the SQL ``locked_until <= now`` agrees).
     return record.locked_until is None or record.locked_until > now
@@ -137,14 +154,16 @@ def take_over_lease(
     expected_token: int | None = None,
     if_match: TagList | None = None,
 ) -> TakeoverOutcome:
-    """Fence out the holder of ``payment_id``'s lease, or park the record when it is out of
-    attempts.  Runs in the caller's transaction; the caller commits, then calls
-    ``requeue_after_commit``.  ``now`` must be ``uow.now()`` (the database clock).
+    """Fence out the holder of ``payment_id``'s lease (a payment's charge, or an operation:
+    ``leases_for``), or park the record when it is out of attempts.  Runs in the caller's
+    transaction; the caller commits, then calls ``requeue_after_commit``.  ``now`` must be
+    ``uow.now()`` (the database clock).
 
     ``if_match`` (an operator's ``If-Match``) is compared with ``lease_etag`` of the
     row-locked record, so of two operators sending the same tag at once the second waits
     for the first's commit, then sees the new token and is refused."""
-    record = uow.leases.lock_for_takeover(payment_id)
+    leases = leases_for(uow, payment_id)
+    record: LeasedRecord | None = leases.lock_for_takeover(payment_id)
     if record is None:
         return TakeoverOutcome(TakeoverResult.NOT_FOUND, payment_id, None, None)
     if if_match is not None and not if_match.matches_strongly(lease_etag(record)):
@@ -158,7 +177,7 @@ def take_over_lease(
         return TakeoverOutcome(refusal, payment_id, record, record.lease_token)
 
     if record.attempts >= max_attempts:
-        changed = uow.leases.park_expired(
+        changed = leases.park_expired(
             payment_id,
             expected_token=record.lease_token,
             error=_parked_error(record, max_attempts),
@@ -166,7 +185,7 @@ def take_over_lease(
         )
         result = TakeoverResult.PARKED
     else:
-        changed = uow.leases.take_over(
+        changed = leases.take_over(
             payment_id,
             expected_token=record.lease_token,
             owner=actor.lease_owner,
@@ -188,7 +207,8 @@ def take_over_lease(
             actor_client_id=actor.client_id,
             actor_name=actor.name,
             action="park" if result is TakeoverResult.PARKED else "takeover",
-            payment_id=payment_id,
+            payment_id=payment_of(record),
+            operation_id=None if record.id == payment_of(record) else record.id,
             reason=reason,
             old_token=record.lease_token,
             new_token=changed.lease_token,
@@ -198,11 +218,11 @@ def take_over_lease(
 
 
 def _refusal(
-    record: PaymentRecord, *, now: datetime, force: bool, expected_token: int | None
+    record: LeasedRecord, *, now: datetime, force: bool, expected_token: int | None
 ) -> TakeoverResult | None:
     if record.status.is_final:
         return TakeoverResult.FINISHED
-    if record.status is PaymentStatus.NEEDS_ATTENTION:
+    if record.status == NEEDS_ATTENTION:
         return TakeoverResult.NEEDS_ATTENTION
     if expected_token is not None and record.lease_token != expected_token:
         return TakeoverResult.CHANGED_CONCURRENTLY
@@ -211,7 +231,7 @@ def _refusal(
     return None
 
 
-def _requeue_kind(record: PaymentRecord, now: datetime) -> TakeoverResult:
+def _requeue_kind(record: LeasedRecord, now: datetime) -> TakeoverResult:
     """A deferred record (a worker released it until ``next_attempt_at``) that is due is a
     scheduled retry, not a rescue from a lost holder."""
     deferred = record.lease_owner is None and record.next_attempt_at is not None
@@ -220,7 +240,7 @@ def _requeue_kind(record: PaymentRecord, now: datetime) -> TakeoverResult:
     return TakeoverResult.TAKEN_OVER
 
 
-def _parked_error(record: PaymentRecord, max_attempts: int) -> str:
+def _parked_error(record: LeasedRecord, max_attempts: int) -> str:
     # park_expired overwrites last_error: keep the worker's last error inside the new one,
     # it is what the operator needs to decide.
     return (
@@ -241,7 +261,10 @@ def requeue_after_commit(publisher: TaskPublisher, payment_id: str, lease_token:
     """Publish the wake-up for committed work.  False when the broker refused it: that is
     counted and logged, and the record's dispatch lease expires back to the sweeper."""
     try:
-        publisher.publish_process_payment(payment_id, lease_token)
+        if is_payment_id(payment_id):
+            publisher.publish_process_payment(payment_id, lease_token)
+        else:
+            publisher.publish_operation(payment_id, lease_token)
     except PublishFailed as error:
         metrics.PUBLISH_FAILURES.inc()
         log.warning(

@@ -12,15 +12,18 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from orchestrator.bootstrap import Container
-from orchestrator.domain.model import AuditEntry, PaymentRecord
+from orchestrator.db.repositories.lease_columns import NEEDS_ATTENTION
+from orchestrator.domain.model import AuditEntry
 from orchestrator.domain.preconditions import TagList, lease_etag
-from orchestrator.domain.states import PaymentStatus
 from orchestrator.engine.takeover import (
     Actor,
     ActorKind,
+    LeasedRecord,
     TakeoverOutcome,
     TakeoverResult,
     count_outcome,
+    leases_for,
+    payment_of,
     requeue_after_commit,
     take_over_lease,
 )
@@ -46,7 +49,7 @@ class OperatorAction:
 
     action: str  # "takeover", "park" (out of attempts) or "retry"; as in the audit row
     payment_id: str
-    record: PaymentRecord
+    record: LeasedRecord
     audit: AuditEntry
     old_token: int
     new_token: int
@@ -134,20 +137,21 @@ def retry_payment(
     settings = container.settings
     with container.uow() as uow:
         now = uow.now()
-        record = uow.leases.lock_for_takeover(payment_id)
+        leases = leases_for(uow, payment_id)
+        record: LeasedRecord | None = leases.lock_for_takeover(payment_id)
         if record is None:
             raise PaymentNotFound(f"No payment {payment_id!r} exists.")
         if if_match is not None and not if_match.matches_strongly(lease_etag(record)):
             raise PreconditionFailed(_stale_message(record), record)
         if record.status.is_final:
             raise PaymentFinished(_finished_message(record), record)
-        if record.status is not PaymentStatus.NEEDS_ATTENTION:
+        if record.status != NEEDS_ATTENTION:
             raise PaymentNotParked(
                 f"Payment {payment_id} is {record.status.value}, not needs_attention; only a "
                 "parked payment is retried. A stuck lease is taken over instead.",
                 record,
             )
-        retried = uow.leases.retry_parked(
+        retried = leases.retry_parked(
             payment_id,
             expected_token=record.lease_token,
             owner=operator.lease_owner,
@@ -160,7 +164,8 @@ def retry_payment(
             actor_client_id=operator.client_id,
             actor_name=operator.name,
             action="retry",
-            payment_id=payment_id,
+            payment_id=payment_of(record),
+            operation_id=None if record.id == payment_of(record) else record.id,
             reason=reason,
             old_token=record.lease_token,
             new_token=retried.lease_token,
@@ -196,7 +201,7 @@ def _require_operator(actor: Actor) -> None:
         raise ValueError("operator commands need an operator actor")
 
 
-def _finished_message(record: PaymentRecord) -> str:
+def _finished_message(record: LeasedRecord) -> str:
     return f"Payment {record.id} already {record.status.value}; there is nothing to take over."
 
 
@@ -225,7 +230,7 @@ def _refusal(outcome: TakeoverOutcome) -> OpsError:
     return ConcurrentChange(_changed_message(payment_id), record)
 
 
-def _stale_message(record: PaymentRecord) -> str:
+def _stale_message(record: LeasedRecord) -> str:
     return (
         f"Payment {record.id}'s lease changed since you looked (If-Match): someone else "
         "acted on it. Nothing was done; look at it again before acting."

@@ -15,12 +15,13 @@ OpsError
 from __future__ import annotations
 
 from orchestrator.domain.model import PaymentRecord
+from orchestrator.domain.operations import OperationRecord
 
 MAX_REASON_LENGTH = 1000  # audit_log.reason
 
 
 class OpsError(Exception):
-    def __init__(self, message: str, record: PaymentRecord | None = None) -> None:
+    def __init__(self, message: str, record: PaymentRecord | OperationRecord | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.record = record

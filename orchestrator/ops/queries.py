@@ -8,6 +8,7 @@ from datetime import datetime
 from orchestrator.bootstrap import Container
 from orchestrator.db.repositories.leases import LeaseState
 from orchestrator.domain.model import AuditEntry, PaymentRecord
+from orchestrator.domain.operations import OperationRecord
 
 DEFAULT_LIST_LIMIT = 100
 MAX_LIST_LIMIT = 1000
@@ -18,7 +19,9 @@ class LeaseListing:
     state: LeaseState
     # The database clock the listing was judged by ("expired" means locked_until <= now).
     now: datetime
-    records: list[PaymentRecord]
+    # Payments' charges first, then operations (capture, cancel, refund), each in the
+    # state's order; at most ``limit`` in all.
+    records: list[PaymentRecord | OperationRecord]
 
 
 def list_leases(
@@ -26,7 +29,9 @@ def list_leases(
 ) -> LeaseListing:
     with container.uow(read_only=True) as uow:
         now = uow.now()
-        records = uow.leases.list_by_state(state, now=now, limit=limit)
+        records: list[PaymentRecord | OperationRecord] = []
+        records += uow.leases.list_by_state(state, now=now, limit=limit)
+        records += uow.operations.list_by_state(state, now=now, limit=limit - len(records))
     return LeaseListing(state=state, now=now, records=records)
 
 

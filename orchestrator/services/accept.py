@@ -10,17 +10,23 @@ re-queues it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from orchestrator import metrics
 from orchestrator.bootstrap import Container
+from orchestrator.db.uow import UnitOfWork
 from orchestrator.domain.ids import new_payment_id
 from orchestrator.domain.model import ApiClient, PaymentRecord, PaymentRequest
 from orchestrator.domain.representation import encode_representation, payment_representation
 from orchestrator.domain.states import INITIAL
 from orchestrator.logging import get_logger, key_digest
 from orchestrator.services.dispatch import PublishFailed
+from orchestrator.services.idempotency import (
+    IdempotencyKeyReused,
+    claim_key,
+    require_same_request,
+)
 
 log = get_logger(__name__)
 
@@ -28,10 +34,7 @@ DISPATCH_OWNER = "dispatch"
 INITIAL_LEASE_TOKEN = 1
 
 
-class IdempotencyKeyReused(Exception):
-    def __init__(self, record: PaymentRecord) -> None:
-        super().__init__("idempotency key reused with a different request")
-        self.record = record
+__all__ = ["Accepted", "IdempotencyKeyReused", "accept_payment"]
 
 
 @dataclass(frozen=True)
@@ -49,12 +52,18 @@ def accept_payment(
 ) -> Accepted:
     """Raises IdempotencyKeyReused when the key names a different request."""
     key_tag = key_digest(container.settings.secret_key.get_secret_value(), idempotency_key)
-    record, created = _claim(container, client, idempotency_key, request, fingerprint)
-    if not created:
-        if record.request_fingerprint != fingerprint:
-            metrics.KEY_REUSE_CONFLICTS.inc()
-            log.info("idempotency_key_reused", client_id=client.id, key_hmac=key_tag)
-            raise IdempotencyKeyReused(record)
+    claimed = claim_key(
+        container.uow,
+        insert=lambda uow, now: _insert(
+            uow, now, container, client, idempotency_key, request, fingerprint
+        ),
+        find=lambda uow: uow.payments.find_by_key(client.id, idempotency_key),
+    )
+    record = claimed.record
+    if not claimed.created:
+        require_same_request(
+            record, record.request_fingerprint, fingerprint, client_id=client.id, key_tag=key_tag
+        )
         metrics.REPLAYS_ANSWERED.labels(state=record.status.value).inc()
         return Accepted(record, replayed=True)
 
@@ -70,33 +79,23 @@ def accept_payment(
     return Accepted(record, replayed=False)
 
 
-def _claim(
+def _insert(
+    uow: UnitOfWork,
+    now: datetime,
     container: Container,
     client: ApiClient,
     idempotency_key: str,
     request: PaymentRequest,
     fingerprint: str,
-) -> tuple[PaymentRecord, bool]:
-    # Two rounds at most: a conflicting row can vanish between our INSERT and SELECT only
-    # if retention purged its key in between, and then the second INSERT wins.
-    for _ in range(2):
-        with container.uow() as uow:
-            now = uow.now()
-            values = _new_record_values(container, client, idempotency_key, request, fingerprint)
-            values.update(
-                created_at=now,
-                updated_at=now,
-                locked_until=now + timedelta(seconds=container.settings.dispatch_lease_seconds),
-            )
-            values["accepted_response"] = _accepted_body(values, request)
-            record = uow.payments.insert_if_absent(values)
-            if record is not None:
-                uow.commit()
-                return record, True
-            existing = uow.payments.find_by_key(client.id, idempotency_key)
-            if existing is not None:
-                return existing, False
-    raise RuntimeError("idempotency claim found neither a new nor an existing record")
+) -> PaymentRecord | None:
+    values = _new_record_values(container, client, idempotency_key, request, fingerprint)
+    values.update(
+        created_at=now,
+        updated_at=now,
+        locked_until=now + timedelta(seconds=container.settings.dispatch_lease_seconds),
+    )
+    values["accepted_response"] = _accepted_body(values, request)
+    return uow.payments.insert_if_absent(values)
 
 
 def _new_record_values(

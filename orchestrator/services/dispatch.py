@@ -19,6 +19,10 @@ class TaskPublisher(Protocol):
         """Ask a worker to process ``payment_id`` with the dispatch lease ``lease_token``.
         Raises PublishFailed."""
 
+    def publish_operation(self, operation_id: str, lease_token: int) -> None:
+        """Ask a worker to run the operation (capture, cancel, refund) ``operation_id``.
+        Raises PublishFailed."""
+
     def broker_reachable(self) -> bool:
         """For readiness checks: can a publish reach the broker right now?"""
 
@@ -27,6 +31,9 @@ class NullPublisher:
     """Publishes nothing: for tools that only write records (the sweeper re-queues)."""
 
     def publish_process_payment(self, payment_id: str, lease_token: int) -> None:
+        raise PublishFailed("no broker configured")
+
+    def publish_operation(self, operation_id: str, lease_token: int) -> None:
         raise PublishFailed("no broker configured")
 
     def broker_reachable(self) -> bool:

@@ -37,14 +37,16 @@ def process_group(leader: int) -> set[int]:
     return members
 
 
-def leases_held_by(stack: Stack, worker: ManagedProcess) -> dict[str, int]:
-    """Unfinished payments whose lease ``worker`` (or one of its pool children) holds:
-    ``{payment id: lease token}``."""
+def leases_held_by(
+    stack: Stack, worker: ManagedProcess, table: sa.Table = payments
+) -> dict[str, int]:
+    """Unfinished records of ``table`` (payments, or operations such as refunds) whose lease
+    ``worker`` (or one of its pool children) holds: ``{id: lease token}``."""
     pids = {str(pid) for pid in process_group(worker.pid)}
     with stack.container.engine.connect() as conn:
         rows = conn.execute(
-            sa.select(payments.c.id, payments.c.lease_token, payments.c.lease_owner).where(
-                payments.c.status == "processing", payments.c.lease_owner.is_not(None)
+            sa.select(table.c.id, table.c.lease_token, table.c.lease_owner).where(
+                table.c.status == "processing", table.c.lease_owner.is_not(None)
             )
         ).all()
     return {
@@ -54,13 +56,13 @@ def leases_held_by(stack: Stack, worker: ManagedProcess) -> dict[str, int]:
     }
 
 
-def lease_tokens(stack: Stack, ids: list[str]) -> dict[str, tuple[int, str]]:
-    """``{payment id: (lease token, status)}``."""
+def lease_tokens(
+    stack: Stack, ids: list[str], table: sa.Table = payments
+) -> dict[str, tuple[int, str]]:
+    """``{id: (lease token, status)}``."""
     with stack.container.engine.connect() as conn:
         rows = conn.execute(
-            sa.select(payments.c.id, payments.c.lease_token, payments.c.status).where(
-                payments.c.id.in_(ids)
-            )
+            sa.select(table.c.id, table.c.lease_token, table.c.status).where(table.c.id.in_(ids))
         ).all()
     return {row.id: (int(row.lease_token), str(row.status)) for row in rows}
 
@@ -74,15 +76,17 @@ def wait_until(what: str, condition: Callable[[], bool], timeout: float) -> None
         time.sleep(POLL_SECONDS)
 
 
-def wait_for_leases(stack: Stack, worker: ManagedProcess, timeout: float) -> dict[str, int]:
-    """Wait until ``worker`` holds at least one lease; return what it holds."""
+def wait_for_leases(
+    stack: Stack, worker: ManagedProcess, timeout: float, table: sa.Table = payments
+) -> dict[str, int]:
+    """Wait until ``worker`` holds at least one lease of ``table``; return what it holds."""
     held: dict[str, int] = {}
 
     def holds() -> bool:
         nonlocal held
         if worker.poll() is not None:
             raise AssertionError(f"{worker.name} exited:\n{worker.tail()}")
-        held = leases_held_by(stack, worker)
+        held = leases_held_by(stack, worker, table)
         return bool(held)
 
     wait_until(f"{worker.name} to hold a lease", holds, timeout)

@@ -20,6 +20,8 @@ from orchestrator.providers.base import (
     PaymentError,
     Permanent,
     ProviderIntent,
+    ProviderRefund,
+    RefundPage,
     Retryable,
 )
 from orchestrator.providers.keys import (
@@ -27,9 +29,19 @@ from orchestrator.providers.keys import (
     cancel_key,
     confirm_key,
     create_key,
+    refund_key,
 )
 
-Operation = Literal["create", "confirm", "retrieve", "lookup", "cancel"]
+Operation = Literal[
+    "create",
+    "confirm",
+    "retrieve",
+    "lookup",
+    "cancel",
+    "refund",
+    "retrieve_refund",
+    "list_refunds",
+]
 Fault = Literal[
     "unknown_before_effect",  # timeout before the provider did anything
     "unknown_after_effect",  # the provider acted, then the connection died
@@ -84,6 +96,8 @@ class FakeProvider:
     saved: dict[str, ProviderIntent | Exception] = field(default_factory=dict)
     calls: list[Call] = field(default_factory=list)
     charges: dict[str, int] = field(default_factory=dict)
+    # Refunds as Stripe keeps them, in creation order.
+    refunds: dict[str, ProviderRefund] = field(default_factory=dict)
     _faults: dict[tuple[Operation, int], Fault] = field(default_factory=dict)
     _counts: dict[Operation, int] = field(default_factory=dict)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -342,3 +356,85 @@ class FakeProvider:
         return IntentPage(
             intents=tuple(self._view(i) for i in page), has_more=len(newest_first) > len(page)
         )
+
+    # -- refunds ----------------------------------------------------------------------------
+
+    def refunded(self, intent_id: str) -> int:
+        """What the intent's refunds that did not fail returned (Stripe's amount_refunded)."""
+        return sum(
+            r.amount
+            for r in self.refunds.values()
+            if r.payment_intent == intent_id and r.status not in ("failed", "canceled")
+        )
+
+    def refunds_of(self, operation_id: str) -> list[ProviderRefund]:
+        return [
+            r for r in self.refunds.values() if r.metadata.get("payorch_refund_id") == operation_id
+        ]
+
+    def create_refund(
+        self,
+        *,
+        intent_id: str,
+        operation_id: str,
+        attempt: int,
+        amount: int,
+        reason: str | None,
+        metadata: dict[str, str],
+    ) -> ProviderRefund:
+        key = refund_key(operation_id, attempt)
+        self.calls.append(Call("refund", intent_id, key))
+        fault = self._fault("refund")
+
+        def act() -> ProviderRefund:
+            intent = self.intents[intent_id]
+            if intent.status != "succeeded":
+                raise Permanent(
+                    f"This PaymentIntent ({intent_id}) does not have a successful charge to "
+                    "refund.",
+                    code="charge_not_refundable",
+                    http_status=400,
+                )
+            if self.refunded(intent_id) + amount > intent.amount:
+                raise Permanent(
+                    f"Refund amount (${amount / 100:.2f}) is greater than unrefunded amount "
+                    "on charge.",
+                    code="amount_too_large",
+                    http_status=400,
+                )
+            refund = ProviderRefund(
+                id=f"re_fake{next(self._ids)}",
+                payment_intent=intent_id,
+                amount=amount,
+                currency=intent.currency,
+                status="succeeded",
+                metadata=dict(metadata),
+                reason=reason,
+                created=int(time.time()),
+            )
+            self.refunds[refund.id] = refund
+            return refund
+
+        return self._with_key(key, fault, act)  # type: ignore[return-value]
+
+    def retrieve_refund(self, refund_id: str) -> ProviderRefund:
+        self.calls.append(Call("retrieve_refund", refund_id, None))
+        fault = self._fault("retrieve_refund")
+        if fault in ("unknown_before_effect", "unknown_after_effect", "saved_500_after_effect"):
+            raise OutcomeUnknown("retrieve refund failed (fake)")
+        return self.refunds[refund_id]
+
+    def list_refunds(self, intent_id: str, *, starting_after: str | None, limit: int) -> RefundPage:
+        """Newest first, like Stripe's list."""
+        self.calls.append(Call("list_refunds", intent_id, None))
+        fault = self._fault("list_refunds")
+        if fault in ("unknown_before_effect", "unknown_after_effect", "saved_500_after_effect"):
+            raise OutcomeUnknown("list refunds failed (fake)")
+        if fault == "rate_limited":
+            raise Retryable("rate limited (fake)", retry_after=self.retry_after, http_status=429)
+        newest_first = [r for r in reversed(self.refunds.values()) if r.payment_intent == intent_id]
+        if starting_after is not None:
+            ids = [r.id for r in newest_first]
+            newest_first = newest_first[ids.index(starting_after) + 1 :]
+        page = newest_first[:limit]
+        return RefundPage(refunds=tuple(page), has_more=len(newest_first) > len(page))

@@ -15,5 +15,9 @@ class RecordingPublisher:
             raise PublishFailed("broker unreachable (fake)")
         self.published.append((payment_id, lease_token))
 
+    def publish_operation(self, operation_id: str, lease_token: int) -> None:
+        # Operation ids (rfd_…, cap_…, cnl_…) never collide with payment ids (pay_…).
+        self.publish_process_payment(operation_id, lease_token)
+
     def broker_reachable(self) -> bool:
         return not self.fail

@@ -22,6 +22,7 @@ from orchestrator.bootstrap import Container, bootstrap
 from orchestrator.db.migrate import upgrade
 from orchestrator.db.tables import ledger_lines, payment_outcomes, payments
 from orchestrator.domain.model import PaymentRecord, Role
+from orchestrator.domain.operations import OperationRecord
 from orchestrator.services.api_keys import create_client
 from tests.harness.containers import TEST_SECRET_KEY, test_settings
 from tests.harness.server import ServerThread
@@ -191,6 +192,63 @@ class Stack:
 
     def movements(self, payment_id: str) -> int:
         return int(self.simulator.admin.movements()["by_record"].get(payment_id, 0))
+
+    # -- refunds ----------------------------------------------------------------------------
+
+    def refund(self, payment_id: str, key: str, **body: Any) -> dict[str, Any]:
+        with self.client() as client:
+            response = client.post(
+                f"/v1/payments/{payment_id}/refunds", json=body, headers={"Idempotency-Key": key}
+            )
+        assert response.status_code in (200, 202), response.text
+        result: dict[str, Any] = response.json()
+        return result
+
+    def refund_state(self, refund_id: str) -> dict[str, Any]:
+        with self.client() as client:
+            response = client.get(f"/v1/refunds/{refund_id}")
+        assert response.status_code == 200, response.text
+        result: dict[str, Any] = response.json()
+        return result
+
+    def wait_refund_final(self, refund_id: str, timeout: float = 60.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            refund = self.refund_state(refund_id)
+            if refund["status"] in FINAL:
+                return refund
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"refund {refund_id} not final after {timeout}s: {refund}\n"
+                    f"record: {self.operation(refund_id)}"
+                )
+            time.sleep(0.2)
+
+    def operation(self, operation_id: str) -> OperationRecord:
+        with self.container.uow() as uow:
+            record = uow.operations.get(operation_id)
+        assert record is not None
+        return record
+
+    def wait_for_operation(
+        self,
+        operation_id: str,
+        predicate: Callable[[OperationRecord], bool],
+        timeout: float = 30.0,
+    ) -> OperationRecord:
+        deadline = time.monotonic() + timeout
+        while True:
+            record = self.operation(operation_id)
+            if predicate(record):
+                return record
+            if time.monotonic() > deadline:
+                raise AssertionError(f"operation never matched: {record}")
+            time.sleep(0.05)
+
+    def refunds_at_provider(self, refund_id: str) -> int:
+        """Refunds the provider made that carry our refund's id."""
+        refunds = self.simulator.admin.movements()["refunds"]
+        return int(refunds["by_refund_id"].get(refund_id, 0))
 
     def provider_requests(self, payment_id: str) -> list[dict[str, Any]]:
         return self.simulator.admin.requests(record_id=payment_id)

@@ -18,6 +18,7 @@ from orchestrator.api.responses import AUTH_ERRORS, problem
 from orchestrator.db.repositories.leases import LeaseState
 from orchestrator.domain.ids import is_payment_id
 from orchestrator.domain.model import ApiClient
+from orchestrator.domain.operations import is_operation_id
 from orchestrator.domain.preconditions import TagList, parse_tag_list
 from orchestrator.domain.representation import iso
 from orchestrator.engine.takeover import Actor
@@ -76,6 +77,13 @@ class RejectedIntentOut(BaseModel):
 
 
 class LeaseOut(BaseModel):
+    kind: Literal["charge", "capture", "cancel", "refund"] = Field(
+        description="Which operation holds this lease: a payment's charge, or an operation."
+    )
+    operation_id: str = Field(
+        description="What takeover and retry take: the payment's id for its charge, the "
+        "operation's (rfd_…, cap_…, cnl_…) otherwise."
+    )
     payment_id: str
     client_id: str
     status: Literal["processing", "succeeded", "failed", "canceled", "needs_attention"]
@@ -91,9 +99,12 @@ class LeaseOut(BaseModel):
     attempts: int
     unknown_outcomes: int
     last_error: str | None
-    amount: int
+    amount: int | None
     currency: str
     provider_payment_id: str | None
+    provider_object_id: str | None = Field(
+        default=None, description="An operation's provider object (a refund's re_…)."
+    )
     lookup_pending: bool = Field(
         description="A create's outcome is unknown and the provider lookup is still owed."
     )
@@ -125,6 +136,9 @@ class AuditOut(BaseModel):
     actor_name: str
     action: Literal["takeover", "park", "retry", "redeliver"]
     payment_id: str
+    operation_id: str | None = Field(
+        default=None, description="The operation acted on (rfd_…); null: the payment's charge."
+    )
     reason: str
     old_token: int | None
     new_token: int | None
@@ -210,8 +224,9 @@ def _precondition(if_match: str | None) -> TagList | None:
 
 
 def _known_shape(payment_id: str) -> str:
-    if not is_payment_id(payment_id):
-        raise Problem(404, "not-found", "No such payment exists.")
+    # A payment's id names its charge; an operation's id (rfd_…, cap_…, cnl_…) the operation.
+    if not (is_payment_id(payment_id) or is_operation_id(payment_id)):
+        raise Problem(404, "not-found", "No such payment or operation exists.")
     return payment_id
 
 

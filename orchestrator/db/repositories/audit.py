@@ -26,6 +26,7 @@ class AuditRepository:
         old_token: int | None,
         new_token: int | None,
         now: datetime,
+        operation_id: str | None = None,
     ) -> AuditEntry:
         row = self._conn.execute(
             audit_log.insert()
@@ -34,6 +35,7 @@ class AuditRepository:
                 actor_name=actor_name,
                 action=action,
                 payment_id=payment_id,
+                operation_id=operation_id,
                 reason=reason,
                 old_token=old_token,
                 new_token=new_token,

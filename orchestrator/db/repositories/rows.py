@@ -76,6 +76,9 @@ def to_payment(row: sa.RowMapping | Any) -> PaymentRecord:
         next_action=m.get("next_action"),
         client_secret=m.get("client_secret"),
         woken_at=m.get("woken_at"),
+        amount_captured=m.get("amount_captured") or 0,
+        amount_refund_reserved=m.get("amount_refund_reserved") or 0,
+        amount_refunded=m.get("amount_refunded") or 0,
     )
 
 
@@ -108,4 +111,5 @@ def to_audit(row: sa.RowMapping | Any) -> AuditEntry:
         old_token=m["old_token"],
         new_token=m["new_token"],
         created_at=m["created_at"],
+        operation_id=m.get("operation_id"),
     )

@@ -1,1 +1,37 @@
-"""Operation kinds: each supplies its steps and how it reads the provider's truth."""
+"""Operation kinds: each supplies its steps and how it reads the provider's truth.
+
+    charge.py   create + confirm one PaymentIntent (lease on the payment row)
+    refund.py   one refund of a succeeded payment (lease on its operation row)
+
+``run_kind`` picks the kind an id names and runs it under the engine.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.domain.ids import is_payment_id
+from orchestrator.domain.operations import OperationKindName, kind_of
+from orchestrator.engine.kinds.charge import CHARGE
+from orchestrator.engine.kinds.refund import REFUND
+from orchestrator.engine.lease import ProcessResult
+from orchestrator.engine.runner import Runner, run_operation
+from orchestrator.logging import get_logger
+
+log = get_logger(__name__)
+
+OPERATION_KINDS: dict[OperationKindName, Any] = {OperationKindName.REFUND: REFUND}
+
+
+def process_operation(
+    runner: Runner, operation_id: str, lease_token: int, **options: Any
+) -> ProcessResult:
+    """Run the operation ``operation_id`` names (its kind is in its id)."""
+    if is_payment_id(operation_id):
+        return run_operation(runner, CHARGE, operation_id, lease_token, **options)
+    name = kind_of(operation_id)
+    kind = OPERATION_KINDS.get(name) if name is not None else None
+    if kind is None:
+        log.warning("operation_kind_unknown", operation_id=operation_id)
+        return ProcessResult.NOT_CLAIMED
+    return run_operation(runner, kind, operation_id, lease_token, **options)

@@ -576,7 +576,12 @@ class _Charge:
             )
             response = payment_representation(final)
             finished = uow.leases.finish(
-                record.id, token=self.lease.token, status=status, response_body=response, now=now
+                record.id,
+                token=self.lease.token,
+                status=status,
+                response_body=response,
+                now=now,
+                amount_captured=amount if outcome is Outcome.SUCCEEDED else 0,
             )
             if finished is None:
                 return None

@@ -1,0 +1,336 @@
+"""The lease columns, written once for every table that holds leases.
+
+The payment row holds the charge's lease (``leases.LeaseRepository``), an operation row its
+own (``operations.OperationLeaseRepository``); both tables have the same lease columns
+(``status``, ``recovery_point``, ``lease_token``, ``lease_owner``, ``locked_until``,
+``next_attempt_at``, ``attempts``, ``unknown_outcomes``, ``last_error``, ``updated_at``) and
+this class is every compare-and-set on them.
+
+The lease token is a fencing token: it only grows, every claim or takeover bumps it, and
+every later write says ``WHERE lease_token = :mine``.  A holder that was taken over (a
+paused VM, a GC stall, a partitioned worker) finds zero rows and must stop; it can never
+overwrite the new holder's work, whatever its clock says.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Generic, Protocol, TypeVar
+
+import sqlalchemy as sa
+
+from orchestrator.db.tables import lease_events
+
+PROCESSING = "processing"
+NEEDS_ATTENTION = "needs_attention"
+
+
+class LeaseState(StrEnum):
+    """Views of unfinished work by lease.
+
+    ``active``: a holder's lease is live; ``deferred``: no holder, waiting for its
+    ``next_attempt_at`` (a backoff stored for the sweeper: nobody is working on it, so it is
+    not "active"); ``expired``: the lease ran out (or a deferred retry is due), the
+    sweeper's next work; ``needs_attention``: parked for an operator; ``unfinished``: all
+    of them.
+    """
+
+    EXPIRED = "expired"
+    ACTIVE = "active"
+    DEFERRED = "deferred"
+    NEEDS_ATTENTION = "needs_attention"
+    UNFINISHED = "unfinished"
+
+
+class Leased(Protocol):
+    @property
+    def id(self) -> str: ...
+    @property
+    def status(self) -> Any: ...
+    @property
+    def recovery_point(self) -> Any: ...
+    @property
+    def lease_token(self) -> int: ...
+    @property
+    def lease_owner(self) -> str | None: ...
+    @property
+    def locked_until(self) -> datetime | None: ...
+    @property
+    def next_attempt_at(self) -> datetime | None: ...
+    @property
+    def attempts(self) -> int: ...
+    @property
+    def unknown_outcomes(self) -> int: ...
+    @property
+    def last_error(self) -> str | None: ...
+    @property
+    def updated_at(self) -> datetime: ...
+
+
+R = TypeVar("R", bound=Leased)
+
+
+def lease_state_of(record: Leased, now: datetime) -> LeaseState | None:
+    """The one state ``record`` is listed under (None once finished)."""
+    if record.status == NEEDS_ATTENTION:
+        return LeaseState.NEEDS_ATTENTION
+    if record.status != PROCESSING:
+        return None
+    if record.locked_until is None or record.locked_until <= now:
+        return LeaseState.EXPIRED
+    if record.next_attempt_at is not None and record.next_attempt_at > now:
+        return LeaseState.DEFERRED
+    return LeaseState.ACTIVE
+
+
+class LeaseColumns(Generic[R]):
+    """Every lease write, as one fenced UPDATE on ``table``."""
+
+    table: sa.Table
+
+    def __init__(self, connection: sa.Connection) -> None:
+        self._conn = connection
+
+    # -- what a table says about itself ---------------------------------------------------
+
+    def _to_record(self, row: Any) -> R:
+        raise NotImplementedError
+
+    def _history_ids(self, record: R) -> dict[str, str | None]:
+        """``payment_id`` (and ``operation_id``) of the lease history row."""
+        raise NotImplementedError
+
+    def _parkable(self) -> sa.ColumnElement[bool]:
+        """Where a park may start: processing, not finished."""
+        raise NotImplementedError
+
+    def _retryable(self) -> sa.ColumnElement[bool]:
+        """Where an operator's retry may start: needs_attention, not finished."""
+        raise NotImplementedError
+
+    def _claim_values(self) -> dict[str, Any]:
+        """Columns of this table a claim also resets."""
+        return {}
+
+    # -- the fenced write -----------------------------------------------------------------
+
+    def _update_one(
+        self, history: str | None, where: sa.ColumnElement[bool], **values: Any
+    ) -> R | None:
+        """One fenced UPDATE; ``history`` names the lease event to record (None: none)."""
+        row = self._conn.execute(
+            self.table.update().where(where).values(**values).returning(*self.table.c)
+        ).first()
+        if row is None:
+            return None
+        record = self._to_record(row)
+        if history is not None:
+            self._record_history(record, history)
+        return record
+
+    def _record_history(self, record: R, event: str) -> None:
+        """The lease history row, in the same transaction as the change it describes: it
+        commits or rolls back with it, so the history never shows a change that did not
+        happen (a fenced-out finish leaves no ``finish`` row)."""
+        self._conn.execute(
+            lease_events.insert().values(
+                **self._history_ids(record),
+                event=event,
+                owner=record.lease_owner,
+                lease_token=record.lease_token,
+                locked_until=record.locked_until,
+                status=str(record.status),
+                recovery_point=str(record.recovery_point),
+                created_at=record.updated_at,
+            )
+        )
+
+    def _held(self, record_id: str, token: int) -> sa.ColumnElement[bool]:
+        """Ours, and still being worked on."""
+        c = self.table.c
+        return sa.and_(c.id == record_id, c.lease_token == token, c.status == PROCESSING)
+
+    # -- the worker -----------------------------------------------------------------------
+
+    def claim(
+        self,
+        record_id: str,
+        *,
+        carried_token: int,
+        owner: str,
+        now: datetime,
+        lease_until: datetime,
+    ) -> R | None:
+        """Take the lease if it is ours to take: the token the task carries, or an expired
+        lease.  Bumps the fencing token and counts the attempt.  None: someone else holds
+        it, it is deferred to later, or it is finished."""
+        c = self.table.c
+        return self._update_one(
+            "claim",
+            sa.and_(
+                c.id == record_id,
+                c.status == PROCESSING,
+                sa.or_(c.lease_token == carried_token, c.locked_until <= now),
+                sa.or_(c.next_attempt_at.is_(None), c.next_attempt_at <= now),
+            ),
+            lease_token=c.lease_token + 1,
+            lease_owner=owner,
+            locked_until=lease_until,
+            next_attempt_at=None,
+            attempts=c.attempts + 1,
+            updated_at=now,
+            **self._claim_values(),
+        )
+
+    def renew(
+        self, record_id: str, *, token: int, now: datetime, lease_until: datetime
+    ) -> R | None:
+        """Extend our lease before a provider call.  A renewal is a heartbeat, not a change:
+        it leaves ``updated_at`` alone, so a representation (and its ETag) stays the same
+        while a worker merely holds on.  ``locked_until`` records the heartbeat."""
+        return self._update_one(None, self._held(record_id, token), locked_until=lease_until)
+
+    def defer(
+        self, record_id: str, *, token: int, until: datetime, error: str | None, now: datetime
+    ) -> R | None:
+        """Release the lease until ``until``: a long backoff lives in the row, not in the
+        broker, and the sweeper re-queues the record when it is due."""
+        values: dict[str, Any] = {
+            "lease_owner": None,
+            "locked_until": until,
+            "next_attempt_at": until,
+            "updated_at": now,
+        }
+        if error is not None:
+            values["last_error"] = error[:2000]
+        return self._update_one("defer", self._held(record_id, token), **values)
+
+    def park(self, record_id: str, *, token: int, error: str, now: datetime) -> R | None:
+        """needs_attention: an operator decides.  Keeps the recovery point for the retry."""
+        c = self.table.c
+        return self._update_one(
+            "park",
+            sa.and_(c.id == record_id, c.lease_token == token, self._parkable()),
+            status=NEEDS_ATTENTION,
+            lease_owner=None,
+            locked_until=None,
+            next_attempt_at=None,
+            last_error=error[:2000],
+            updated_at=now,
+        )
+
+    # -- takeover (sweeper and operator) ----------------------------------------------------
+
+    def lock_due(self, *, now: datetime, limit: int) -> list[R]:
+        """Unfinished records whose lease expired or whose deferral is due, oldest first,
+        row-locked with ``FOR UPDATE SKIP LOCKED`` so two sweepers never take the same row.
+        (SQLite has no row locks and SQLAlchemy drops the clause there; the fenced
+        conditional UPDATE in ``take_over`` is what keeps it safe.)"""
+        c = self.table.c
+        query = (
+            sa.select(self.table)
+            .where(c.status == PROCESSING, c.locked_until <= now)
+            .order_by(c.locked_until)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        return [self._to_record(r) for r in self._conn.execute(query)]
+
+    def lock_for_takeover(self, record_id: str) -> R | None:
+        """The record, row-locked (waits for a concurrent takeover to commit)."""
+        row = self._conn.execute(
+            sa.select(self.table).where(self.table.c.id == record_id).with_for_update()
+        ).first()
+        return None if row is None else self._to_record(row)
+
+    def take_over(
+        self,
+        record_id: str,
+        *,
+        expected_token: int,
+        owner: str,
+        now: datetime,
+        lease_until: datetime,
+        require_expired: bool,
+    ) -> R | None:
+        """Fence out the current holder: bump the token, hold a short dispatch lease for the
+        message we are about to publish.  Conditional on the token we saw, so two takers
+        racing on the same row cannot both win."""
+        c = self.table.c
+        where = self._held(record_id, expected_token)
+        if require_expired:
+            where = sa.and_(where, c.locked_until <= now)
+        return self._update_one(
+            "takeover",
+            where,
+            lease_token=c.lease_token + 1,
+            lease_owner=owner,
+            locked_until=lease_until,
+            next_attempt_at=None,
+            updated_at=now,
+        )
+
+    def park_expired(
+        self, record_id: str, *, expected_token: int, error: str, now: datetime
+    ) -> R | None:
+        """Out of attempts: needs_attention instead of another takeover (token bumped so a
+        late writer is fenced out of the parked record too)."""
+        c = self.table.c
+        return self._update_one(
+            "park",
+            sa.and_(c.id == record_id, c.lease_token == expected_token, self._parkable()),
+            status=NEEDS_ATTENTION,
+            lease_token=c.lease_token + 1,
+            lease_owner=None,
+            locked_until=None,
+            next_attempt_at=None,
+            last_error=error[:2000],
+            updated_at=now,
+        )
+
+    def retry_parked(
+        self,
+        record_id: str,
+        *,
+        expected_token: int,
+        owner: str,
+        now: datetime,
+        lease_until: datetime,
+    ) -> R | None:
+        """needs_attention -> processing with fresh attempt counters and a dispatch lease."""
+        c = self.table.c
+        return self._update_one(
+            "retry",
+            sa.and_(c.id == record_id, c.lease_token == expected_token, self._retryable()),
+            status=PROCESSING,
+            lease_token=c.lease_token + 1,
+            lease_owner=owner,
+            locked_until=lease_until,
+            next_attempt_at=None,
+            attempts=0,
+            unknown_outcomes=0,
+            updated_at=now,
+        )
+
+    def list_by_state(self, state: LeaseState, *, now: datetime, limit: int) -> list[R]:
+        # Keep in step with lease_state_of: every unfinished record is in exactly one of
+        # expired / active / deferred / needs_attention.
+        c = self.table.c
+        processing = c.status == PROCESSING
+        parked = c.status == NEEDS_ATTENTION
+        expired = sa.or_(c.locked_until.is_(None), c.locked_until <= now)
+        deferred = sa.and_(c.next_attempt_at.is_not(None), c.next_attempt_at > now)
+        query = sa.select(self.table)
+        if state is LeaseState.NEEDS_ATTENTION:
+            query = query.where(parked).order_by(c.updated_at)
+        elif state is LeaseState.UNFINISHED:
+            query = query.where(sa.or_(processing, parked)).order_by(c.created_at)
+        elif state is LeaseState.EXPIRED:
+            query = query.where(processing, expired).order_by(c.locked_until)
+        elif state is LeaseState.DEFERRED:
+            query = query.where(processing, sa.not_(expired), deferred).order_by(c.locked_until)
+        else:
+            query = query.where(processing, sa.not_(expired), sa.not_(deferred))
+            query = query.order_by(c.locked_until)
+        return [self._to_record(r) for r in self._conn.execute(query.limit(limit))]

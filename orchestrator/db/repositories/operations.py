@@ -1,0 +1,234 @@
+"""Operation rows (capture, cancel, refund): the idempotent claim, the reads, and the
+operation's own steps.  The lease writes are the shared ones (``lease_columns``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from orchestrator.db.repositories.lease_columns import NEEDS_ATTENTION, PROCESSING, LeaseColumns
+from orchestrator.db.tables import operations
+from orchestrator.domain.operations import OperationKindName, OperationRecord, OperationStatus
+from orchestrator.domain.states import RecoveryPoint, WaitingFor
+
+c = operations.c
+_COMPLETED = RecoveryPoint.COMPLETED.value
+
+
+def _utf8(text: str | None) -> bytes | None:
+    return None if text is None else text.encode("utf-8")
+
+
+def to_operation(row: Any) -> OperationRecord:
+    m = row._mapping if hasattr(row, "_mapping") else row
+    return OperationRecord(
+        id=m["id"],
+        kind=OperationKindName(m["kind"]),
+        payment_id=m["payment_id"],
+        client_id=m["client_id"],
+        status=OperationStatus(m["status"]),
+        recovery_point=RecoveryPoint(m["recovery_point"]),
+        lease_token=m["lease_token"],
+        lease_owner=m["lease_owner"],
+        locked_until=m["locked_until"],
+        next_attempt_at=m["next_attempt_at"],
+        attempts=m["attempts"],
+        unknown_outcomes=m["unknown_outcomes"],
+        step_attempts=m["step_attempts"],
+        lookup_pending=bool(m["lookup_pending"]),
+        last_error=m["last_error"],
+        amount=m["amount"],
+        currency=m["currency"],
+        reason=m["reason"],
+        metadata=dict(m["metadata"] or {}),
+        origin=m["origin"],
+        provider_object_id=m["provider_object_id"],
+        provider_outcome=m["provider_outcome"],
+        failure_code=m["failure_code"],
+        failure_message=m["failure_message"],
+        created_at=m["created_at"],
+        updated_at=m["updated_at"],
+        completed_at=m["completed_at"],
+        idempotency_key=m["idempotency_key"],
+        request_fingerprint=m["request_fingerprint"],
+        accepted_response=_utf8(m["accepted_response"]),
+        final_response=_utf8(m["final_response"]),
+    )
+
+
+class OperationRepository(LeaseColumns[OperationRecord]):
+    table = operations
+
+    def _to_record(self, row: Any) -> OperationRecord:
+        return to_operation(row)
+
+    def _history_ids(self, record: OperationRecord) -> dict[str, str | None]:
+        return {"payment_id": record.payment_id, "operation_id": record.id}
+
+    def _parkable(self) -> sa.ColumnElement[bool]:
+        return sa.and_(c.status == PROCESSING, c.recovery_point != _COMPLETED)
+
+    def _retryable(self) -> sa.ColumnElement[bool]:
+        return sa.and_(c.status == NEEDS_ATTENTION, c.recovery_point != _COMPLETED)
+
+    # -- the claim and the reads ----------------------------------------------------------
+
+    def insert_if_absent(self, values: dict[str, Any]) -> OperationRecord | None:
+        """``INSERT … ON CONFLICT (client_id, kind, idempotency_key) DO NOTHING``: None
+        means the key is taken (a replay, or a reuse with another request)."""
+        insert = postgresql.insert if self._conn.dialect.name == "postgresql" else sqlite.insert
+        row = self._conn.execute(
+            insert(operations)
+            .values(**values)
+            .on_conflict_do_nothing(index_elements=["client_id", "kind", "idempotency_key"])
+            .returning(*operations.c)
+        ).first()
+        return None if row is None else to_operation(row)
+
+    def find_by_key(
+        self, client_id: str, kind: OperationKindName, idempotency_key: str
+    ) -> OperationRecord | None:
+        row = self._conn.execute(
+            sa.select(operations).where(
+                c.client_id == client_id, c.kind == kind.value, c.idempotency_key == idempotency_key
+            )
+        ).first()
+        return None if row is None else to_operation(row)
+
+    def get(self, operation_id: str) -> OperationRecord | None:
+        row = self._conn.execute(sa.select(operations).where(c.id == operation_id)).first()
+        return None if row is None else to_operation(row)
+
+    def get_for_client(self, client_id: str, operation_id: str) -> OperationRecord | None:
+        row = self._conn.execute(
+            sa.select(operations).where(c.id == operation_id, c.client_id == client_id)
+        ).first()
+        return None if row is None else to_operation(row)
+
+    def list_for_payment(
+        self, payment_id: str, kind: OperationKindName | None = None
+    ) -> list[OperationRecord]:
+        """Oldest first."""
+        query = sa.select(operations).where(c.payment_id == payment_id)
+        if kind is not None:
+            query = query.where(c.kind == kind.value)
+        query = query.order_by(c.created_at, c.id)
+        return [to_operation(r) for r in self._conn.execute(query)]
+
+    def wait(
+        self,
+        operation_id: str,
+        *,
+        token: int,
+        until: datetime,
+        waiting_for: WaitingFor,
+        now: datetime,
+    ) -> OperationRecord | None:
+        """Release the lease as a wait (the provider has not settled yet): no holder,
+        re-checked at ``until``; the claim that found out is not a failed attempt, so its
+        count is given back.  (An operation row keeps no ``waiting_for``: its recovery point
+        and provider object say what the re-check reads.)"""
+        return self._update_one(
+            "wait",
+            self._held(operation_id, token),
+            lease_owner=None,
+            locked_until=until,
+            next_attempt_at=until,
+            attempts=sa.case((c.attempts > 0, c.attempts - 1), else_=0),
+        )
+
+    # -- the operation's steps, fenced ----------------------------------------------------
+
+    def take_step(
+        self, operation_id: str, *, token: int, now: datetime, lease_until: datetime
+    ) -> OperationRecord | None:
+        """Renew and take the next step number, so the key ``…-{step}-{n}`` is durable
+        before it is sent."""
+        return self._update_one(
+            None,
+            self._held(operation_id, token),
+            locked_until=lease_until,
+            step_attempts=c.step_attempts + 1,
+        )
+
+    def record_unknown_outcome(
+        self, operation_id: str, *, token: int, error: str, now: datetime
+    ) -> OperationRecord | None:
+        """Count an unknown outcome: a lookup at the provider is owed before any re-send."""
+        return self._update_one(
+            None,
+            self._held(operation_id, token),
+            unknown_outcomes=c.unknown_outcomes + 1,
+            lookup_pending=True,
+            last_error=error[:2000],
+            updated_at=now,
+        )
+
+    def end_lookup(self, operation_id: str, *, token: int, now: datetime) -> OperationRecord | None:
+        """The lookup read everything and found nothing of ours: nothing is owed."""
+        return self._update_one(
+            None, self._held(operation_id, token), lookup_pending=False, updated_at=now
+        )
+
+    def record_provider_object(
+        self, operation_id: str, *, token: int, provider_object_id: str, now: datetime
+    ) -> OperationRecord | None:
+        """The provider's object is known (pending at the provider): later rounds read it."""
+        return self._update_one(
+            None,
+            self._held(operation_id, token),
+            provider_object_id=provider_object_id,
+            lookup_pending=False,
+            updated_at=now,
+        )
+
+    def record_settlement(
+        self,
+        operation_id: str,
+        *,
+        token: int,
+        outcome: OperationStatus,
+        provider_object_id: str | None,
+        failure_code: str | None,
+        failure_message: str | None,
+        now: datetime,
+    ) -> OperationRecord | None:
+        """What the provider settled (``provider_settled``): a worker that dies before the
+        finish leaves a record that needs no further provider call."""
+        return self._update_one(
+            None,
+            sa.and_(
+                self._held(operation_id, token),
+                c.recovery_point == RecoveryPoint.ACCEPTED.value,
+            ),
+            recovery_point=RecoveryPoint.PROVIDER_SETTLED.value,
+            provider_outcome=outcome.value,
+            provider_object_id=sa.func.coalesce(provider_object_id, c.provider_object_id),
+            failure_code=failure_code,
+            failure_message=failure_message[:1000] if failure_message else None,
+            lookup_pending=False,
+            updated_at=now,
+        )
+
+    def finish(
+        self, operation_id: str, *, token: int, final_response: str, now: datetime
+    ) -> OperationRecord | None:
+        """COMPLETED with the settled outcome as status, fenced."""
+        return self._update_one(
+            "finish",
+            sa.and_(
+                self._held(operation_id, token),
+                c.recovery_point == RecoveryPoint.PROVIDER_SETTLED.value,
+            ),
+            status=c.provider_outcome,
+            recovery_point=_COMPLETED,
+            final_response=final_response,
+            lease_owner=None,
+            locked_until=None,
+            next_attempt_at=None,
+            completed_at=now,
+            updated_at=now,
+        )

@@ -1,0 +1,234 @@
+"""Accepting a refund: the first transaction of the refund operation.
+
+One short transaction, in this order:
+
+1. lock the client's payment row (``FOR UPDATE``): concurrent refunds of one payment queue
+   here, and each sees the committed reservations of those before it;
+2. a key already taken is answered from its refund (a replay, or 422 for another request),
+   whatever the payment's money says now;
+3. only a ``succeeded`` payment is refundable (409 ``payment-not-refundable``);
+4. ``amount`` defaults to what is left; more than is left is 409 ``refund-exceeds-captured``;
+5. insert the refund (``INSERT … ON CONFLICT DO NOTHING``) and raise the payment's
+   ``amount_refund_reserved`` with a conditional UPDATE (``… + :amount <= amount_captured``)
+   — the database, not this code, has the last word: an UPDATE that matches nothing rolls
+   the refund back.
+
+A refusal raises inside the transaction, so nothing is stored.  After the commit the
+operation's task is published; a failed publish still answers 202 (the dispatch lease
+expires into the sweeper's hands), as for payments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from orchestrator import metrics
+from orchestrator.db.uow import UnitOfWork, UnitOfWorkFactory
+from orchestrator.domain.model import ApiClient, PaymentRecord
+from orchestrator.domain.operations import (
+    OperationKindName,
+    OperationRecord,
+    OperationStatus,
+    new_operation_id,
+)
+from orchestrator.domain.refund_representation import refund_representation
+from orchestrator.domain.representation import encode_representation
+from orchestrator.domain.states import PaymentStatus, RecoveryPoint
+from orchestrator.logging import get_logger, key_digest
+from orchestrator.services.dispatch import PublishFailed, TaskPublisher
+from orchestrator.services.idempotency import claim_key, require_same_request
+from orchestrator.settings import Settings
+
+log = get_logger(__name__)
+
+DISPATCH_OWNER = "dispatch"
+INITIAL_LEASE_TOKEN = 1
+REFUND = OperationKindName.REFUND
+
+
+@dataclass(frozen=True)
+class RefundRequest:
+    amount: int | None
+    reason: str | None
+    metadata: dict[str, str]
+
+
+class PaymentNotFound(Exception):
+    pass
+
+
+class PaymentNotRefundable(Exception):
+    def __init__(self, payment: PaymentRecord) -> None:
+        super().__init__(f"payment {payment.id} is {payment.status.value}")
+        self.payment = payment
+
+
+class RefundExceedsCaptured(Exception):
+    def __init__(self, requested: int | None, left: int) -> None:
+        super().__init__(f"refund of {requested} exceeds the {left} left")
+        self.requested = requested
+        self.left = left
+
+
+@dataclass(frozen=True)
+class AcceptedRefund:
+    record: OperationRecord
+    replayed: bool
+
+
+def accept_refund(
+    uow: UnitOfWorkFactory,
+    publisher: TaskPublisher,
+    settings: Settings,
+    client: ApiClient,
+    payment_id: str,
+    idempotency_key: str,
+    request: RefundRequest,
+    fingerprint: str,
+) -> AcceptedRefund:
+    """Raises PaymentNotFound, PaymentNotRefundable, RefundExceedsCaptured (nothing stored)
+    or IdempotencyKeyReused."""
+    key_tag = key_digest(settings.secret_key.get_secret_value(), idempotency_key)
+
+    def insert(unit: UnitOfWork, now: datetime) -> OperationRecord | None:
+        payment = unit.money.lock_payment(client.id, payment_id)
+        if payment is None:
+            raise PaymentNotFound(payment_id)
+        if unit.operations.find_by_key(client.id, REFUND, idempotency_key) is not None:
+            return None  # answered from the refund that holds the key
+        if payment.status is not PaymentStatus.SUCCEEDED:
+            raise PaymentNotRefundable(payment)
+        left = payment.amount_captured - payment.amount_refund_reserved
+        amount = left if request.amount is None else request.amount
+        if amount <= 0 or amount > left:
+            raise RefundExceedsCaptured(request.amount, left)
+        values = _new_refund_values(
+            client, payment, idempotency_key, request, fingerprint, amount, now, settings
+        )
+        record = unit.operations.insert_if_absent(values)
+        if record is None:
+            return None
+        if unit.money.reserve_refund(payment.id, amount) is None:
+            # The lock makes this unreachable; the conditional UPDATE keeps it so.
+            raise RefundExceedsCaptured(request.amount, left)
+        return record
+
+    claimed = claim_key(
+        uow,
+        insert=insert,
+        find=lambda unit: unit.operations.find_by_key(client.id, REFUND, idempotency_key),
+    )
+    record = claimed.record
+    if not claimed.created:
+        require_same_request(
+            record, record.request_fingerprint, fingerprint, client_id=client.id, key_tag=key_tag
+        )
+        return AcceptedRefund(record, replayed=True)
+
+    metrics.OPERATIONS_ACCEPTED.labels(kind=REFUND.value).inc()
+    log.info(
+        "refund_accepted",
+        operation_id=record.id,
+        payment_id=payment_id,
+        amount=record.amount,
+        client_id=client.id,
+        key_hmac=key_tag,
+    )
+    try:
+        publisher.publish_operation(record.id, record.lease_token)
+    except PublishFailed as error:
+        metrics.PUBLISH_FAILURES.inc()
+        log.warning("task_publish_failed", operation_id=record.id, error=str(error))
+    return AcceptedRefund(record, replayed=False)
+
+
+def _new_refund_values(
+    client: ApiClient,
+    payment: PaymentRecord,
+    idempotency_key: str,
+    request: RefundRequest,
+    fingerprint: str,
+    amount: int,
+    now: datetime,
+    settings: Settings,
+) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "id": new_operation_id(REFUND),
+        "kind": REFUND.value,
+        "payment_id": payment.id,
+        "client_id": client.id,
+        "idempotency_key": idempotency_key,
+        "request_fingerprint": fingerprint,
+        "status": OperationStatus.PROCESSING.value,
+        "recovery_point": RecoveryPoint.ACCEPTED.value,
+        "lease_token": INITIAL_LEASE_TOKEN,
+        "lease_owner": DISPATCH_OWNER,
+        "locked_until": now + timedelta(seconds=settings.dispatch_lease_seconds),
+        "next_attempt_at": None,
+        "attempts": 0,
+        "unknown_outcomes": 0,
+        "step_attempts": 0,
+        "lookup_pending": False,
+        "amount": amount,
+        "currency": payment.request.currency,
+        "reason": request.reason,
+        "metadata": dict(request.metadata),
+        "origin": "payorch",
+        "created_at": now,
+        "updated_at": now,
+    }
+    accepted = OperationRecord(
+        id=values["id"],
+        kind=REFUND,
+        payment_id=payment.id,
+        client_id=client.id,
+        status=OperationStatus.PROCESSING,
+        recovery_point=RecoveryPoint.ACCEPTED,
+        lease_token=INITIAL_LEASE_TOKEN,
+        lease_owner=DISPATCH_OWNER,
+        locked_until=values["locked_until"],
+        next_attempt_at=None,
+        attempts=0,
+        unknown_outcomes=0,
+        step_attempts=0,
+        lookup_pending=False,
+        last_error=None,
+        amount=amount,
+        currency=payment.request.currency,
+        reason=request.reason,
+        metadata=dict(request.metadata),
+        origin="payorch",
+        provider_object_id=None,
+        provider_outcome=None,
+        failure_code=None,
+        failure_message=None,
+        created_at=now,
+        updated_at=now,
+        completed_at=None,
+    )
+    # The 202 body, encoded once and stored with the claim (replays serve these bytes).
+    values["accepted_response"] = encode_representation(refund_representation(accepted)).decode(
+        "utf-8"
+    )
+    return values
+
+
+def get_refund(
+    uow: Callable[..., UnitOfWork], client: ApiClient, refund_id: str
+) -> OperationRecord | None:
+    with uow(read_only=True) as unit:
+        record = unit.operations.get_for_client(client.id, refund_id)
+    return record if record is not None and record.kind is REFUND else None
+
+
+def list_refunds(
+    uow: Callable[..., UnitOfWork], client: ApiClient, payment_id: str
+) -> list[OperationRecord] | None:
+    """Oldest first; None when the payment is not the client's."""
+    with uow(read_only=True) as unit:
+        if unit.payments.get_for_client(client.id, payment_id) is None:
+            return None
+        return unit.operations.list_for_payment(payment_id, REFUND)
