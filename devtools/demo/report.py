@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from prometheus_client import REGISTRY
 from rich.table import Table
 
+from devtools.demo.refunds import RefundTally
 from devtools.demo.storm import LogicalPayment, StormStats
 from orchestrator.bootstrap import Container
 from orchestrator.db.tables import ledger_lines, outbox_events, payment_outcomes, payments
@@ -49,6 +50,7 @@ class DemoReport:
     duplicates: int
     stuck: int
     webhooks: WebhookTally | None = None
+    refunds: RefundTally | None = None
     violations: list[str] = field(default_factory=list)
     # 3-D Secure: payments whose customer authenticated (succeeded), and those abandoned
     # (canceled / authentication_timeout, the intent canceled at the provider).
@@ -63,6 +65,7 @@ class DemoReport:
     def as_dict(self) -> dict[str, Any]:
         data = {**self.__dict__, "ok": self.ok}
         data["webhooks"] = None if self.webhooks is None else dict(self.webhooks.__dict__)
+        data["refunds"] = None if self.refunds is None else dict(self.refunds.__dict__)
         return data
 
     def table(self) -> Table:
@@ -95,6 +98,16 @@ class DemoReport:
                 ("signatures verified (must be all)", f"{hooks.verified} / {hooks.requests}"),
                 ("events lost (must be 0)", hooks.lost),
             ]
+        if self.refunds is not None:
+            refunds = self.refunds
+            rows += [
+                ("refunds requested (3 x 40 % of some payments, at once)", refunds.requested),
+                ("refunds refused (409 refund-exceeds-captured)", refunds.refused),
+                ("refunds issued (succeeded)", refunds.succeeded),
+                ("double refunds (must be 0)", refunds.double_refunds),
+                ("over-refunds (must be 0)", refunds.over_refunds),
+                ("refunds stuck (must be 0)", refunds.stuck),
+            ]
         for label, value in rows:
             table.add_row(label, str(value))
         return table
@@ -109,8 +122,11 @@ def build_report(
     crashed_payment: str | None,
     takeovers_before: float,
     webhooks: WebhookTally | None = None,
+    refunds: RefundTally | None = None,
 ) -> DemoReport:
     violations: list[str] = list(stats.unexpected)
+    if refunds is not None:
+        violations += refunds.violations
     if webhooks is not None:
         if webhooks.lost:
             violations.append(f"{webhooks.lost} events never reached the webhook receiver")
@@ -200,6 +216,7 @@ def build_report(
         duplicates=duplicates,
         stuck=stuck,
         webhooks=webhooks,
+        refunds=refunds,
         violations=violations,
     )
 

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from devtools.demo.embedded import EmbeddedOptions, EmbeddedStack
+from devtools.demo.refunds import refund_round
 from devtools.demo.report import (
     DemoReport,
     WebhookTally,
@@ -80,6 +81,13 @@ def run_demo(options: DemoOptions, console: Console | None = None) -> DemoReport
             )
             stats = _storm_with_progress(stack, plan, options, console)
             _settle(stack)
+            refunds = refund_round(
+                stack.container,
+                stack.api_url,
+                stack.merchant_key,
+                stack.simulator.admin.movements,
+                stack.simulator.admin,
+            )
             webhooks = _settle_webhooks(stack)
             crashed = stack.crasher.crashed_record if stack.crasher else None
             return build_report(
@@ -91,6 +99,7 @@ def run_demo(options: DemoOptions, console: Console | None = None) -> DemoReport
                 crashed,
                 takeovers_before,
                 webhooks,
+                refunds,
             )
 
 

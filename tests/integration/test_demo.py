@@ -29,9 +29,17 @@ def test_the_demo_survives_faults_and_a_crash_with_every_invariant_intact(tmp_pa
     # Every final payment's event reached the demo's receiver, signed (verified there).
     hooks = report.webhooks
     assert hooks is not None
-    # One final event per payment, and a payment.requires_action for each 3-D Secure one.
+    # Refunds: the round over-asks, so some are refused; none twice, none past the capture.
+    refunds = report.refunds
+    assert refunds is not None
+    assert refunds.succeeded >= 1 and refunds.refused >= 1
+    assert refunds.double_refunds == 0 and refunds.over_refunds == 0 and refunds.stuck == 0
+    # One final event per payment, a payment.requires_action for each 3-D Secure one, and
+    # one per finished refund.
     three_ds = report.three_ds_authenticated + report.three_ds_abandoned
-    assert hooks.events == 40 + three_ds and hooks.delivered == hooks.events
+    finished_refunds = refunds.succeeded + refunds.failed
+    assert hooks.events == 40 + three_ds + finished_refunds
+    assert hooks.delivered == hooks.events
     assert hooks.lost == 0
     assert hooks.verified == hooks.requests
     assert hooks.requests > hooks.events  # the receiver's 500s were retried
@@ -53,3 +61,4 @@ def test_the_demo_command_prints_its_report_and_exits_zero(tmp_path):
     assert report["duplicates"] == 0 and report["stuck"] == 0
     assert report["webhooks"]["lost"] == 0
     assert report["webhooks"]["delivered"] == report["webhooks"]["events"] >= 15
+    assert report["refunds"]["over_refunds"] == 0 and report["refunds"]["double_refunds"] == 0
