@@ -20,8 +20,11 @@ from orchestrator.db.clock import FrozenClock
 from orchestrator.db.repositories.leases import LeaseState
 from orchestrator.domain.model import PaymentRecord
 from orchestrator.domain.states import PaymentStatus, RecoveryPoint
+from orchestrator.engine.kinds.charge import process_payment
+from orchestrator.engine.lease import ProcessResult
 from orchestrator.engine.takeover import Actor, TakeoverResult, take_over_lease
 from orchestrator.ops.queries import list_leases
+from tests.fakes.provider import FakeProvider
 from tests.fakes.publisher import RecordingPublisher
 from tests.harness.containers import build_container
 from tests.harness.seeds import (
@@ -340,3 +343,38 @@ def test_the_sweeper_claims_at_most_a_batch_and_says_when_more_is_due(database_u
     assert len(second.taken_over) == 2 and not second.batch_full
     assert set(first.taken_over) | set(second.taken_over) == ids
     assert third.taken_over == []
+
+
+def test_a_lost_wake_up_is_processed_once_its_dispatch_lease_runs_out(database_url, publisher):
+    """The committed row is the durable signal, the message only a wake-up: an accept whose
+    message the broker lost (the publish returned, the message never arrived) is re-queued
+    by the sweeper when its dispatch lease ends, and then processed once."""
+    provider = FakeProvider()
+    container = build_container(
+        database_url,
+        publisher=publisher,
+        provider=provider,
+        clock=FrozenClock(),
+        lease_seconds=LEASE,
+        dispatch_lease_seconds=DISPATCH,
+        max_attempts=MAX_ATTEMPTS,
+    )
+    try:
+        with freeze_time(T0) as clock:
+            record = accept(container, new_merchant(container), "k-lost")
+            assert publisher.published == [(record.id, record.lease_token)]
+            publisher.published.clear()  # the wake-up is lost
+
+            clock.tick(timedelta(seconds=DISPATCH) - TICK)
+            assert container.sweeper().run_once().taken_over == []
+            clock.tick(TICK)
+            assert container.sweeper().run_once().taken_over == [record.id]
+            [(payment_id, token)] = publisher.published
+            assert (payment_id, token) == (record.id, record.lease_token + 1)
+
+            result = process_payment(container.runner(), payment_id, token, owner="worker-1")
+        assert result is ProcessResult.COMPLETED
+        assert reload(container, record.id).status is PaymentStatus.SUCCEEDED
+        assert provider.movements(record.id) == 1
+    finally:
+        container.close()
