@@ -54,7 +54,8 @@ def show(payment_id: str, as_json: JsonFlag = False) -> None:
     if as_json:
         print_json(data)
         return
-    payment, [operation] = data["payment"], data["operations"]
+    # The charge first; operations after it (refunds) get their own table below.
+    payment, operation = data["payment"], data["operations"][0]
     print_table(
         f"payment {payment['id']}",
         ["field", "value"],
@@ -76,6 +77,12 @@ def show(payment_id: str, as_json: JsonFlag = False) -> None:
             ["created", payment["created_at"]],
             ["completed", payment["completed_at"]],
         ],
+    )
+    _rows(
+        "operations after the charge",
+        data["operations"][1:],
+        ["kind", "operation_id", "status", "amount", "lease_state", "attempts"],
+        extra=("provider_object_id", "last_error"),
     )
     _rows(
         "provider calls",

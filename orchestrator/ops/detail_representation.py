@@ -9,6 +9,7 @@ from typing import Any
 from orchestrator.db.repositories.provider_events import StoredProviderEvent
 from orchestrator.domain.history import LeaseEvent, OutboxEvent, PostedLedgerLine, ProviderCall
 from orchestrator.domain.model import PaymentRecord
+from orchestrator.domain.operations import OperationRecord
 from orchestrator.domain.representation import iso, payment_representation
 from orchestrator.ops.payments import PaymentDetail, PaymentPage
 from orchestrator.ops.representation import (
@@ -50,6 +51,30 @@ def charge_operation(record: PaymentRecord, now: datetime) -> dict[str, Any]:
         # is next_attempt_at.
         "waiting_for": record.waiting_for.value if record.waiting_for else None,
         "waiting_since": iso(record.waiting_since),
+    }
+
+
+def later_operation(record: OperationRecord, now: datetime) -> dict[str, Any]:
+    """An operation after the charge (a refund), with its own lease."""
+    return {
+        "kind": record.kind.value,
+        "operation_id": record.id,
+        "status": record.status.value,
+        "recovery_point": record.recovery_point.value,
+        "lease_state": lease_state(record, now),
+        "lease_owner": record.lease_owner,
+        "lease_token": record.lease_token,
+        "locked_until": iso(record.locked_until),
+        "next_attempt_at": iso(record.next_attempt_at),
+        "attempts": record.attempts,
+        "unknown_outcomes": record.unknown_outcomes,
+        "confirm_attempts": record.step_attempts,
+        "provider_payment_id": None,
+        "provider_charge_id": None,
+        "provider_outcome": record.provider_outcome,
+        "last_error": record.last_error,
+        "amount": record.amount,
+        "provider_object_id": record.provider_object_id,
     }
 
 
@@ -125,7 +150,10 @@ def payment_detail_representation(detail: PaymentDetail) -> dict[str, Any]:
     return {
         "payment": payment_summary(record),
         "now": iso(detail.now),
-        "operations": [charge_operation(record, detail.now)],
+        "operations": [
+            charge_operation(record, detail.now),
+            *(later_operation(op, detail.now) for op in detail.operations),
+        ],
         "lease": lease_representation(record, detail.now),
         "provider_calls": [provider_call_representation(c) for c in detail.provider_calls],
         "provider_events": [provider_event_representation(e) for e in detail.provider_events],

@@ -16,6 +16,7 @@ from orchestrator.db.repositories.payment_search import PaymentFilters
 from orchestrator.db.repositories.provider_events import StoredProviderEvent
 from orchestrator.domain.history import LeaseEvent, OutboxEvent, PostedLedgerLine, ProviderCall
 from orchestrator.domain.model import AuditEntry, PaymentRecord
+from orchestrator.domain.operations import OperationRecord
 from orchestrator.ops.errors import InvalidCursor
 
 DEFAULT_PAGE_SIZE = 50
@@ -37,6 +38,8 @@ class PaymentDetail:
     provider_events: list[StoredProviderEvent] = field(default_factory=list)
     # Disputes the provider reported (charge.dispute.* events), oldest first.
     disputes: list[DisputeRecord] = field(default_factory=list)
+    # The payment's operations after the charge (refunds), oldest first.
+    operations: list[OperationRecord] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,7 @@ def get_payment_detail(container: Container, payment_id: str) -> PaymentDetail |
             provider_calls=uow.history.provider_calls(payment_id),
             provider_events=uow.provider_events.for_payment(payment_id),
             disputes=uow.disputes.for_payment(payment_id),
+            operations=uow.operations.list_for_payment(payment_id),
             lease_events=uow.history.lease_events(payment_id),
             events=[
                 replace(

@@ -223,3 +223,28 @@ def test_a_refund_holder_taken_over_by_the_sweeper_is_fenced_out_of_its_finish(c
 
     assert run(container, holder.id, new_token) is ProcessResult.COMPLETED
     assert reload_operation(container, holder.id).status is OperationStatus.SUCCEEDED
+
+
+def test_the_operators_payment_page_lists_the_refund_with_its_lease_and_history(container):
+    from orchestrator.ops.detail_representation import payment_detail_representation
+    from orchestrator.ops.payments import get_payment_detail
+
+    merchant = new_merchant(container)
+    payment = succeeded_payment(container, merchant, "order-1", amount=1000)
+    accepted = request_refund(container, merchant, payment.id, "r-1", amount=250)
+    run(container, accepted.record.id, accepted.record.lease_token)
+
+    detail = get_payment_detail(container, payment.id)
+    assert detail is not None
+    page = payment_detail_representation(detail)
+
+    charge, refund = page["operations"]
+    assert charge["kind"] == "charge"
+    assert (refund["kind"], refund["operation_id"], refund["status"]) == (
+        "refund",
+        accepted.record.id,
+        "succeeded",
+    )
+    assert refund["amount"] == 250 and refund["provider_object_id"].startswith("re_")
+    refund_history = [e for e in detail.lease_events if e.operation_id == accepted.record.id]
+    assert [e.event for e in refund_history] == ["claim", "finish"]

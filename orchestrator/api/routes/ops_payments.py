@@ -47,7 +47,11 @@ class OpsPaymentOut(PaymentOut):
 
 
 class OperationOut(BaseModel):
-    kind: Literal["charge"]
+    kind: Literal["charge", "capture", "cancel", "refund"]
+    operation_id: str | None = Field(
+        default=None,
+        description="An operation after the charge (rfd_…): takeover and retry take it.",
+    )
     status: str
     recovery_point: str
     lease_state: Literal["active", "expired", "deferred", "retry_due", "none", "finished"] = Field(
@@ -72,6 +76,10 @@ class OperationOut(BaseModel):
     )
     waiting_since: str | None = Field(
         default=None, description="When the wait began (the authentication timeout counts from it)."
+    )
+    amount: int | None = Field(default=None, description="A refund's amount.")
+    provider_object_id: str | None = Field(
+        default=None, description="A refund's provider object (re_…)."
     )
 
 
