@@ -133,15 +133,18 @@ class _HttpxClient(stripe.HTTPClient):
         # Loading the CA bundle costs milliseconds: once per adapter, not per thread.
         self._ssl_context = httpx.create_ssl_context() if transport is None else None
         self._local = threading.local()
-        # Every thread's client, for close(); a thread's client goes with its thread.
-        self._clients: weakref.WeakSet[httpx.Client] = weakref.WeakSet()
-        self._clients_lock = threading.Lock()
+        # One finalizer per thread's client.  Hazard: an httpx.Client dropped without
+        # close() leaks its keep-alive socket (a ResourceWarning, an fd until the GC runs).
+        # A client is closed when its thread ends (the thread-local drops its holder) or at
+        # close(), whichever comes first; a finalizer runs at most once.
+        self._finalizers: set[weakref.finalize[Any, Any]] = set()
+        self._finalizers_lock = threading.Lock()
 
     @property
     def _http(self) -> httpx.Client:
         """The calling thread's client."""
-        client: httpx.Client | None = getattr(self._local, "client", None)
-        if client is None:
+        holder: _ThreadClient | None = getattr(self._local, "holder", None)
+        if holder is None:
             client = httpx.Client(
                 timeout=self._timeout,
                 transport=self._transport,
@@ -149,10 +152,13 @@ class _HttpxClient(stripe.HTTPClient):
                 verify=self._ssl_context if self._ssl_context is not None else True,
                 follow_redirects=False,
             )
-            self._local.client = client
-            with self._clients_lock:
-                self._clients.add(client)
-        return client
+            holder = _ThreadClient(client)
+            self._local.holder = holder
+            finalizer = weakref.finalize(holder, client.close)
+            with self._finalizers_lock:
+                self._finalizers = {f for f in self._finalizers if f.alive}
+                self._finalizers.add(finalizer)
+        return holder.client
 
     def request(
         self,
@@ -177,10 +183,20 @@ class _HttpxClient(stripe.HTTPClient):
         return response.text, response.status_code, response.headers
 
     def close(self) -> None:
-        with self._clients_lock:
-            clients = list(self._clients)
-        for client in clients:
-            client.close()
+        with self._finalizers_lock:
+            finalizers, self._finalizers = self._finalizers, set()
+        for finalizer in finalizers:
+            finalizer()
+
+
+class _ThreadClient:
+    """What a thread's ``threading.local`` holds: its client.  When the thread ends, the
+    holder goes, and its finalizer closes the client."""
+
+    __slots__ = ("__weakref__", "client")
+
+    def __init__(self, client: httpx.Client) -> None:
+        self.client = client
 
 
 def pool_limits(

@@ -4,8 +4,10 @@ client gives every thread its own connection pool."""
 
 from __future__ import annotations
 
+import gc
 import threading
 
+import httpx
 import pytest
 from typer.testing import CliRunner
 
@@ -87,6 +89,31 @@ def test_every_thread_calls_the_provider_through_its_own_connection_pool() -> No
     contexts = {id(c._transport._pool._ssl_context) for c in seen}  # type: ignore[attr-defined]
     assert len(contexts) == 1
     provider._http_client.close()
+
+
+def test_a_threads_client_is_closed_when_its_thread_ends_and_the_rest_at_close() -> None:
+    # An httpx client dropped unclosed leaks its socket (a ResourceWarning under -W error
+    # failed the demo's test): each thread's client is closed when the thread ends, and
+    # close() closes the ones still alive.
+    provider = StripeProvider(
+        api_key="sk_test_unit",
+        api_base="https://stripe.invalid",
+        connect_timeout=1.0,
+        read_timeout=1.0,
+    )
+    client = provider._http_client
+    ended: list[httpx.Client] = []
+    thread = threading.Thread(target=lambda: ended.append(client._http))
+    thread.start()
+    thread.join()
+    del thread
+    gc.collect()
+    assert ended[0].is_closed
+
+    mine = client._http
+    assert not mine.is_closed
+    provider.close()
+    assert mine.is_closed
 
 
 @pytest.mark.parametrize("pool", ["gevent", "eventlet"])
