@@ -46,6 +46,7 @@ from orchestrator.db.repositories.leases import LeaseState
 from orchestrator.db.repositories.payment_search import PaymentFilters
 from orchestrator.domain.ids import is_payment_id
 from orchestrator.domain.model import Role
+from orchestrator.domain.operations import OperationKindName
 from orchestrator.domain.states import PaymentStatus
 from orchestrator.events.ops import (
     EventNotFound,
@@ -356,6 +357,11 @@ def _payment_page(
         record=detail.record,
         state=lease_state(detail.record, detail.now),
         timeline=build_timeline(detail),
+        refunds=[
+            (op, lease_state(op, detail.now))
+            for op in detail.operations
+            if op.kind is OperationKindName.REFUND
+        ],
         done=done_entry,
         error=error,
     )
