@@ -82,6 +82,15 @@ def test_every_console_page_renders_escapes_refreshes_and_stays_on_this_host(
     assert "GET /v1/payment_intents/" in console.text("#provider-calls")  # queried first
     console.screenshot(SCREENSHOTS / "payment.png")
 
+    # Webhooks: every endpoint, then an event's deliveries, reached from its payment.
+    console.open("/ops/webhooks")
+    console.screenshot(SCREENSHOTS / "webhooks.png")
+    console.open(f"/ops/payments/{story.taken_over}")
+    console.page.locator("a.event-link").first.click()
+    console.page.wait_for_url(re.compile(r".*/ops/events/evt_[0-9a-f]+$"))
+    assert "payment.succeeded" in console.text("main")
+    console.screenshot(SCREENSHOTS / "event.png")
+
     # User data is text, never markup: the hostile description shows as typed.
     console.open(f"/ops/payments/{story.parked}")
     assert console.text("#description") == HOSTILE
