@@ -258,6 +258,10 @@ def queues(request: Request, container: ContainerDep, user: CurrentUser) -> Resp
     expired = list_leases(container, LeaseState.EXPIRED, limit=QUEUE_LIMIT)
     active = list_leases(container, LeaseState.ACTIVE, limit=QUEUE_LIMIT)
     parked = list_leases(container, LeaseState.NEEDS_ATTENTION, limit=QUEUE_LIMIT)
+    waiting = list_payments(
+        container, PaymentFilters(status=PaymentStatus.REQUIRES_ACTION), limit=QUEUE_LIMIT
+    )
+    timeout = timedelta(seconds=container.settings.action_timeout_seconds)
     return _page(
         request,
         "queues.html",
@@ -267,6 +271,15 @@ def queues(request: Request, container: ContainerDep, user: CurrentUser) -> Resp
         expired=expired.records,
         active=[(r, lease_state(r, active.now)) for r in active.records],
         parked=parked.records,
+        # (payment, when its authentication times out, past half of its timeout?)
+        requires_action=[
+            (
+                r,
+                r.waiting_since + timeout if r.waiting_since else None,
+                r.waiting_since is not None and waiting.now - r.waiting_since > timeout / 2,
+            )
+            for r in waiting.records
+        ],
     )
 
 
