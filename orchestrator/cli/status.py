@@ -35,7 +35,7 @@ def status(
             ["expired leases", leases["expired"]],
             ["active leases", leases["active"]],
             ["deferred / retry due", f"{leases['deferred']} / {leases['retry_due']}"],
-            ["requires_action near timeout", "n/a (no requires_action yet)"],
+            ["requires_action past half its timeout", data["requires_action_past_half_timeout"]],
             ["webhook backlog", data["webhook_backlog"]],
             [
                 "oldest undelivered webhook",

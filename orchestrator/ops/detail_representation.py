@@ -188,8 +188,7 @@ def status_representation(status: OpsStatus) -> dict[str, Any]:
             "deferred": status.leases.deferred,
             "retry_due": status.leases.due_retries,
         },
-        # Part 2 features that do not exist in this build yet: null, never a made-up 0.
-        "requires_action_past_half_timeout": None,
+        "requires_action_past_half_timeout": status.requires_action_past_half_timeout,
         "webhook_backlog": status.webhooks.backlog,
         "oldest_undelivered_webhook_age_seconds": (
             None if webhook_age is None else round(webhook_age, 3)

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from orchestrator.bootstrap import Container
 from orchestrator.db.repositories.payment_search import LeaseCounts
@@ -19,6 +19,10 @@ class OpsStatus:
     oldest_processing_age_seconds: float | None
     leases: LeaseCounts
     webhooks: WebhookStats
+    # Waiting for their customer for more than half of ACTION_TIMEOUT_SECONDS: the ones
+    # about to end canceled / authentication_timeout (information, not "unhealthy":
+    # customers abandon checkouts).
+    requires_action_past_half_timeout: int = 0
 
     @property
     def oldest_undelivered_webhook_age_seconds(self) -> float | None:
@@ -39,6 +43,8 @@ def get_status(container: Container) -> OpsStatus:
     with container.uow(read_only=True) as uow:
         now = uow.now()
         counts = uow.search.status_counts(now=now)
+        half_timeout = timedelta(seconds=container.settings.action_timeout_seconds / 2)
+        past_half = uow.search.waiting_for_customer_since_before(now - half_timeout)
         webhooks = uow.deliveries.stats()
     by_status = {status.value: counts.by_status.get(status.value, 0) for status in PaymentStatus}
     oldest = counts.oldest_processing_created_at
@@ -49,4 +55,5 @@ def get_status(container: Container) -> OpsStatus:
         oldest_processing_age_seconds=age,
         leases=counts.leases,
         webhooks=webhooks,
+        requires_action_past_half_timeout=past_half,
     )

@@ -62,3 +62,23 @@ def test_the_queues_page_lists_payments_waiting_for_their_customer(api: Api) -> 
     fresh_row = fresh_row[: fresh_row.index("</tr>")]
     assert "past half its timeout" in late_row
     assert "past half its timeout" not in fresh_row
+
+
+def test_status_counts_the_payments_past_half_their_authentication_timeout(api: Api) -> None:
+    _waiting_for_customer(api, "fresh", since=timedelta(minutes=5))
+    _waiting_for_customer(api, "late-1", since=timedelta(minutes=31))
+    _waiting_for_customer(api, "late-2", since=timedelta(minutes=59))
+
+    with api.client(api.ops_key) as ops:
+        status = ops.get("/v1/ops/status")
+    client, _token = signed_in(api)
+    with closing(client):
+        overview = client.get("/ops/fragments/overview")
+
+    assert status.status_code == 200, status.text
+    body = status.json()
+    assert body["requires_action_past_half_timeout"] == 2
+    assert body["payments_by_status"]["requires_action"] == 3
+    assert body["healthy"] is True  # customers abandon checkouts: information, not an alarm
+    card = overview.text[overview.text.index('id="requires-action-late"') :]
+    assert ">2<" in card[: card.index("</a>")].replace(" ", "").replace("\n", "")

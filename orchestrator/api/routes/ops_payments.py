@@ -206,8 +206,10 @@ class StatusOut(BaseModel):
     oldest_processing_age_seconds: float | None
     needs_attention: int
     leases: LeaseCountsOut
-    requires_action_past_half_timeout: int | None = Field(
-        description="Null: payments cannot be in requires_action in this version."
+    requires_action_past_half_timeout: int = Field(
+        description="Payments waiting for their customer (requires_action) for more than "
+        "half of ACTION_TIMEOUT_SECONDS: the ones about to end canceled / "
+        "authentication_timeout."
     )
     webhook_backlog: int = Field(
         description="Webhook deliveries pending to enabled endpoints (the relay's queue)."

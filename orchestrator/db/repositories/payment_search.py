@@ -97,6 +97,17 @@ class PaymentSearchRepository:
         query = query.order_by(c.created_at.desc(), c.id.desc()).limit(limit)
         return [to_payment(r) for r in self._conn.execute(query)]
 
+    def waiting_for_customer_since_before(self, cutoff: datetime) -> int:
+        """Payments in requires_action (waiting for their customer) since before ``cutoff``."""
+        count = self._conn.execute(
+            sa.select(sa.func.count()).where(
+                c.status == PaymentStatus.PROCESSING.value,
+                c.waiting_for == WaitingFor.CUSTOMER.value,
+                c.waiting_since < cutoff,
+            )
+        ).scalar_one()
+        return int(count)
+
     def status_counts(self, *, now: datetime) -> StatusCounts:
         # As clients see them: a processing payment waiting for its customer is
         # requires_action (domain.states.PaymentStatus).
