@@ -15,8 +15,11 @@ from tests.harness.containers import build_container
 from tests.harness.seeds import accept, new_merchant
 
 
-def test_a_second_writer_waits_for_the_first_and_takes_the_next_sequence(postgres_url) -> None:
-    container = build_container(postgres_url, provider=FakeProvider())
+def test_a_second_writer_waits_for_the_first_and_takes_the_next_sequence(
+    make_postgres_database,
+) -> None:
+    # Its own database, so its events never reach another test's counts.
+    container = build_container(make_postgres_database(), provider=FakeProvider())
     payment_id = accept(container, new_merchant(container), "seq-1").id
     first = container.uow().__enter__()
     try:

@@ -29,6 +29,7 @@ from tests.integration.webhook_helpers import (
     event_ids,
     finished_payment,
 )
+from tests.support.plugin import DatabaseFactory
 from tests.support.processes import ProcessManager
 from tests.support.webhook_receiver import Behaviour, WebhookReceiver
 
@@ -78,8 +79,11 @@ def undelivered(container) -> int:
 
 
 def test_every_event_reaches_a_flaky_receiver_through_an_outage_a_kill_and_two_relays(
-    postgres_url: str, processes: ProcessManager
+    make_postgres_database: DatabaseFactory, processes: ProcessManager
 ) -> None:
+    # Its own database: the test counts every event in it (the session's shared database
+    # holds other tests' events).
+    postgres_url = make_postgres_database()
     container = build_container(postgres_url, provider=FakeProvider(), **RELAY_SETTINGS)
     behaviour = Behaviour(fail_share=0.3, hang_share=0.1, hang_seconds=TIMEOUT + 0.5, seed=42)
     env = relay_env(postgres_url)
