@@ -4,7 +4,15 @@ Stripe refuses a charge below these amounts (``amount_too_small``); payorch refu
 payment at accept time instead (400), so a merchant learns it from the request that is
 wrong and not from a ``failed`` payment later.  The table is Stripe's documented one
 ("Minimum and maximum charge amounts", https://docs.stripe.com/currencies), in minor
-units of the charge currency.  The README repeats it; change both together.
+units of the charge currency.  The README repeats it; change both together (a unit test,
+``test_the_readme_table_is_the_code_table``, fails when they differ).
+
+Verified on 2026-12-01 entry by entry against Stripe's table as quoted in the public record
+(the docs page itself could not be read from here): mozilla/fxa's
+``STRIPE_MINIMUM_CHARGE_AMOUNTS`` (which cites that section and agrees on all 23 currencies
+it lists) and, for THB (฿10), other integrations quoting the same section.  No entry
+differed, so none was changed.  Stripe's page is the authority: recheck it when adding a
+currency.
 
 Stripe's rule for every other currency is "the equivalent of 0.50 USD at the day's
 rate": payorch has no exchange rates, so those are not checked here and an amount that is

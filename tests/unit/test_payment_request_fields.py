@@ -3,6 +3,9 @@ minimum charge amounts, checked before anything is stored."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
@@ -106,3 +109,14 @@ def test_the_domain_request_carries_the_new_fields() -> None:
         False,
         "https://a.example/r",
     )
+
+
+def test_the_readme_table_is_the_code_table() -> None:
+    """The README repeats the minimums: the two must not drift apart."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("* **Minimum amounts**", 1)[1].split("### ", 1)[0]
+    documented = {
+        currency.lower(): int(amount)
+        for currency, amount in re.findall(r"\| ([A-Z]{3}) \| (\d+)", section)
+    }
+    assert documented == dict(MINIMUM_CHARGE_AMOUNTS)
