@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from fastapi.responses import Response
@@ -34,23 +33,29 @@ def payment_headers(record: PaymentRecord, *, poll_interval: int) -> dict[str, s
 
 
 def payment_document(record: PaymentRecord) -> dict[str, Any]:
-    """The payment as a dict in the canonical key order (for bodies that embed it)."""
-    if record.status.is_final:
-        if record.final_response is not None:
-            stored: dict[str, Any] = json.loads(record.final_response)
-            return stored
-        if record.response_body is not None:
-            # Finished before migration 0003: JSONB gave the keys back in its own order.
-            return canonical_payment(dict(record.response_body))
+    """The payment as it is now, as a dict in the canonical key order (for bodies that embed
+    it: GET ?idempotency_key=)."""
     return payment_representation(record)
 
 
+def current_payment_bytes(record: PaymentRecord) -> bytes:
+    """The body of a GET: the payment as it is now.  A finished payment still changes
+    (a refund, a dispute: ``latest_event_sequence``), so a GET renders the record, read
+    with its latest event sequence; until something changes after the finish, these are
+    the very bytes the finishing transaction stored (the same record, the same number)."""
+    return encode_representation(payment_representation(record))
+
+
 def payment_bytes(record: PaymentRecord) -> bytes:
-    """The body of a GET or of a 200 replay.  A finished payment answers with the bytes
-    stored by the finishing transaction, so every replay and read is the answer of record."""
-    if record.status.is_final and record.final_response is not None:
-        return record.final_response
-    return encode_representation(payment_document(record))
+    """The body of a 200 replay: the answer of record.  A finished payment answers with the
+    bytes stored by the finishing transaction, byte for byte, whatever happened since."""
+    if record.status.is_final:
+        if record.final_response is not None:
+            return record.final_response
+        if record.response_body is not None:
+            # Finished before migration 0003: JSONB gave the keys back in its own order.
+            return encode_representation(canonical_payment(dict(record.response_body)))
+    return encode_representation(payment_representation(record))
 
 
 def accepted_bytes(record: PaymentRecord) -> bytes:

@@ -314,6 +314,11 @@ class PaymentOut(BaseModel):
     created_at: str
     updated_at: str
     completed_at: str | None
+    latest_event_sequence: int = Field(
+        description="The `sequence` of the newest merchant event about this payment (0: none "
+        "yet). An event whose `sequence` is not above it is already reflected here; it moves "
+        "the ETag too (a refund or a dispute changes a finished payment)."
+    )
 
 
 class PaymentList(BaseModel):

@@ -108,6 +108,10 @@ class PaymentRecord:
     amount_captured: int = 0
     amount_refund_reserved: int = 0
     amount_refunded: int = 0
+    # The highest ``sequence`` of the payment's merchant events (0: none yet).  Not a column:
+    # read with the payment (``PaymentRepository``) from the outbox, whose retention always
+    # keeps a payment's newest event, so it never goes back.
+    latest_event_sequence: int = 0
 
     @property
     def state(self) -> State:

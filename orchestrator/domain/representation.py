@@ -45,6 +45,7 @@ PAYMENT_FIELDS: tuple[str, ...] = (
     "created_at",
     "updated_at",
     "completed_at",
+    "latest_event_sequence",
 )
 FAILURE_FIELDS: tuple[str, ...] = ("code", "decline_code", "message")
 
@@ -121,4 +122,7 @@ def payment_representation(record: PaymentRecord) -> dict[str, Any]:
         "created_at": iso(record.created_at),
         "updated_at": iso(record.updated_at),
         "completed_at": iso(record.completed_at),
+        # The newest merchant event this representation reflects (0: none yet); an event's
+        # own ``data.object`` carries that event's sequence (``OutcomeRepository``).
+        "latest_event_sequence": record.latest_event_sequence,
     }

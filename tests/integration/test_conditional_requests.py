@@ -392,3 +392,46 @@ def test_the_stored_bytes_are_what_the_encoder_makes_of_the_representation(api):
     accepted = replace(record, attempts=0)
     assert first.content == encode_representation(payment_representation(accepted))
     assert record.status is PaymentStatus.PROCESSING
+
+
+# -- latest_event_sequence ----------------------------------------------------------------
+
+
+def events_of(api: Api, payment_id: str) -> list[Any]:
+    with api.container.uow(read_only=True) as uow:
+        return uow.events.for_payment(payment_id)
+
+
+def test_latest_event_sequence_is_the_newest_event_and_moves_the_etag_of_a_finished_payment(api):
+    first = api.post("latest-seq")
+    payment_id = first.json()["id"]
+    assert first.json()["latest_event_sequence"] == 0  # no event yet
+    assert api.get(payment_id).content == first.content
+
+    process_payment(api.container.runner(), payment_id, 1, owner="test")
+    finished = api.get(payment_id)
+    (succeeded,) = events_of(api, payment_id)
+    assert finished.json()["latest_event_sequence"] == succeeded.sequence == 1
+    # The event's own representation names the event itself; the stored answer of record,
+    # the event's object and a GET of the unchanged payment are the same document.
+    assert succeeded.payload["latest_event_sequence"] == 1
+    assert finished.content == reload(api.container, payment_id).final_response
+    assert finished.json() == succeeded.payload
+
+    # A later change of the finished payment (as a dispute or a refund writes) is an event:
+    # the GET shows it and its ETag moves; the replay stays the answer of record.
+    with api.container.uow() as uow:
+        uow.outcomes.add_outbox_event(
+            payment_id, "payment.disputed", {"object": "dispute"}, now=uow.now()
+        )
+        uow.commit()
+    later = api.get(payment_id, **{"If-None-Match": finished.headers["ETag"]})
+    assert later.status_code == 200
+    assert later.json()["latest_event_sequence"] == 2
+    assert later.headers["ETag"] != finished.headers["ETag"]
+    assert api.get(payment_id, **{"If-None-Match": later.headers["ETag"]}).status_code == 304
+    replay = api.post("latest-seq")
+    assert replay.status_code == 200 and replay.content == finished.content
+    with api.merchant() as client:
+        listed = client.get("/v1/payments", params={"idempotency_key": "latest-seq"})
+    assert listed.json()["data"][0]["latest_event_sequence"] == 2

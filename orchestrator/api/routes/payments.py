@@ -24,8 +24,8 @@ from orchestrator.api.responses import (
     RETRY_AFTER,
     accepted_response,
     conditional_response,
+    current_payment_bytes,
     payment,
-    payment_bytes,
     payment_document,
     payment_headers,
     problem,
@@ -144,7 +144,9 @@ def read_payment(
         raise Problem(404, "not-found", "No such payment exists for this API client.")
     headers = payment_headers(record, poll_interval=container.settings.poll_interval_seconds)
     headers.pop("Location")
-    return conditional_response(payment_bytes(record), if_none_match=if_none_match, headers=headers)
+    return conditional_response(
+        current_payment_bytes(record), if_none_match=if_none_match, headers=headers
+    )
 
 
 @router.get(

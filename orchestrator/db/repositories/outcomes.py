@@ -52,23 +52,33 @@ class OutcomeRepository:
             ],
         )
 
-    def add_outbox_event(
-        self, payment_id: str, event_type: str, payload: dict[str, Any], *, now: datetime
-    ) -> None:
-        # The payment's next sequence number.  Writers of one payment's events are serialised
-        # by a row lock on the payment (held already by a finish that updated it; taken here
-        # by a writer outside the lease, such as a provider event): without it, a dispute
-        # arriving as the charge finishes would compute the same max + 1 and fail on the
-        # unique (payment_id, sequence).  Read committed: the INSERT below, a new statement
-        # after the lock was granted, sees the other writer's committed event.
+    def next_event_sequence(self, payment_id: str) -> int:
+        """The payment's next event sequence number, with the payment's row lock taken (kept
+        until the transaction ends).  Writers of one payment's events are serialised by that
+        lock (held already by a finish that updated the row; taken here by a writer outside
+        the lease, such as a provider event): without it, a dispute arriving as the charge
+        finishes would compute the same max + 1 and fail on the unique (payment_id,
+        sequence).  Read committed: the max, a new statement after the lock was granted,
+        sees the other writer's committed event."""
         self._conn.execute(
             sa.select(payments.c.id).where(payments.c.id == payment_id).with_for_update()
         )
-        previous = (
-            sa.select(sa.func.coalesce(sa.func.max(outbox_events.c.sequence), 0))
-            .where(outbox_events.c.payment_id == payment_id)
-            .scalar_subquery()
-        )
+        previous = self._conn.execute(
+            sa.select(sa.func.coalesce(sa.func.max(outbox_events.c.sequence), 0)).where(
+                outbox_events.c.payment_id == payment_id
+            )
+        ).scalar_one()
+        return int(previous) + 1
+
+    def add_outbox_event(
+        self, payment_id: str, event_type: str, payload: dict[str, Any], *, now: datetime
+    ) -> int:
+        """Write the event with the payment's next sequence (returned).  A payment
+        representation in it says ``latest_event_sequence`` = this event's own sequence:
+        the event is the newest change it describes."""
+        sequence = self.next_event_sequence(payment_id)
+        if payload.get("object") == "payment" and "latest_event_sequence" in payload:
+            payload = {**payload, "latest_event_sequence": sequence}
         self._conn.execute(
             outbox_events.insert().values(
                 payment_id=payment_id,
@@ -76,6 +86,7 @@ class OutcomeRepository:
                 payload=payload,
                 created_at=now,
                 public_id=new_event_id(),
-                sequence=previous + 1,
+                sequence=sequence,
             )
         )
+        return sequence

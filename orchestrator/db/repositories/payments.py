@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from orchestrator.db.repositories.rows import to_payment
-from orchestrator.db.tables import payments
+from orchestrator.db.tables import outbox_events, payments
 from orchestrator.domain.model import PaymentRecord
 from orchestrator.domain.states import FINAL_STATUSES, PaymentStatus
 
@@ -27,6 +27,18 @@ def _insert_if_absent(dialect: str, columns: tuple[str, ...]) -> sa.Insert:
         .on_conflict_do_nothing(index_elements=["client_id", "idempotency_key"])
         .returning(*payments.c)
     )
+
+
+def _with_latest_event_sequence() -> sa.Select[Any]:
+    """The payment and the highest sequence of its merchant events, in one statement (the
+    unique (payment_id, sequence) index answers the max without touching the table)."""
+    latest = (
+        sa.select(sa.func.coalesce(sa.func.max(outbox_events.c.sequence), 0))
+        .where(outbox_events.c.payment_id == payments.c.id)
+        .scalar_subquery()
+        .label("latest_event_sequence")
+    )
+    return sa.select(payments, latest)
 
 
 class PaymentRepository:
@@ -46,7 +58,7 @@ class PaymentRepository:
 
     def find_by_key(self, client_id: str, idempotency_key: str) -> PaymentRecord | None:
         row = self._conn.execute(
-            sa.select(payments).where(
+            _with_latest_event_sequence().where(
                 payments.c.client_id == client_id,
                 payments.c.idempotency_key == idempotency_key,
             )
@@ -54,13 +66,15 @@ class PaymentRepository:
         return None if row is None else to_payment(row)
 
     def get(self, payment_id: str) -> PaymentRecord | None:
-        row = self._conn.execute(sa.select(payments).where(payments.c.id == payment_id)).first()
+        row = self._conn.execute(
+            _with_latest_event_sequence().where(payments.c.id == payment_id)
+        ).first()
         return None if row is None else to_payment(row)
 
     def get_for_client(self, client_id: str, payment_id: str) -> PaymentRecord | None:
         """Scoped read: another client's payment is indistinguishable from a missing one."""
         row = self._conn.execute(
-            sa.select(payments).where(
+            _with_latest_event_sequence().where(
                 payments.c.id == payment_id, payments.c.client_id == client_id
             )
         ).first()

@@ -79,6 +79,7 @@ def to_payment(row: sa.RowMapping | Any) -> PaymentRecord:
         amount_captured=m.get("amount_captured") or 0,
         amount_refund_reserved=m.get("amount_refund_reserved") or 0,
         amount_refunded=m.get("amount_refunded") or 0,
+        latest_event_sequence=m.get("latest_event_sequence") or 0,
     )
 
 

@@ -566,6 +566,9 @@ class _Charge:
         def write_finish(uow: UnitOfWork, now: datetime) -> PaymentRecord | None:
             final = replace(
                 record,
+                # The stored answer reflects the event this finish writes (same lock, same
+                # number): a GET of the unchanged payment is these very bytes.
+                latest_event_sequence=uow.outcomes.next_event_sequence(record.id),
                 status=status,
                 recovery_point=RecoveryPoint.COMPLETED,
                 lease_owner=None,
