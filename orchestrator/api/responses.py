@@ -76,7 +76,9 @@ def accepted_response(record: PaymentRecord, *, replayed: bool, poll_interval: i
     headers = payment_headers(record, poll_interval=poll_interval)
     if replayed:
         headers["Idempotent-Replayed"] = "true"
-    if record.status.is_final:
+    if record.status.charge_finished:
+        # Finished, or authorised and waiting for a capture (manual capture): the charge
+        # is done, so a replay answers with the payment as it is.
         return json_bytes_response(payment_bytes(record), status_code=200, headers=headers)
     return json_bytes_response(accepted_bytes(record), status_code=202, headers=headers)
 

@@ -37,7 +37,7 @@ METADATA_KEY_PATTERN = f"^[^{_IDENTIFIER_CONTROL_CLASS}\\[\\]]+$"
 # Stripe's customer ids.
 CUSTOMER_PATTERN = r"^cus_[A-Za-z0-9]+$"
 # Optional request fields added after Part 1 (see PaymentCreate.fingerprint_body).
-PART2_OPTIONAL_FIELDS: tuple[str, ...] = ("customer", "off_session", "return_url")
+PART2_OPTIONAL_FIELDS: tuple[str, ...] = ("customer", "off_session", "return_url", "capture_method")
 
 MAX_METADATA_KEYS = 50  # Stripe's limits, so nothing we accept is refused downstream
 MAX_METADATA_KEY_LENGTH = 40
@@ -218,6 +218,13 @@ class PaymentCreate(BaseModel):
         "back: required when `off_session` is false, refused when it is true.",
         examples=["https://shop.example/checkout/complete"],
     )
+    capture_method: Literal["automatic", "manual"] | None = Field(
+        default=None,
+        description="`automatic` (default): the money is taken when the payment succeeds. "
+        "`manual`: a successful payment only authorises it and stops at `requires_capture`; "
+        "`POST /v1/payments/{id}/capture` takes it, `POST /v1/payments/{id}/cancel` "
+        "releases it (the provider cancels an authorisation left uncaptured for 7 days).",
+    )
 
     def rule_errors(self) -> list[dict[str, str]]:
         """The rules that tie fields together (each names the field to fix): the
@@ -258,6 +265,8 @@ class PaymentCreate(BaseModel):
         for name in PART2_OPTIONAL_FIELDS:
             if body.get(name) is None:
                 body.pop(name, None)
+        if body.get("capture_method") == "automatic":
+            body.pop("capture_method")  # the default said out loud is the same request
         return body
 
     def to_domain(self) -> PaymentRequest:
@@ -271,6 +280,7 @@ class PaymentCreate(BaseModel):
             customer=self.customer,
             off_session=self.off_session,
             return_url=self.return_url,
+            capture_method=self.capture_method or "automatic",
         )
 
 
@@ -284,10 +294,27 @@ class PaymentOut(BaseModel):
     id: str
     object: Literal["payment"]
     status: Literal[
-        "processing", "requires_action", "succeeded", "failed", "canceled", "needs_attention"
+        "processing",
+        "requires_action",
+        "requires_capture",
+        "succeeded",
+        "failed",
+        "canceled",
+        "needs_attention",
     ]
     amount: int
     currency: str
+    # Defaults: a body stored before these fields existed (a payment finished earlier) is
+    # served as it was stored, without them.
+    capture_method: Literal["automatic", "manual"] = Field(
+        default="automatic",
+        description="`manual`: authorised first (`requires_capture`), captured on request.",
+    )
+    amount_capturable: int = Field(
+        default=0, description="What a capture may still take (only while `requires_capture`)."
+    )
+    amount_captured: int = Field(default=0, description="What the provider captured.")
+    amount_refunded: int = Field(default=0, description="What succeeded refunds returned.")
     payment_method: str
     customer_reference: str | None
     customer: str | None = Field(default=None, description="The provider's customer (`cus_…`).")

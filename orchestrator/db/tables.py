@@ -56,6 +56,10 @@ payments = sa.Table(
     sa.Column("customer", sa.String(255), nullable=True),
     sa.Column("off_session", sa.Boolean, nullable=True),
     sa.Column("return_url", sa.String(2048), nullable=True),
+    # Manual capture (migration 0013): ``manual`` stops a successful confirm at
+    # ``requires_capture``; amount_capturable is what a capture may still take.
+    sa.Column("capture_method", sa.String(10), nullable=False, server_default="automatic"),
+    sa.Column("amount_capturable", sa.BigInteger, nullable=False, server_default="0"),
     # State machine and lease.
     sa.Column("status", sa.String(20), nullable=False),
     sa.Column("recovery_point", sa.String(20), nullable=False),
@@ -113,8 +117,9 @@ payments = sa.Table(
     sa.UniqueConstraint("client_id", "idempotency_key"),
     sa.CheckConstraint("amount > 0", name="amount_positive"),
     sa.CheckConstraint(
-        # requires_action is not stored (domain.states.PaymentStatus).
-        "status IN ('processing', 'succeeded', 'failed', 'canceled', 'needs_attention')",
+        # requires_action is not stored (domain.states.PaymentStatus); requires_capture is.
+        "status IN ('processing', 'requires_capture', 'succeeded', 'failed', 'canceled', "
+        "'needs_attention')",
         name="status_known",
     ),
     sa.CheckConstraint(
@@ -197,6 +202,18 @@ operations = sa.Table(
     ),
 )
 sa.Index("ix_operations_payment_id", operations.c.payment_id)
+# At most one capture or cancel of a payment that has not failed (migration 0013): the
+# database's word behind the row lock of their accept.
+_CAPTURE_OR_CANCEL_IN_FLIGHT = sa.and_(
+    operations.c.kind.in_(["capture", "cancel"]), operations.c.status != "failed"
+)
+sa.Index(
+    "uq_operations_one_capture_or_cancel",
+    operations.c.payment_id,
+    unique=True,
+    postgresql_where=_CAPTURE_OR_CANCEL_IN_FLIGHT,
+    sqlite_where=_CAPTURE_OR_CANCEL_IN_FLIGHT,
+)
 sa.Index(
     "ix_operations_expired_leases",
     operations.c.locked_until,

@@ -13,8 +13,9 @@ What must match, field by field::
     metadata.payorch_record_id   our record id
     amount, currency             the record's (currency compared lower-case)
     customer                     the record's (null when the payment names none)
-    capture_method               automatic ("automatic_async" is Stripe's newer name for the
-                                 same thing: capture as soon as the charge succeeds)
+    capture_method               the record's: automatic ("automatic_async" is Stripe's newer
+                                 name for the same thing: capture as soon as the charge
+                                 succeeds) or manual (authorise only)
     payment method               the record's id; a Stripe *test* token (``pm_card_visa``…)
                                  becomes a fresh ``pm_…`` on every use, so for those only the
                                  presence of a payment method can be checked
@@ -54,6 +55,7 @@ class ExpectedIntent:
             currency=record.request.currency.lower(),
             payment_method=record.request.payment_method,
             customer=record.request.customer,
+            capture_method=record.request.capture_method,
         )
 
 

@@ -57,8 +57,12 @@ def read_intent(intent: ProviderIntent) -> Reading:
     if status == "canceled":
         failure = Failure(code="canceled", message="The provider canceled the payment.")
         return Reading(Next.SETTLE, Outcome.CANCELED, failure=failure)
-    # requires_capture (we never create manual-capture intents) or a status Stripe adds
-    # later: never guess with money, stop and let an operator look.
+    if status == "requires_capture":
+        # Manual capture: authorised.  The charge is done; a capture operation takes the
+        # money (``check_ours`` already refused an intent whose capture method is not the
+        # record's, so an automatic payment never settles here).
+        return Reading(Next.SETTLE, Outcome.REQUIRES_CAPTURE, charge_id=intent.latest_charge)
+    # A status Stripe adds later: never guess with money, stop and let an operator look.
     raise UnexpectedIntentStatus(status)
 
 

@@ -10,6 +10,12 @@ from orchestrator.domain.states import Outcome
 PROVIDER_RECEIVABLE = "provider_receivable:{provider}"
 # ...and we owe them to the merchant.
 MERCHANT_PAYABLE = "merchant_payable:{client_id}"
+# Manual capture: an authorisation holds the customer's money at the provider for the
+# merchant, owed to no one yet.  Its lines are reversed in full when it is captured (the
+# captured part then moves to the two accounts above) or canceled, so once a payment is
+# final these two accounts sum to zero for it.
+PROVIDER_AUTHORIZED = "provider_authorized:{provider}"
+MERCHANT_AUTHORIZED = "merchant_authorized:{client_id}"
 
 
 @dataclass(frozen=True)
@@ -22,7 +28,12 @@ class LedgerLine:
 def lines_for(
     outcome: Outcome, *, amount: int, currency: str, provider: str, client_id: str
 ) -> list[LedgerLine]:
-    """Two balanced lines for a success; nothing moves for a failure."""
+    """Two balanced lines for a success (an authorisation under manual capture); nothing
+    moves for a failure."""
+    if outcome is Outcome.REQUIRES_CAPTURE:
+        return authorization_lines(
+            amount=amount, currency=currency, provider=provider, client_id=client_id
+        )
     if outcome is not Outcome.SUCCEEDED:
         return []
     return [
@@ -37,4 +48,40 @@ def refund_lines(*, amount: int, currency: str, provider: str, client_id: str) -
     return [
         LedgerLine(MERCHANT_PAYABLE.format(client_id=client_id), amount, currency),
         LedgerLine(PROVIDER_RECEIVABLE.format(provider=provider), -amount, currency),
+    ]
+
+
+def authorization_lines(
+    *, amount: int, currency: str, provider: str, client_id: str
+) -> list[LedgerLine]:
+    """Manual capture: ``amount`` authorised, held at the provider, not yet anyone's."""
+    return [
+        LedgerLine(PROVIDER_AUTHORIZED.format(provider=provider), amount, currency),
+        LedgerLine(MERCHANT_AUTHORIZED.format(client_id=client_id), -amount, currency),
+    ]
+
+
+def release_lines(
+    *, authorized: int, currency: str, provider: str, client_id: str
+) -> list[LedgerLine]:
+    """The authorisation ends (captured or canceled): its lines reversed in full."""
+    if authorized <= 0:
+        return []
+    return [
+        LedgerLine(MERCHANT_AUTHORIZED.format(client_id=client_id), authorized, currency),
+        LedgerLine(PROVIDER_AUTHORIZED.format(provider=provider), -authorized, currency),
+    ]
+
+
+def capture_lines(
+    *, authorized: int, captured: int, currency: str, provider: str, client_id: str
+) -> list[LedgerLine]:
+    """A capture: the authorisation released in full, the captured part booked as a
+    charge's success is (the rest goes back to the customer)."""
+    return [
+        *release_lines(
+            authorized=authorized, currency=currency, provider=provider, client_id=client_id
+        ),
+        LedgerLine(PROVIDER_RECEIVABLE.format(provider=provider), captured, currency),
+        LedgerLine(MERCHANT_PAYABLE.format(client_id=client_id), -captured, currency),
     ]

@@ -42,6 +42,9 @@ class PaymentRequest:
     off_session: bool | None = None
     # Where a redirect-based authentication sends the customer back.
     return_url: str | None = None
+    # ``manual``: a successful confirm only authorises (``requires_capture``); a capture
+    # operation takes the money later.
+    capture_method: str = "automatic"
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,8 @@ class PaymentRecord:
     # read with the payment (``PaymentRepository``) from the outbox, whose retention always
     # keeps a payment's newest event, so it never goes back.
     latest_event_sequence: int = 0
+    # Manual capture (migration 0013): what a capture may still take (requires_capture).
+    amount_capturable: int = 0
 
     @property
     def state(self) -> State:

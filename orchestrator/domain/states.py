@@ -13,7 +13,11 @@ that tells any worker where to resume::
         │  ▲                 │
    park │  │ retry           │ finish (one transaction, fenced by the lease token)
         ▼  │                 ▼
-    needs_attention      succeeded | failed  @ completed
+    needs_attention      succeeded | failed | canceled | requires_capture  @ completed
+
+``requires_capture`` (manual capture) ends the charge like a final status; a capture
+operation later moves the payment to ``succeeded``, a cancel to ``canceled``
+(``engine.kinds.capture`` / ``cancel``, each on its own operation row and lease).
 
 ``park`` keeps the recovery point, so an operator's retry resumes where the work stopped.
 The database repeats every guard as a compare-and-set (``WHERE status = … AND
@@ -35,6 +39,9 @@ class PaymentStatus(StrEnum):
 
     PROCESSING = "processing"
     REQUIRES_ACTION = "requires_action"  # shown only, never stored (see above)
+    # Manual capture: the charge is finished (completed, no lease) with an authorisation
+    # that a capture operation takes or a cancel operation releases (``engine.kinds``).
+    REQUIRES_CAPTURE = "requires_capture"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELED = "canceled"
@@ -43,6 +50,12 @@ class PaymentStatus(StrEnum):
     @property
     def is_final(self) -> bool:
         return self in FINAL_STATUSES
+
+    @property
+    def charge_finished(self) -> bool:
+        """The charge operation is done: a final status, or an authorisation waiting for
+        its capture (no lease on the payment row either way)."""
+        return self.is_final or self is PaymentStatus.REQUIRES_CAPTURE
 
 
 FINAL_STATUSES = frozenset({PaymentStatus.SUCCEEDED, PaymentStatus.FAILED, PaymentStatus.CANCELED})
@@ -71,6 +84,8 @@ class Outcome(StrEnum):
     FAILED = "failed"
     # The intent was canceled (the customer never authenticated: authentication_timeout).
     CANCELED = "canceled"
+    # Manual capture: authorised, the money waits for a capture (or a cancel).
+    REQUIRES_CAPTURE = "requires_capture"
 
 
 class Event(StrEnum):
@@ -144,4 +159,5 @@ def all_states() -> list[State]:
     states = [State(PaymentStatus.PROCESSING, p) for p in _UNFINISHED_POINTS]
     states += [State(PaymentStatus.NEEDS_ATTENTION, p) for p in _UNFINISHED_POINTS]
     states += [State(s, RecoveryPoint.COMPLETED) for s in FINAL_STATUSES]
+    states.append(State(PaymentStatus.REQUIRES_CAPTURE, RecoveryPoint.COMPLETED))
     return states

@@ -119,6 +119,7 @@ def _new_record_values(
         "customer": request.customer,
         "off_session": request.off_session,
         "return_url": request.return_url,
+        "capture_method": request.capture_method,
         "status": INITIAL.status.value,
         "recovery_point": INITIAL.point.value,
         "lease_token": INITIAL_LEASE_TOKEN,

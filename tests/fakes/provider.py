@@ -27,6 +27,7 @@ from orchestrator.providers.base import (
 from orchestrator.providers.keys import (
     RECORD_ID_METADATA_KEY,
     cancel_key,
+    capture_key,
     confirm_key,
     create_key,
     refund_key,
@@ -37,6 +38,7 @@ Operation = Literal[
     "confirm",
     "retrieve",
     "lookup",
+    "capture",
     "cancel",
     "refund",
     "retrieve_refund",
@@ -86,6 +88,9 @@ class _Intent:
     next_action: dict[str, object] | None = None
     client_secret: str | None = None
     cancellation_reason: str | None = None
+    capture_method: str = "automatic"
+    amount_capturable: int = 0
+    amount_received: int = 0
 
 
 @dataclass
@@ -96,6 +101,8 @@ class FakeProvider:
     saved: dict[str, ProviderIntent | Exception] = field(default_factory=dict)
     calls: list[Call] = field(default_factory=list)
     charges: dict[str, int] = field(default_factory=dict)
+    # Captures of manual-capture intents (intent id -> how many times it was captured).
+    captures: dict[str, int] = field(default_factory=dict)
     # Refunds as Stripe keeps them, in creation order.
     refunds: dict[str, ProviderRefund] = field(default_factory=dict)
     _faults: dict[tuple[Operation, int], Fault] = field(default_factory=dict)
@@ -128,7 +135,9 @@ class FakeProvider:
             last_payment_error=intent.error,
             created=intent.created,
             payment_method=intent.payment_method,
-            amount_received=intent.amount if intent.status == "succeeded" else 0,
+            amount_received=intent.amount_received,
+            amount_capturable=intent.amount_capturable,
+            capture_method=intent.capture_method,
             customer=intent.customer,
             next_action=intent.next_action,  # type: ignore[arg-type]
             client_secret=intent.client_secret,
@@ -193,9 +202,13 @@ class FakeProvider:
         description: str | None,
         metadata: dict[str, str],
         customer: str | None = None,
+        capture_method: str = "automatic",
     ) -> ProviderIntent:
         key = create_key(record_id)
-        self.calls.append(Call("create", None, key, {"customer": customer} if customer else {}))
+        params: dict[str, object] = {"customer": customer} if customer else {}
+        if capture_method != "automatic":
+            params["capture_method"] = capture_method
+        self.calls.append(Call("create", None, key, params))
         fault = self._fault("create")
 
         def act() -> ProviderIntent:
@@ -207,6 +220,7 @@ class FakeProvider:
                 metadata={**metadata, RECORD_ID_METADATA_KEY: record_id},
                 created=int(time.time()),
                 customer=customer,
+                capture_method=capture_method,
             )
             self.intents[intent.id] = intent
             return self._view(intent)
@@ -274,9 +288,7 @@ class FakeProvider:
                     decline_code=decline,
                     intent_id=intent_id,
                 )
-            intent.status = "succeeded"
-            intent.charge = f"ch_fake{next(self._ids)}"
-            self.charges[intent_id] = self.charges.get(intent_id, 0) + 1
+            self._succeed(intent)
             return self._view(intent)
 
         return self._with_key(key, fault, act)
@@ -303,9 +315,46 @@ class FakeProvider:
         self._succeed(intent)
 
     def _succeed(self, intent: _Intent) -> None:
-        intent.status = "succeeded"
+        """The card pays: a charge (an authorisation under manual capture)."""
         intent.charge = f"ch_fake{next(self._ids)}"
         self.charges[intent.id] = self.charges.get(intent.id, 0) + 1
+        if intent.capture_method == "manual":
+            intent.status = "requires_capture"
+            intent.amount_capturable = intent.amount
+        else:
+            intent.status = "succeeded"
+            intent.amount_received = intent.amount
+
+    def capture_intent(
+        self, intent_id: str, *, operation_id: str, attempt: int, amount_to_capture: int | None
+    ) -> ProviderIntent:
+        key = capture_key(operation_id, attempt)
+        self.calls.append(Call("capture", intent_id, key, {"amount_to_capture": amount_to_capture}))
+        fault = self._fault("capture")
+
+        def act() -> ProviderIntent:
+            intent = self.intents[intent_id]
+            if intent.status != "requires_capture":
+                raise Permanent(
+                    "This PaymentIntent could not be captured because it has a status of "
+                    f"{intent.status}.",
+                    code="payment_intent_unexpected_state",
+                    http_status=400,
+                )
+            amount = intent.amount_capturable if amount_to_capture is None else amount_to_capture
+            if amount > intent.amount_capturable:
+                raise Permanent(
+                    "The amount to capture is greater than the amount capturable.",
+                    code="amount_too_large",
+                    http_status=400,
+                )
+            intent.status = "succeeded"
+            intent.amount_received = amount
+            intent.amount_capturable = 0
+            self.captures[intent_id] = self.captures.get(intent_id, 0) + 1
+            return self._view(intent)
+
+        return self._with_key(key, fault, act)
 
     def cancel_intent(
         self, intent_id: str, *, operation_id: str, attempt: int, reason: str | None
@@ -322,6 +371,7 @@ class FakeProvider:
                 )
             intent.status = "canceled"
             intent.next_action = None
+            intent.amount_capturable = 0
             intent.cancellation_reason = reason
             return self._view(intent)
 
@@ -395,7 +445,7 @@ class FakeProvider:
                     code="charge_not_refundable",
                     http_status=400,
                 )
-            if self.refunded(intent_id) + amount > intent.amount:
+            if self.refunded(intent_id) + amount > intent.amount_received:
                 raise Permanent(
                     f"Refund amount (${amount / 100:.2f}) is greater than unrefunded amount "
                     "on charge.",

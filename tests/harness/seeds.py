@@ -31,6 +31,7 @@ def accept(
     customer: str | None = None,
     off_session: bool | None = None,
     return_url: str | None = None,
+    capture_method: str | None = None,
 ) -> PaymentRecord:
     request = PaymentRequest(
         amount=amount,
@@ -39,6 +40,7 @@ def accept(
         customer=customer,
         off_session=off_session,
         return_url=return_url,
+        capture_method=capture_method or "automatic",
     )
     body: dict[str, Any] = {
         "amount": amount,
@@ -48,7 +50,12 @@ def accept(
         "description": None,
         "metadata": {},
     }
-    sent = {"customer": customer, "off_session": off_session, "return_url": return_url}
+    sent = {
+        "customer": customer,
+        "off_session": off_session,
+        "return_url": return_url,
+        "capture_method": None if capture_method == "automatic" else capture_method,
+    }
     body.update({name: value for name, value in sent.items() if value is not None})
     fingerprint = request_fingerprint("POST", "/v1/payments", body)
     return accept_payment(container, client, key, request, fingerprint).record

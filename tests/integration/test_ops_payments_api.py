@@ -237,6 +237,7 @@ def test_status_counts_payments_and_leases_by_what_they_mean(api: Api) -> None:
     assert status["payments_by_status"] == {
         "processing": 4,
         "requires_action": 0,
+        "requires_capture": 0,
         "succeeded": 0,
         "failed": 0,
         "canceled": 0,

@@ -51,7 +51,16 @@ def test_a_canceled_intent_settles_a_canceled_payment():
     assert reading.failure is not None and reading.failure.code == "canceled"
 
 
-@pytest.mark.parametrize("status", ["requires_capture", "something_new"])
+def test_requires_capture_settles_an_authorisation_for_a_capture_to_take():
+    reading = read_intent(intent("requires_capture", latest_charge="ch_1", capture_method="manual"))
+    assert (reading.next, reading.outcome, reading.charge_id) == (
+        Next.SETTLE,
+        Outcome.REQUIRES_CAPTURE,
+        "ch_1",
+    )
+
+
+@pytest.mark.parametrize("status", ["something_new", "requires_reauthorization"])
 def test_unexpected_statuses_are_never_guessed(status):
     with pytest.raises(UnexpectedIntentStatus):
         read_intent(intent(status))

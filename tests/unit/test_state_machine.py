@@ -34,6 +34,9 @@ ALLOWED: dict[tuple[State, Event, Outcome | None], State] = {
     (State(P, PS), Event.FINISHED, Outcome.SUCCEEDED): State(PaymentStatus.SUCCEEDED, DONE),
     (State(P, PS), Event.FINISHED, Outcome.FAILED): State(PaymentStatus.FAILED, DONE),
     (State(P, PS), Event.FINISHED, Outcome.CANCELED): State(PaymentStatus.CANCELED, DONE),
+    (State(P, PS), Event.FINISHED, Outcome.REQUIRES_CAPTURE): State(
+        PaymentStatus.REQUIRES_CAPTURE, DONE
+    ),
     (State(P, ACC), Event.PARKED, None): State(NA, ACC),
     (State(P, IC), Event.PARKED, None): State(NA, IC),
     (State(P, PS), Event.PARKED, None): State(NA, PS),
@@ -53,8 +56,8 @@ def _cases():
 
 def test_the_state_list_is_complete_and_starts_at_accepted():
     assert State(P, ACC) == INITIAL
-    assert len(all_states()) == 9
-    assert len(set(all_states())) == 9
+    assert len(all_states()) == 10
+    assert len(set(all_states())) == 10
 
 
 @pytest.mark.parametrize(("state", "event", "outcome"), list(_cases()))
@@ -73,7 +76,13 @@ def test_the_allowed_table_has_no_entry_the_machine_refuses():
 
 
 @pytest.mark.parametrize(
-    "status", [PaymentStatus.SUCCEEDED, PaymentStatus.FAILED, PaymentStatus.CANCELED]
+    "status",
+    [
+        PaymentStatus.SUCCEEDED,
+        PaymentStatus.FAILED,
+        PaymentStatus.CANCELED,
+        PaymentStatus.REQUIRES_CAPTURE,
+    ],
 )
 def test_finished_payments_accept_no_event(status):
     for event in Event:

@@ -234,9 +234,11 @@ class LeaseRepository(LeaseColumns[PaymentRecord]):
         response_body: dict[str, Any],
         now: datetime,
         amount_captured: int = 0,
+        amount_capturable: int = 0,
     ) -> PaymentRecord | None:
-        """COMPLETED, fenced, with what a success captured.  None: we were fenced out and
-        the caller must roll back.
+        """COMPLETED, fenced, with what a success captured (or, under manual capture, what
+        was authorised for a capture to take; ``completed_at`` then waits for it).  None: we
+        were fenced out and the caller must roll back.
 
         The final answer is stored twice: as the document (JSONB, for SQL) and as the exact
         text every replay and GET serves (``final_response``), since JSONB reorders keys."""
@@ -248,6 +250,7 @@ class LeaseRepository(LeaseColumns[PaymentRecord]):
             response_body=response_body,
             final_response=encode_representation(response_body).decode("utf-8"),
             amount_captured=amount_captured,
+            amount_capturable=amount_capturable,
             lease_owner=None,
             locked_until=None,
             next_attempt_at=None,
@@ -255,7 +258,7 @@ class LeaseRepository(LeaseColumns[PaymentRecord]):
             waiting_since=None,
             next_action=None,
             client_secret=None,
-            completed_at=now,
+            completed_at=None if status is PaymentStatus.REQUIRES_CAPTURE else now,
             updated_at=now,
         )
 

@@ -41,6 +41,7 @@ def to_payment(row: sa.RowMapping | Any) -> PaymentRecord:
             customer=m.get("customer"),
             off_session=m.get("off_session"),
             return_url=m.get("return_url"),
+            capture_method=m.get("capture_method") or "automatic",
         ),
         status=PaymentStatus(m["status"]),
         recovery_point=RecoveryPoint(m["recovery_point"]),
@@ -80,6 +81,7 @@ def to_payment(row: sa.RowMapping | Any) -> PaymentRecord:
         amount_refund_reserved=m.get("amount_refund_reserved") or 0,
         amount_refunded=m.get("amount_refunded") or 0,
         latest_event_sequence=m.get("latest_event_sequence") or 0,
+        amount_capturable=m.get("amount_capturable") or 0,
     )
 
 

@@ -156,7 +156,10 @@ class _Charge:
                 payment_method=record.request.payment_method,
                 description=record.request.description,
                 metadata=record.request.metadata,
-                **optional(customer=(record.request.customer, None)),
+                **optional(
+                    customer=(record.request.customer, None),
+                    capture_method=(record.request.capture_method, "automatic"),
+                ),
             )
         except Retryable as error:
             lease.wait(error.retry_after, describe_error(error))
@@ -519,6 +522,10 @@ class _Charge:
                 intent.amount_received if intent.amount_received is not None else intent.amount
             )
             settled_currency = intent.currency.lower()
+        elif intent is not None and outcome is Outcome.REQUIRES_CAPTURE:
+            # Manual capture: what the provider authorised (and a capture may take).
+            settled_amount = intent.amount_capturable
+            settled_currency = intent.currency.lower()
         self.lease.write(
             lambda uow, now: uow.leases.record_settlement(
                 self.lease.id,
@@ -553,7 +560,8 @@ class _Charge:
         assert outcome is not None
         status = PaymentStatus(outcome.value)
         amount, currency = record.request.amount, record.request.currency
-        if record.provider_outcome is Outcome.SUCCEEDED and record.settled_amount is not None:
+        moved = outcome in (Outcome.SUCCEEDED, Outcome.REQUIRES_CAPTURE)
+        if moved and record.settled_amount is not None:
             # Never finish a success at an amount the provider did not move: the checks
             # before confirm make this unreachable, and this keeps it so.
             amount, currency = record.settled_amount, record.settled_currency or currency
@@ -562,6 +570,9 @@ class _Charge:
                     f"provider moved {amount} {currency}, the payment asked for "
                     f"{record.request.amount} {record.request.currency}"
                 )
+
+        captured = amount if outcome is Outcome.SUCCEEDED else 0
+        capturable = amount if outcome is Outcome.REQUIRES_CAPTURE else 0
 
         def write_finish(uow: UnitOfWork, now: datetime) -> PaymentRecord | None:
             final = replace(
@@ -574,8 +585,10 @@ class _Charge:
                 lease_owner=None,
                 locked_until=None,
                 next_attempt_at=None,
-                completed_at=now,
+                completed_at=None if outcome is Outcome.REQUIRES_CAPTURE else now,
                 updated_at=now,
+                amount_captured=captured,
+                amount_capturable=capturable,
             )
             response = payment_representation(final)
             finished = uow.leases.finish(
@@ -584,7 +597,8 @@ class _Charge:
                 status=status,
                 response_body=response,
                 now=now,
-                amount_captured=amount if outcome is Outcome.SUCCEEDED else 0,
+                amount_captured=captured,
+                amount_capturable=capturable,
             )
             if finished is None:
                 return None

@@ -1,0 +1,120 @@
+"""Manual capture over real HTTP, on SQLite and PostgreSQL: ``capture_method`` on
+``POST /v1/payments``, then ``/capture`` and ``/cancel`` (202 + Location, replays, 409 from a
+status where they are not allowed, 400 over what is capturable)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import httpx
+import pytest
+
+from orchestrator.api.app import create_app
+from orchestrator.bootstrap import Container
+from orchestrator.domain.model import ApiClient, Role
+from orchestrator.engine.kinds import process_operation
+from orchestrator.engine.kinds.charge import process_payment
+from orchestrator.services.api_keys import create_client
+from tests.fakes.provider import FakeProvider
+from tests.fakes.publisher import RecordingPublisher
+from tests.harness.containers import build_container
+from tests.harness.server import ServerThread
+
+
+@dataclass
+class Api:
+    container: Container
+    url: str
+    publisher: RecordingPublisher
+    provider: FakeProvider
+    merchant: ApiClient
+    key: str
+    other_key: str
+
+    def client(self, api_key: str | None = None) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {api_key or self.key}"}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30, trust_env=False)
+
+    def run_published(self) -> None:
+        """What a worker would do with every published task (charges and operations)."""
+        runner = self.container.runner()
+        for record_id, token in list(self.publisher.published):
+            if record_id.startswith("pay_"):
+                process_payment(runner, record_id, token, sleep=lambda _s: None)
+            else:
+                process_operation(runner, record_id, token, sleep=lambda _s: None)
+        self.publisher.published.clear()
+
+    def authorized(self, client: httpx.Client, amount: int = 1000) -> str:
+        """A manual-capture payment, charged: requires_capture."""
+        response = pay(client, amount, capture_method="manual")
+        assert response.status_code == 202, response.text
+        self.run_published()
+        payment_id: str = response.json()["id"]
+        assert client.get(f"/v1/payments/{payment_id}").json()["status"] == "requires_capture"
+        return payment_id
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def api(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('captures') / 'payorch.sqlite3'}"
+    else:
+        url = request.getfixturevalue("make_postgres_database")()
+    publisher = RecordingPublisher()
+    provider = FakeProvider()
+    container = build_container(
+        url, publisher=publisher, provider=provider, db_pool_size=30, db_max_overflow=30
+    )
+    first = create_client(container, "a", Role.MERCHANT)
+    other = create_client(container, "b", Role.MERCHANT)
+    with ServerThread(create_app(container)) as server:
+        yield Api(
+            container, server.url, publisher, provider, first.client, first.api_key, other.api_key
+        )
+    container.close()
+
+
+def pay(client: httpx.Client, amount: int, **fields: object) -> httpx.Response:
+    body = {"amount": amount, "currency": "usd", "payment_method": "pm_card_visa", **fields}
+    return client.post(
+        "/v1/payments", json=body, headers={"Idempotency-Key": f"pay-{random.getrandbits(64):x}"}
+    )
+
+
+def assert_problem(response: httpx.Response, status: int, slug: str) -> dict[str, object]:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    problem: dict[str, object] = response.json()
+    assert str(problem["type"]).endswith(slug), problem
+    return problem
+
+
+def test_a_manual_payment_is_accepted_and_reads_requires_capture_with_its_amounts(api):
+    with api.client() as client:
+        accepted = pay(client, 1500, capture_method="manual")
+        assert accepted.status_code == 202, accepted.text
+        body = accepted.json()
+        assert (body["status"], body["capture_method"]) == ("processing", "manual")
+        assert (body["amount_capturable"], body["amount_captured"], body["amount_refunded"]) == (
+            0,
+            0,
+            0,
+        )
+        api.run_published()
+
+        read = client.get(f"/v1/payments/{body['id']}")
+        shown = read.json()
+        assert shown["status"] == "requires_capture"
+        assert (shown["amount_capturable"], shown["amount_captured"]) == (1500, 0)
+        assert "Retry-After" not in read.headers
+
+
+def test_an_unknown_capture_method_is_400_and_automatic_is_the_default(api):
+    with api.client() as client:
+        assert_problem(pay(client, 1000, capture_method="later"), 400, "invalid-request")
+        automatic = pay(client, 1000)
+        assert automatic.json()["capture_method"] == "automatic"
+    api.publisher.published.clear()
