@@ -192,7 +192,7 @@ operations = sa.Table(
     sa.Column("updated_at", UtcDateTime(), nullable=False),
     sa.Column("completed_at", UtcDateTime(), nullable=True),
     sa.UniqueConstraint("client_id", "kind", "idempotency_key"),
-    sa.CheckConstraint("kind IN ('capture', 'cancel', 'refund')", name="kind_known"),
+    sa.CheckConstraint("kind IN ('capture', 'cancel', 'refund', 'refund_sync')", name="kind_known"),
     sa.CheckConstraint(
         "status IN ('processing', 'succeeded', 'failed', 'needs_attention')", name="status_known"
     ),
@@ -213,6 +213,16 @@ sa.Index(
     unique=True,
     postgresql_where=_CAPTURE_OR_CANCEL_IN_FLIGHT,
     sqlite_where=_CAPTURE_OR_CANCEL_IN_FLIGHT,
+)
+# One refund row per provider refund (migration 0016): the refund sync records a refund made
+# outside payorch once, however many events, syncs or replays name it.  Partial: other kinds
+# may name one provider object (an intent) from several rows.
+sa.Index(
+    "uq_operations_refund_provider_object_id",
+    operations.c.provider_object_id,
+    unique=True,
+    postgresql_where=sa.text("kind = 'refund' AND provider_object_id IS NOT NULL"),
+    sqlite_where=sa.text("kind = 'refund' AND provider_object_id IS NOT NULL"),
 )
 sa.Index(
     "ix_operations_expired_leases",

@@ -1,4 +1,5 @@
-"""Operations after the charge: capture, cancel, refund.
+"""Operations after the charge: capture, cancel, refund, and the refund sync (reading the
+provider's refunds of a payment to record those made outside payorch).
 
 An operation row moves through a smaller version of the payment's state machine::
 
@@ -10,8 +11,8 @@ An operation row moves through a smaller version of the payment's state machine:
         ▼  │                                               ▼
     needs_attention                              succeeded | failed  @ completed
 
-The ids carry the kind (``rfd_…`` a refund, ``cap_…`` a capture, ``cnl_…`` a cancel), so an
-id alone says which rows hold its lease and which steps run it.
+The ids carry the kind (``rfd_…`` a refund, ``cap_…`` a capture, ``cnl_…`` a cancel, ``rsy_…``
+a refund sync), so an id alone says which rows hold its lease and which steps run it.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class OperationKindName(StrEnum):
     CAPTURE = "capture"
     CANCEL = "cancel"
     REFUND = "refund"
+    REFUND_SYNC = "refund_sync"
 
 
 class OperationStatus(StrEnum):
@@ -46,8 +48,9 @@ ID_PREFIXES = {
     OperationKindName.REFUND: "rfd",
     OperationKindName.CAPTURE: "cap",
     OperationKindName.CANCEL: "cnl",
+    OperationKindName.REFUND_SYNC: "rsy",
 }
-_OPERATION_ID = re.compile(r"^(rfd|cap|cnl)_[0-9a-f]{32}$")
+_OPERATION_ID = re.compile(r"^(rfd|cap|cnl|rsy)_[0-9a-f]{32}$")
 REFUND_ID_PATTERN = "^rfd_[0-9a-f]{32}$"
 
 
@@ -104,3 +107,9 @@ class OperationRecord:
     request_fingerprint: str | None = None
     accepted_response: bytes | None = None
     final_response: bytes | None = None
+
+
+# Where a refund came from: asked through payorch's API, or made at the provider by someone
+# else (Stripe's Dashboard) and recorded by the refund sync.
+ORIGIN_PAYORCH = "payorch"
+ORIGIN_PROVIDER = "provider"

@@ -6,6 +6,8 @@
            already stored (same evt id) ─────────────> replay: 200, nothing changes
            store it, with our payment if its intent is ours
            that payment deferred (nobody holds it) ──> due now: the sweeper dispatches it
+           about its refunds ────────────────────────> a refund sync queued, due now
+                                                       (``services.refund_sync``)
       ─> 200
 
 **An event is a hint, never the truth.**  Nothing here applies what the event says: the
@@ -26,6 +28,7 @@ from orchestrator.db.uow import UnitOfWork
 from orchestrator.logging import get_logger
 from orchestrator.providers.base import ProviderEvent
 from orchestrator.services.disputes import record_dispute_event
+from orchestrator.services.refund_sync import REFUND_EVENT_TYPES, request_refund_sync
 
 log = get_logger(__name__)
 
@@ -88,6 +91,11 @@ def receive_provider_event(
             if payment_id is not None:
                 # A dispute is recorded (once per dispute) in the event's transaction.
                 record_dispute_event(unit, event, payment_id, now=now)
+                if event.type in REFUND_EVENT_TYPES:
+                    # Perhaps a refund made outside payorch: the sync lists the refunds.
+                    request_refund_sync(
+                        unit, payment_id, reason=f"{event.type} {event.id}", now=now
+                    )
             unit.commit()
         except sa.exc.IntegrityError:
             # A concurrent delivery of the same event committed first (Stripe can send one

@@ -232,3 +232,54 @@ class OperationRepository(LeaseColumns[OperationRecord]):
             completed_at=now,
             updated_at=now,
         )
+
+    # -- refunds made outside payorch (the refund sync) -----------------------------------
+
+    def insert(self, values: dict[str, Any]) -> OperationRecord:
+        """A row no client key names (a refund sync, a refund the provider reported)."""
+        row = self._conn.execute(
+            operations.insert().values(**values).returning(*operations.c)
+        ).one()
+        return to_operation(row)
+
+    def find_refund_by_provider_id(self, provider_refund_id: str) -> OperationRecord | None:
+        row = self._conn.execute(
+            sa.select(operations).where(
+                c.kind == OperationKindName.REFUND.value,
+                c.provider_object_id == provider_refund_id,
+            )
+        ).first()
+        return None if row is None else to_operation(row)
+
+    def unclaimed_sync(self, payment_id: str) -> OperationRecord | None:
+        """A refund sync of the payment that no worker has claimed yet: it will list the
+        provider's refunds after now, so a new hint needs no second sync."""
+        row = self._conn.execute(
+            sa.select(operations)
+            .where(
+                c.payment_id == payment_id,
+                c.kind == OperationKindName.REFUND_SYNC.value,
+                c.status == PROCESSING,
+                c.attempts == 0,
+                c.lease_owner.is_(None),
+            )
+            .limit(1)
+        ).first()
+        return None if row is None else to_operation(row)
+
+    def make_waiting_due(self, operation_id: str, *, now: datetime) -> bool:
+        """A waiting operation (no holder, re-check later) is due now: the sweeper's next pass
+        dispatches it and it reads the provider's truth.  Nothing else changes: no token, so
+        nothing is fenced and nothing is decided here."""
+        result = self._conn.execute(
+            operations.update()
+            .where(
+                c.id == operation_id,
+                c.status == PROCESSING,
+                c.lease_owner.is_(None),
+                c.next_attempt_at.is_not(None),
+                c.next_attempt_at > now,
+            )
+            .values(next_attempt_at=now, locked_until=now)
+        )
+        return result.rowcount == 1

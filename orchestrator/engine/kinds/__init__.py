@@ -2,6 +2,7 @@
 
     charge.py   create + confirm one PaymentIntent (lease on the payment row)
     refund.py   one refund of a succeeded payment (lease on its operation row)
+    refund_sync.py  record the refunds made at the provider outside payorch (its own row)
 
 ``run_kind`` picks the kind an id names and runs it under the engine.
 """
@@ -14,13 +15,17 @@ from orchestrator.domain.ids import is_payment_id
 from orchestrator.domain.operations import OperationKindName, kind_of
 from orchestrator.engine.kinds.charge import CHARGE
 from orchestrator.engine.kinds.refund import REFUND
+from orchestrator.engine.kinds.refund_sync import REFUND_SYNC
 from orchestrator.engine.lease import ProcessResult
 from orchestrator.engine.runner import Runner, run_operation
 from orchestrator.logging import get_logger
 
 log = get_logger(__name__)
 
-OPERATION_KINDS: dict[OperationKindName, Any] = {OperationKindName.REFUND: REFUND}
+OPERATION_KINDS: dict[OperationKindName, Any] = {
+    OperationKindName.REFUND: REFUND,
+    OperationKindName.REFUND_SYNC: REFUND_SYNC,
+}
 
 
 def process_operation(

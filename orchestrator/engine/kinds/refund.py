@@ -38,11 +38,11 @@ from typing import Any
 from orchestrator import metrics
 from orchestrator.db.repositories.operations import OperationRepository
 from orchestrator.db.uow import UnitOfWork
-from orchestrator.domain.ledger import refund_lines
-from orchestrator.domain.operations import OperationRecord, OperationStatus
+from orchestrator.domain.operations import ORIGIN_PROVIDER, OperationRecord, OperationStatus
 from orchestrator.domain.refund_representation import refund_representation
 from orchestrator.domain.representation import encode_representation
 from orchestrator.domain.states import RecoveryPoint, WaitingFor
+from orchestrator.engine.kinds.refund_books import book_refund_outcome
 from orchestrator.engine.lease import Lease, Parked, Waiting, describe_error
 from orchestrator.logging import get_logger
 from orchestrator.providers.base import (
@@ -247,7 +247,12 @@ class _Refund:
 
     def check_ours(self, refund: ProviderRefund, intent_id: str) -> None:
         problems = []
-        if refund.metadata.get(REFUND_ID_METADATA_KEY) != self.record.id:
+        if self.record.origin == ORIGIN_PROVIDER:
+            # Made outside payorch (recorded by the refund sync): no metadata of ours; the
+            # row is bound to the provider's refund id instead, and only ever retrieves it.
+            if refund.id != self.record.provider_object_id:
+                problems.append(f"id {refund.id} != {self.record.provider_object_id}")
+        elif refund.metadata.get(REFUND_ID_METADATA_KEY) != self.record.id:
             problems.append("metadata names another refund")
         if refund.amount != self.record.amount:
             problems.append(f"amount {refund.amount} != {self.record.amount}")
@@ -295,7 +300,6 @@ class _Refund:
         record = self.record
         assert record.provider_outcome is not None and record.amount is not None
         status = OperationStatus(record.provider_outcome)
-        amount = record.amount
 
         def write_finish(uow: UnitOfWork, now: datetime) -> OperationRecord | None:
             # Refunds of one payment may finish at once: the payment's row lock orders their
@@ -321,23 +325,7 @@ class _Refund:
             )
             if finished is None:
                 return None
-            if status is OperationStatus.SUCCEEDED:
-                uow.money.book_refund(record.payment_id, amount)
-                uow.outcomes.add_ledger_lines(
-                    record.payment_id,
-                    refund_lines(
-                        amount=amount,
-                        currency=record.currency,
-                        provider=payment.provider,
-                        client_id=record.client_id,
-                    ),
-                    now=now,
-                )
-            else:
-                uow.money.release_refund(record.payment_id, amount)
-            uow.outcomes.add_outbox_event(
-                record.payment_id, f"refund.{status.value}", document, now=now
-            )
+            book_refund_outcome(uow, final, provider=payment.provider, now=now, reserved=True)
             return finished
 
         self.lease.write(write_finish)

@@ -1,0 +1,43 @@
+"""A refund's effect on the books, written in its finishing transaction: the payment's
+refund money, the ledger lines and the merchant event.  Shared by the refund kind (a refund
+asked through payorch) and the refund sync (a refund made at the provider by someone else),
+so both move money the same way."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from orchestrator.db.uow import UnitOfWork
+from orchestrator.domain.ledger import refund_lines
+from orchestrator.domain.operations import OperationRecord, OperationStatus
+from orchestrator.domain.refund_representation import refund_representation
+
+
+def book_refund_outcome(
+    uow: UnitOfWork, refund: OperationRecord, *, provider: str, now: datetime, reserved: bool
+) -> None:
+    """``refund`` as finished (succeeded or failed).  A succeeded refund stays reserved and
+    counts as refunded, with two balanced ledger lines; a failed one releases what it held
+    (``reserved``: it held anything).  Then ``refund.{status}`` for the merchant.  The
+    caller holds the payment's row lock (money updates and the event's sequence)."""
+    assert refund.amount is not None
+    if refund.status is OperationStatus.SUCCEEDED:
+        uow.money.book_refund(refund.payment_id, refund.amount)
+        uow.outcomes.add_ledger_lines(
+            refund.payment_id,
+            refund_lines(
+                amount=refund.amount,
+                currency=refund.currency,
+                provider=provider,
+                client_id=refund.client_id,
+            ),
+            now=now,
+        )
+    elif reserved:
+        uow.money.release_refund(refund.payment_id, refund.amount)
+    uow.outcomes.add_outbox_event(
+        refund.payment_id,
+        f"refund.{refund.status.value}",
+        refund_representation(refund),
+        now=now,
+    )

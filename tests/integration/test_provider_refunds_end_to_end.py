@@ -1,0 +1,159 @@
+"""Issue 12's acceptance for refunds made outside payorch: real PostgreSQL, RabbitMQ,
+``payorch worker`` and ``payorch sweeper`` processes, the API, and the simulator delivering
+Stripe-signed webhooks.  A refund made in the simulator's dashboard appears in the payment's
+refunds (origin provider), in ``amount_refunded`` and in the ledger; a replayed event and a
+second hint about the same refund change nothing."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from devtools.simulator.webhooks import signature_header
+from orchestrator.db.tables import operations, outbox_events, provider_events
+from tests.harness.stack import Stack, running_stack
+
+SECRET = "whsec_payorch_provider_refunds_e2e"
+PATH = "/v1/providers/stripe/webhooks"
+DEADLINE_SECONDS = 60.0
+
+
+@pytest.fixture
+def stack(make_postgres_database, make_broker_url, processes) -> Iterator[Stack]:
+    with running_stack(
+        make_postgres_database(), make_broker_url(), stripe_webhook_secret=SECRET
+    ) as built:
+        built.simulator.admin.configure_webhooks(built.api_url + PATH, SECRET)
+        built.start_sweeper(processes)
+        built.start_worker(processes)
+        yield built
+
+
+def poll(what: str, read: Callable[[], Any], check: Callable[[Any], bool]) -> Any:
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    while True:
+        value = read()
+        if check(value):
+            return value
+        assert time.monotonic() < deadline, f"{what} never held: {value}"
+        time.sleep(0.2)
+
+
+def refunds(stack: Stack, payment_id: str) -> list[dict[str, Any]]:
+    with stack.client() as client:
+        response = client.get(f"/v1/payments/{payment_id}/refunds")
+    assert response.status_code == 200, response.text
+    data: list[dict[str, Any]] = response.json()["data"]
+    return data
+
+
+def outbox(stack: Stack, payment_id: str) -> list[str]:
+    query = (
+        sa.select(outbox_events.c.event_type)
+        .where(outbox_events.c.payment_id == payment_id)
+        .order_by(outbox_events.c.id)
+    )
+    with stack.container.engine.connect() as conn:
+        return list(conn.execute(query).scalars())
+
+
+def syncs(stack: Stack, payment_id: str) -> list[dict[str, Any]]:
+    query = sa.select(operations).where(
+        operations.c.payment_id == payment_id, operations.c.kind == "refund_sync"
+    )
+    with stack.container.engine.connect() as conn:
+        return [dict(r._mapping) for r in conn.execute(query)]
+
+
+def all_syncs_done(rows: list[dict[str, Any]]) -> bool:
+    return bool(rows) and all(r["status"] == "succeeded" for r in rows)
+
+
+def stored_event(stack: Stack, payment_id: str, event_type: str) -> dict[str, Any]:
+    query = sa.select(provider_events).where(
+        provider_events.c.payment_id == payment_id, provider_events.c.type == event_type
+    )
+    with stack.container.engine.connect() as conn:
+        return dict(conn.execute(query).one()._mapping)
+
+
+def deliver(stack: Stack, event: dict[str, Any]) -> httpx.Response:
+    payload = json.dumps(event).encode()
+    return httpx.post(
+        stack.api_url + PATH,
+        content=payload,
+        headers={
+            "Stripe-Signature": signature_header(payload, SECRET, int(time.time())),
+            "Content-Type": "application/json",
+        },
+        trust_env=False,
+    )
+
+
+def test_a_dashboard_refund_appears_in_the_refunds_the_money_and_the_ledger_once(stack) -> None:
+    accepted = stack.pay("dashboard-refunded", amount=2000)
+    paid = stack.wait_final(accepted["id"])
+    assert paid["status"] == "succeeded"
+    payment_id, intent_id = paid["id"], paid["provider_payment_id"]
+
+    made = stack.simulator.admin.dashboard_refund(intent_id, amount=700, reason="duplicate")
+
+    [refund] = poll("the dashboard refund is listed", lambda: refunds(stack, payment_id), bool)
+    assert refund["origin"] == "provider"
+    assert (refund["status"], refund["amount"], refund["currency"]) == ("succeeded", 700, "usd")
+    assert refund["provider_refund_id"] == made["id"]
+    assert refund["reason"] == "duplicate"
+    with stack.client() as client:
+        assert client.get(f"/v1/refunds/{refund['id']}").json() == refund
+    poll("every sync finished", lambda: syncs(stack, payment_id), all_syncs_done)
+    record = stack.record(payment_id)
+    assert (record.amount_refunded, record.amount_refund_reserved) == (700, 700)
+    assert stack.ledger_lines(payment_id) == 4 and stack.ledger_sum(payment_id) == 0
+    assert outbox(stack, payment_id) == ["payment.succeeded", "refund.succeeded"]
+    assert stack.payment(payment_id)["latest_event_sequence"] == 2
+    before = (record, refunds(stack, payment_id), outbox(stack, payment_id))
+
+    # The event replayed (same id): stored already, nothing changes.
+    charge_refunded = stored_event(stack, payment_id, "charge.refunded")["payload"]
+    replay = deliver(stack, charge_refunded)
+    assert replay.status_code == 200 and replay.json()["duplicate"] is True
+    # The same news under a new event id (Stripe's refund.created and charge.refunded for
+    # one refund, or an event re-sent after an endpoint change): a new hint, a new sync,
+    # and still one refund.
+    renamed = deliver(stack, {**charge_refunded, "id": "evt_payorch_test_second_hint"})
+    assert renamed.status_code == 200 and renamed.json()["duplicate"] is False
+    poll(
+        "the second hint's sync finished",
+        lambda: syncs(stack, payment_id),
+        lambda rows: (
+            any("evt_payorch_test_second_hint" in (r["reason"] or "") for r in rows)
+            and all_syncs_done(rows)
+        ),
+    )
+    assert (stack.record(payment_id), refunds(stack, payment_id), outbox(stack, payment_id)) == (
+        before
+    )
+
+    # A payorch refund of the rest: its own events are hints too, and it is never counted
+    # twice (its provider refund carries our id).
+    rest = stack.refund(payment_id, "the-rest")
+    assert rest["amount"] == 1300 and rest["origin"] == "payorch"
+    assert stack.wait_refund_final(rest["id"])["status"] == "succeeded"
+    poll("every sync finished", lambda: syncs(stack, payment_id), all_syncs_done)
+    listed = refunds(stack, payment_id)
+    assert sorted((r["origin"], r["amount"]) for r in listed) == [
+        ("payorch", 1300),
+        ("provider", 700),
+    ]
+    record = stack.record(payment_id)
+    assert (record.amount_refunded, record.amount_refund_reserved) == (2000, 2000)
+    assert stack.ledger_sum(payment_id) == 0
+    at_provider = stack.simulator.admin.movements()["refunds"]
+    assert at_provider["by_intent"][intent_id] == 2  # the dashboard's and payorch's
+    assert at_provider["by_refund_id"] == {rest["id"]: 1}
