@@ -1,14 +1,17 @@
-"""Issue 12's acceptance for refunds made outside payorch: real PostgreSQL, RabbitMQ,
-``payorch worker`` and ``payorch sweeper`` processes, the API, and the simulator delivering
-Stripe-signed webhooks.  A refund made in the simulator's dashboard appears in the payment's
-refunds (origin provider), in ``amount_refunded`` and in the ledger; a replayed event and a
-second hint about the same refund change nothing."""
+"""Issue 12's acceptance for changes the provider reports on its own: real PostgreSQL,
+RabbitMQ, ``payorch worker`` and ``payorch sweeper`` processes, the API, and the simulator
+delivering Stripe-signed webhooks.  A refund made in the simulator's dashboard appears in the
+payment's refunds (origin provider), in ``amount_refunded`` and in the ledger; a replayed
+event and a second hint about the same refund change nothing.  A manual-capture payment whose
+customer authenticates later is settled at ``requires_capture`` by the provider's
+``payment_intent.amount_capturable_updated``."""
 
 from __future__ import annotations
 
 import json
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -25,13 +28,28 @@ DEADLINE_SECONDS = 60.0
 
 
 @pytest.fixture
-def stack(make_postgres_database, make_broker_url, processes) -> Iterator[Stack]:
-    with running_stack(
-        make_postgres_database(), make_broker_url(), stripe_webhook_secret=SECRET
-    ) as built:
-        built.simulator.admin.configure_webhooks(built.api_url + PATH, SECRET)
-        built.start_sweeper(processes)
-        built.start_worker(processes)
+def make_stack(make_postgres_database, make_broker_url, processes):
+    """A stack whose simulator delivers every event to the API, plus a worker and a sweeper."""
+
+    @contextmanager
+    def build(**overrides: Any) -> Iterator[Stack]:
+        with running_stack(
+            make_postgres_database(),
+            make_broker_url(),
+            stripe_webhook_secret=SECRET,
+            **overrides,
+        ) as built:
+            built.simulator.admin.configure_webhooks(built.api_url + PATH, SECRET)
+            built.start_sweeper(processes)
+            built.start_worker(processes)
+            yield built
+
+    return build
+
+
+@pytest.fixture
+def stack(make_stack) -> Iterator[Stack]:
+    with make_stack() as built:
         yield built
 
 
@@ -157,3 +175,72 @@ def test_a_dashboard_refund_appears_in_the_refunds_the_money_and_the_ledger_once
     at_provider = stack.simulator.admin.movements()["refunds"]
     assert at_provider["by_intent"][intent_id] == 2  # the dashboard's and payorch's
     assert at_provider["by_refund_id"] == {rest["id"]: 1}
+
+
+def test_a_manual_payment_authenticated_later_settles_at_requires_capture_via_the_event(
+    make_stack,
+) -> None:
+    # The re-check is an hour away: only the provider's event can settle it in time.
+    with make_stack(action_recheck_seconds=3600, action_timeout_seconds=7200) as stack:
+        accepted = stack.pay(
+            "manual-3ds",
+            payment_method="pm_card_threeDSecure2Required",
+            capture_method="manual",
+            off_session=False,
+            return_url="https://shop.example/back",
+        )
+        payment_id = accepted["id"]
+        waiting = poll(
+            "requires_action",
+            lambda: stack.payment(payment_id),
+            lambda p: p["status"] == "requires_action",
+        )
+
+        # Let the requires_action event's own wake-up pass (a worker re-reads, then the
+        # payment waits again with no holder): after this, nothing but a new event can wake it.
+        poll(
+            "the wait settled",
+            lambda: (_types(stack, payment_id), _charge(stack, payment_id)),
+            lambda seen: (
+                "payment_intent.requires_action" in seen[0]
+                and (seen[1]["waiting_for"], seen[1]["lease_owner"]) == ("customer", None)
+            ),
+        )
+
+        stack.simulator.admin.authenticate(waiting["provider_payment_id"])
+
+        held = poll(
+            "requires_capture",
+            lambda: stack.payment(payment_id),
+            lambda p: p["status"] == "requires_capture",
+        )
+        assert held["amount_capturable"] == 1000 and held["amount_captured"] == 0
+        woke = {
+            row["type"]: row["woke_payment"]
+            for row in _events_of(stack, payment_id)
+            if row["type"].startswith("payment_intent.")
+        }
+        # Stripe announces a manual intent's authorisation with this event (there is no
+        # payment_intent.succeeded until the capture); it is what woke the waiting payment.
+        assert "payment_intent.succeeded" not in woke
+        assert woke["payment_intent.amount_capturable_updated"] is True
+        assert "payment.requires_capture" in outbox(stack, payment_id)
+        assert stack.movements(payment_id) == 1
+
+
+def _events_of(stack: Stack, payment_id: str) -> list[dict[str, Any]]:
+    query = sa.select(provider_events).where(provider_events.c.payment_id == payment_id)
+    with stack.container.engine.connect() as conn:
+        return [dict(r._mapping) for r in conn.execute(query)]
+
+
+def _types(stack: Stack, payment_id: str) -> set[str]:
+    return {row["type"] for row in _events_of(stack, payment_id)}
+
+
+def _charge(stack: Stack, payment_id: str) -> dict[str, Any]:
+    with stack.client(stack.ops_key) as client:
+        response = client.get(f"/v1/ops/payments/{payment_id}")
+    assert response.status_code == 200, response.text
+    charge: dict[str, Any] = response.json()["operations"][0]
+    return charge

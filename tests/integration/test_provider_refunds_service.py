@@ -30,6 +30,7 @@ from tests.harness.refunds import (
     succeeded_payment,
 )
 from tests.harness.seeds import ledger_sum, new_merchant, outbox_types, reload
+from tests.integration.lease_helpers import cli_environment, run_payorch, run_payorch_json
 
 _dashboard_ids = itertools.count(1)
 
@@ -244,3 +245,42 @@ def test_hints_before_the_sync_is_claimed_queue_one_sync(container):
     assert run(container, first.id, first.lease_token) is ProcessResult.COMPLETED
     # Claimed and finished: the next hint queues a new one.
     assert sync(container, payment.id, "refund.updated evt_3").id != first.id
+
+
+def test_an_operator_reconciles_a_refund_whose_event_was_lost(
+    make_postgres_database, broker_url
+) -> None:
+    """No event arrived (dropped): ``payorch payments sync-refunds`` queues the sync, audited,
+    and the sweeper's dispatch (here: the worker's run) records the refund."""
+    provider = FakeProvider()
+    database_url = make_postgres_database()
+    container = build_container(database_url, provider=provider)
+    try:
+        merchant = new_merchant(container)
+        payment = succeeded_payment(container, merchant, "order-1", amount=1000)
+        assert payment.provider_payment_id is not None
+        dashboard_refund(provider, payment.provider_payment_id, 250)
+        env = cli_environment(database_url, broker_url)
+
+        queued = run_payorch_json(
+            "payments", "sync-refunds", payment.id, "--reason", "event lost", env=env
+        )
+        again = run_payorch_json(
+            "payments", "sync-refunds", payment.id, "--reason", "twice", env=env
+        )
+
+        assert queued["id"].startswith("rsy_") and queued["queued"] is True
+        assert again["id"] == queued["id"] and again["queued"] is False  # one sync queued
+        with container.uow(read_only=True) as uow:
+            actions = [a.action for a in uow.audit.list(payment_id=payment.id)]
+        assert actions.count("sync_refunds") == 2
+        sync_row = reload_operation(container, queued["id"])
+        assert run(container, sync_row.id, sync_row.lease_token) is ProcessResult.COMPLETED
+        [refund] = refunds_of(container, payment.id)
+        assert (refund.origin, refund.amount) == ("provider", 250)
+        missing = run_payorch(
+            "payments", "sync-refunds", "pay_" + "0" * 32, "--reason", "x", env=env
+        )
+        assert missing.returncode != 0
+    finally:
+        container.close()
