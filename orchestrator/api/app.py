@@ -14,6 +14,7 @@ from orchestrator.api.errors import install_error_handlers
 from orchestrator.api.middleware import RequestContextMiddleware
 from orchestrator.api.openapi import install_openapi
 from orchestrator.api.routes import (
+    captures,
     events,
     health,
     ops,
@@ -43,6 +44,7 @@ def create_app(container: Container) -> FastAPI:
     install_error_handlers(app)
     app.include_router(payments.router)
     app.include_router(refunds.router)
+    app.include_router(captures.router)
     app.include_router(ops.router)
     app.include_router(ops_payments.router)
     app.include_router(webhook_endpoints.router)

@@ -18,6 +18,7 @@ from sqlalchemy.engine import Engine
 from orchestrator.db.clock import Clock, read_database_now
 from orchestrator.db.engine import READ_ONLY_OPTION
 from orchestrator.db.repositories.audit import AuditRepository
+from orchestrator.db.repositories.authorizations import AuthorizationRepository
 from orchestrator.db.repositories.clients import ClientRepository
 from orchestrator.db.repositories.deliveries import DeliveryRepository
 from orchestrator.db.repositories.disputes import DisputeRepository
@@ -39,6 +40,7 @@ class UnitOfWork:
     leases: LeaseRepository
     operations: OperationRepository
     money: MoneyRepository
+    authorizations: AuthorizationRepository
     outcomes: OutcomeRepository
     audit: AuditRepository
     history: HistoryRepository
@@ -68,6 +70,7 @@ class UnitOfWork:
         self.leases = LeaseRepository(conn)
         self.operations = OperationRepository(conn)
         self.money = MoneyRepository(conn)
+        self.authorizations = AuthorizationRepository(conn)
         self.outcomes = OutcomeRepository(conn)
         self.audit = AuditRepository(conn)
         self.history = HistoryRepository(conn)

@@ -118,3 +118,103 @@ def test_an_unknown_capture_method_is_400_and_automatic_is_the_default(api):
         automatic = pay(client, 1000)
         assert automatic.json()["capture_method"] == "automatic"
     api.publisher.published.clear()
+
+
+def post(client: httpx.Client, payment_id: str, action: str, key: str, body: object = None):
+    # Keys are per client: the payment's id in them keeps the module's tests apart.
+    return client.post(
+        f"/v1/payments/{payment_id}/{action}",
+        json=body,
+        headers={"Idempotency-Key": f"{payment_id}-{key}"},
+    )
+
+
+def test_a_capture_answers_202_with_the_payment_and_its_replay_200_once_finished(api):
+    with api.client() as client:
+        payment_id = api.authorized(client, 1000)
+        accepted = post(client, payment_id, "capture", "c-1", {"amount": 600})
+        assert accepted.status_code == 202, accepted.text
+        assert accepted.headers["Location"] == f"/v1/payments/{payment_id}"
+        assert "Retry-After" in accepted.headers
+        body = accepted.json()
+        assert (body["object"], body["id"], body["status"]) == (
+            "payment",
+            payment_id,
+            "requires_capture",
+        )
+        again = post(client, payment_id, "capture", "c-1", {"amount": 600})
+        assert again.status_code == 202 and again.content == accepted.content
+        assert again.headers["Idempotent-Replayed"] == "true"
+
+        api.run_published()
+
+        read = client.get(f"/v1/payments/{payment_id}").json()
+        assert (read["status"], read["amount_captured"], read["amount_capturable"]) == (
+            "succeeded",
+            600,
+            0,
+        )
+        replay = post(client, payment_id, "capture", "c-1", {"amount": 600})
+        assert replay.status_code == 200, replay.text
+        assert replay.json()["status"] == "succeeded"
+        assert_problem(
+            post(client, payment_id, "capture", "c-1", {"amount": 500}),
+            422,
+            "idempotency-key-reused",
+        )
+        # Captured: neither a second capture nor a cancel.
+        assert_problem(post(client, payment_id, "capture", "c-2"), 409, "payment-not-capturable")
+        assert_problem(post(client, payment_id, "cancel", "x-1"), 409, "payment-not-cancelable")
+
+
+def test_a_capture_over_what_is_capturable_is_400_and_of_a_busy_payment_409(api):
+    with api.client() as client:
+        payment_id = api.authorized(client, 1000)
+        over = assert_problem(
+            post(client, payment_id, "capture", "c-1", {"amount": 1001}),
+            400,
+            "capture-exceeds-capturable",
+        )
+        assert over["amount_capturable"] == 1000 and "1000" in str(over["detail"])
+        assert post(client, payment_id, "capture", "c-2", {}).status_code == 202
+        busy = assert_problem(
+            post(client, payment_id, "cancel", "x-1"), 409, "operation-in-progress"
+        )
+        assert str(busy["operation_id"]).startswith("cap_")
+        for bad in ({"amount": 0}, {"amount": "10"}, {"extra": 1}):
+            assert_problem(post(client, payment_id, "capture", "c-3", bad), 400, "invalid-request")
+        assert_problem(
+            post(client, payment_id, "cancel", "x-2", {"reason": "why"}), 400, "invalid-request"
+        )
+    api.run_published()
+
+
+def test_a_cancel_releases_the_authorisation_and_reads_canceled(api):
+    with api.client() as client:
+        payment_id = api.authorized(client, 700)
+        accepted = post(client, payment_id, "cancel", "x-1", {"reason": "requested_by_customer"})
+        assert accepted.status_code == 202, accepted.text
+        assert accepted.headers["Location"] == f"/v1/payments/{payment_id}"
+        api.run_published()
+        read = client.get(f"/v1/payments/{payment_id}").json()
+        assert (read["status"], read["amount_capturable"], read["failure"]["code"]) == (
+            "canceled",
+            0,
+            "canceled",
+        )
+        assert_problem(post(client, payment_id, "capture", "c-1"), 409, "payment-not-capturable")
+
+
+def test_capture_and_cancel_of_a_payment_still_processing_or_of_another_client(api):
+    with api.client() as client:
+        automatic = pay(client, 1000).json()["id"]
+        api.run_published()
+        problem = assert_problem(
+            post(client, automatic, "capture", "c-1"), 409, "payment-not-capturable"
+        )
+        assert problem["payment_status"] == "succeeded"
+        payment_id = api.authorized(client, 1000)
+    with api.client(api.other_key) as other:
+        assert_problem(post(other, payment_id, "capture", "c-1"), 404, "not-found")
+        assert_problem(post(other, payment_id, "cancel", "x-1"), 404, "not-found")
+        assert_problem(post(other, "pay_nope", "cancel", "x-1"), 404, "not-found")

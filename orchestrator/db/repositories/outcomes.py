@@ -35,6 +35,35 @@ class OutcomeRepository:
             )
         )
 
+    def restate_outcome(
+        self, record: PaymentRecord, outcome: str, amount: int, *, now: datetime
+    ) -> None:
+        """The payment's business result after a capture or cancel: the charge's
+        ``requires_capture`` row becomes ``succeeded`` (what was captured) or ``canceled``;
+        a payment canceled before its charge finished gets its first row."""
+        updated = self._conn.execute(
+            payment_outcomes.update()
+            .where(payment_outcomes.c.payment_id == record.id)
+            .values(outcome=outcome, amount=amount)
+        )
+        if updated.rowcount:
+            return
+        self._conn.execute(
+            payment_outcomes.insert().values(
+                payment_id=record.id,
+                client_id=record.client_id,
+                provider=record.provider,
+                provider_payment_id=record.provider_payment_id,
+                provider_charge_id=record.provider_charge_id,
+                outcome=outcome,
+                amount=amount,
+                currency=record.request.currency,
+                failure_code=record.failure.code if record.failure else None,
+                decline_code=None,
+                created_at=now,
+            )
+        )
+
     def add_ledger_lines(self, payment_id: str, lines: list[LedgerLine], *, now: datetime) -> None:
         if not lines:
             return

@@ -1,7 +1,11 @@
 """Operation kinds: each supplies its steps and how it reads the provider's truth.
 
-    charge.py   create + confirm one PaymentIntent (lease on the payment row)
-    refund.py   one refund of a succeeded payment (lease on its operation row)
+    charge.py       create + confirm one PaymentIntent (lease on the payment row)
+    capture.py      capture an authorised intent (manual capture; its operation row)
+    cancel.py       cancel an intent: release an authorisation, or stop an unfinished
+                    charge before it moves money (its operation row)
+    intent_step.py  what capture and cancel share: one call on the intent, query first
+    refund.py       one refund of a succeeded payment (lease on its operation row)
     refund_sync.py  record the refunds made at the provider outside payorch (its own row)
 
 ``run_kind`` picks the kind an id names and runs it under the engine.
@@ -13,6 +17,8 @@ from typing import Any
 
 from orchestrator.domain.ids import is_payment_id
 from orchestrator.domain.operations import OperationKindName, kind_of
+from orchestrator.engine.kinds.cancel import CANCEL
+from orchestrator.engine.kinds.capture import CAPTURE
 from orchestrator.engine.kinds.charge import CHARGE
 from orchestrator.engine.kinds.refund import REFUND
 from orchestrator.engine.kinds.refund_sync import REFUND_SYNC
@@ -25,6 +31,8 @@ log = get_logger(__name__)
 OPERATION_KINDS: dict[OperationKindName, Any] = {
     OperationKindName.REFUND: REFUND,
     OperationKindName.REFUND_SYNC: REFUND_SYNC,
+    OperationKindName.CAPTURE: CAPTURE,
+    OperationKindName.CANCEL: CANCEL,
 }
 
 

@@ -1,0 +1,184 @@
+"""The cancel: release an authorisation, or stop a payment whose charge has not moved
+money, once.
+
+Its lease lives on its operation row (``cnl_…``); the call is ``cancel_intent`` with the key
+``payorch-{id}-cancel-{n}``, query first (``kinds.intent_step``).  A cancel of an unfinished
+charge (``requires_action``, or ``processing`` before any confirm) was accepted with the
+charge held (``AuthorizationRepository.hold_charge``): the charge's worker is fenced out
+and no confirm can be sent while the cancel runs.  What the intent's state means::
+
+    canceled              settle succeeded (maybe by a call whose answer was lost)
+    requires_capture,     the cancel is owed
+    requires_action,
+    requires_confirmation,
+    requires_payment_method
+    succeeded             money moved before the cancel could stop it: the cancel failed,
+                          the held charge is released and finishes the payment
+    processing            the provider is charging: wait (no lease), read again
+
+A payment whose charge never recorded an intent has nothing to cancel at the provider (an
+intent created by a charge fenced out before it recorded it stays unconfirmed, and an
+unconfirmed intent moves no money): the cancel settles without a call.
+
+The finish, one fenced transaction: the operation's status; on success the payment
+``canceled`` (``failure.code`` ``canceled``), an authorisation's ledger lines reversed and
+``payment.canceled`` in the outbox; on failure a held charge is made due, so the sweeper
+resumes it and its query-first read records what the provider did.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from orchestrator import metrics
+from orchestrator.db.repositories.operations import OperationRepository
+from orchestrator.db.uow import UnitOfWork
+from orchestrator.domain.ledger import release_lines
+from orchestrator.domain.model import Failure
+from orchestrator.domain.operations import OperationRecord, OperationStatus
+from orchestrator.domain.representation import encode_representation, payment_representation
+from orchestrator.domain.states import PaymentStatus, RecoveryPoint
+from orchestrator.engine.kinds.intent_step import IntentOperation, Next, Verdict
+from orchestrator.engine.lease import Lease, Parked
+from orchestrator.logging import get_logger
+from orchestrator.providers.base import PaymentProvider, ProviderIntent
+
+log = get_logger(__name__)
+
+PAYMENT_SUCCEEDED = "payment_already_succeeded"
+_OWED = frozenset(
+    {"requires_capture", "requires_action", "requires_confirmation", "requires_payment_method"}
+)
+
+
+class CancelKind:
+    """The cancel's rows and steps, for ``engine.runner.run_operation``."""
+
+    name = "cancel"
+
+    def leases(self, uow: UnitOfWork) -> OperationRepository:
+        return uow.operations
+
+    def log_fields(self, record_id: str) -> dict[str, Any]:
+        return {"operation_id": record_id, "kind": self.name}
+
+    def run(self, lease: Lease[OperationRecord], provider: PaymentProvider) -> None:
+        if lease.record.recovery_point is RecoveryPoint.ACCEPTED:
+            with lease.uow() as uow:
+                payment = uow.payments.get(lease.record.payment_id)
+            assert payment is not None
+            if payment.provider_payment_id is None:
+                _settle_without_a_call(lease)
+            else:
+                step = _CancelStep()
+                IntentOperation(
+                    lease, provider, step, payment.id, payment.provider_payment_id
+                ).drive()
+        if lease.record.recovery_point is RecoveryPoint.PROVIDER_SETTLED:
+            finish_cancel(lease)
+
+
+class _CancelStep:
+    """How a cancel reads an intent, and its call."""
+
+    def verdict(self, record: OperationRecord, intent: ProviderIntent) -> Verdict:
+        if intent.status == "canceled":
+            return Verdict(Next.SETTLE, OperationStatus.SUCCEEDED)
+        if intent.status in _OWED:
+            return Verdict(Next.SEND)
+        if intent.status == "processing":
+            return Verdict(Next.WAIT)
+        if intent.status == "succeeded":
+            return Verdict(
+                Next.SETTLE,
+                OperationStatus.FAILED,
+                failure_code=PAYMENT_SUCCEEDED,
+                failure_message=f"The payment succeeded at the provider ({intent.id}) before "
+                "it could be canceled; refund it instead.",
+            )
+        raise Parked(f"provider intent {intent.id} is {intent.status!r}: cannot cancel")
+
+    def send(
+        self, provider: PaymentProvider, record: OperationRecord, intent_id: str, attempt: int
+    ) -> ProviderIntent:
+        return provider.cancel_intent(
+            intent_id, operation_id=record.id, attempt=attempt, reason=record.reason
+        )
+
+
+def _settle_without_a_call(lease: Lease[OperationRecord]) -> None:
+    lease.write(
+        lambda uow, now: uow.operations.record_settlement(
+            lease.id,
+            token=lease.token,
+            outcome=OperationStatus.SUCCEEDED,
+            provider_object_id=None,
+            failure_code=None,
+            failure_message=None,
+            now=now,
+        )
+    )
+
+
+def cancel_failure(reason: str | None) -> Failure:
+    said = f" ({reason})" if reason else ""
+    return Failure(code="canceled", message=f"The payment was canceled by the merchant{said}.")
+
+
+def finish_cancel(lease: Lease[OperationRecord]) -> None:
+    """The cancel's status, the payment's status, the ledger lines and the outbox event:
+    one fenced transaction."""
+    record = lease.record
+    assert record.provider_outcome is not None
+    status = OperationStatus(record.provider_outcome)
+
+    def write_finish(uow: UnitOfWork, now: datetime) -> OperationRecord | None:
+        uow.money.lock_payment(record.client_id, record.payment_id)
+        payment = uow.payments.get(record.payment_id)  # with its latest event sequence
+        assert payment is not None
+        authorized = (
+            payment.amount_capturable if payment.status is PaymentStatus.REQUIRES_CAPTURE else 0
+        )
+        if status is not OperationStatus.SUCCEEDED:
+            # Money moved first: the held charge (if any) is due now and finishes it.
+            uow.authorizations.release_charge(payment.id, operation_id=record.id, now=now)
+            answer = encode_representation(payment_representation(payment))
+        else:
+            after = uow.authorizations.cancel(
+                payment.id, operation_id=record.id, failure=cancel_failure(record.reason), now=now
+            )
+            if after is None:
+                raise Parked(f"payment {payment.id} is {payment.status.value}: not canceled")
+            uow.outcomes.add_ledger_lines(
+                payment.id,
+                release_lines(
+                    authorized=authorized,
+                    currency=record.currency,
+                    provider=payment.provider,
+                    client_id=payment.client_id,
+                ),
+                now=now,
+            )
+            uow.outcomes.restate_outcome(after, "canceled", 0, now=now)
+            sequence = uow.outcomes.add_outbox_event(
+                payment.id, "payment.canceled", payment_representation(after), now=now
+            )
+            answer = uow.authorizations.store_answer(replace(after, latest_event_sequence=sequence))
+        # Fenced last: a stale holder's whole transaction rolls back here.
+        return uow.operations.finish(
+            record.id, token=lease.token, final_response=answer.decode("utf-8"), now=now
+        )
+
+    lease.write(write_finish)
+    metrics.OPERATIONS_FINISHED.labels(kind="cancel", status=status.value).inc()
+    log.info(
+        "cancel_finished",
+        operation_id=record.id,
+        payment_id=record.payment_id,
+        status=status.value,
+    )
+
+
+CANCEL = CancelKind()

@@ -1,0 +1,188 @@
+"""The capture: take an authorised payment's money (manual capture), once.
+
+Its lease lives on its operation row (``cap_…``); the call is ``capture_intent`` with the key
+``payorch-{id}-capture-{n}``, query first (``kinds.intent_step``).  What the intent's state
+means for a capture::
+
+    succeeded          captured (by this capture, maybe by a call whose answer was lost):
+                       settle succeeded; never a second capture
+    requires_capture   not captured yet: the capture is owed
+    processing         the provider is still capturing: wait (no lease), read again
+    canceled           the authorisation is gone (canceled, or expired after 7 days):
+                       the capture failed, and the payment is canceled
+    anything else      an operator looks
+
+The finish, one fenced transaction: the operation's status; on success the payment
+``succeeded`` with ``amount_captured`` (the rest of the authorisation released), the
+authorisation's ledger lines reversed and the capture booked, ``payment.captured`` and
+``payment.succeeded`` in the outbox.  A provider that captured another amount than we asked
+is never booked: the capture parks for an operator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from orchestrator import metrics
+from orchestrator.db.repositories.operations import OperationRepository
+from orchestrator.db.uow import UnitOfWork
+from orchestrator.domain.ledger import capture_lines, release_lines
+from orchestrator.domain.model import Failure, PaymentRecord
+from orchestrator.domain.operations import OperationRecord, OperationStatus
+from orchestrator.domain.representation import encode_representation, payment_representation
+from orchestrator.domain.states import RecoveryPoint
+from orchestrator.engine.kinds.intent_step import IntentOperation, Next, Verdict
+from orchestrator.engine.lease import Lease, Parked
+from orchestrator.logging import get_logger
+from orchestrator.providers.base import PaymentProvider, ProviderIntent
+
+log = get_logger(__name__)
+
+AUTHORIZATION_CANCELED = "authorization_canceled"
+
+
+class CaptureKind:
+    """The capture's rows and steps, for ``engine.runner.run_operation``."""
+
+    name = "capture"
+
+    def leases(self, uow: UnitOfWork) -> OperationRepository:
+        return uow.operations
+
+    def log_fields(self, record_id: str) -> dict[str, Any]:
+        return {"operation_id": record_id, "kind": self.name}
+
+    def run(self, lease: Lease[OperationRecord], provider: PaymentProvider) -> None:
+        payment = payment_of(lease)
+        if lease.record.recovery_point is RecoveryPoint.ACCEPTED:
+            assert payment.provider_payment_id is not None
+            step = _CaptureStep()
+            IntentOperation(lease, provider, step, payment.id, payment.provider_payment_id).drive()
+        if lease.record.recovery_point is RecoveryPoint.PROVIDER_SETTLED:
+            finish_capture(lease)
+
+
+class _CaptureStep:
+    """How a capture reads an intent, and its call."""
+
+    def verdict(self, record: OperationRecord, intent: ProviderIntent) -> Verdict:
+        if intent.status == "succeeded":
+            captured = intent.amount_received
+            if captured != record.amount:
+                raise Parked(
+                    f"provider intent {intent.id} captured {captured}, this capture asked "
+                    f"for {record.amount}"
+                )
+            return Verdict(Next.SETTLE, OperationStatus.SUCCEEDED)
+        if intent.status == "requires_capture":
+            return Verdict(Next.SEND)
+        if intent.status == "processing":
+            return Verdict(Next.WAIT)
+        if intent.status == "canceled":
+            return Verdict(
+                Next.SETTLE,
+                OperationStatus.FAILED,
+                failure_code=AUTHORIZATION_CANCELED,
+                failure_message=(
+                    f"The authorisation was canceled at the provider "
+                    f"({intent.cancellation_reason or 'no reason given'}) before it was "
+                    "captured; the payment is canceled."
+                ),
+            )
+        raise Parked(f"provider intent {intent.id} is {intent.status!r}: nothing to capture")
+
+    def send(
+        self, provider: PaymentProvider, record: OperationRecord, intent_id: str, attempt: int
+    ) -> ProviderIntent:
+        return provider.capture_intent(
+            intent_id, operation_id=record.id, attempt=attempt, amount_to_capture=record.amount
+        )
+
+
+def payment_of(lease: Lease[OperationRecord]) -> PaymentRecord:
+    with lease.uow() as uow:
+        payment = uow.payments.get(lease.record.payment_id)
+    if payment is None or payment.provider_payment_id is None:
+        raise Parked("the payment has no provider intent")
+    return payment
+
+
+def finish_capture(lease: Lease[OperationRecord]) -> None:
+    """The capture's status, the payment's money and status, the ledger lines and the
+    outbox events: one fenced transaction."""
+    record = lease.record
+    assert record.provider_outcome is not None and record.amount is not None
+    status = OperationStatus(record.provider_outcome)
+    captured = record.amount
+
+    def write_finish(uow: UnitOfWork, now: datetime) -> OperationRecord | None:
+        # The payment's row lock orders this finish with any other writer of the payment
+        # (its outbox sequence is max + 1).
+        uow.money.lock_payment(record.client_id, record.payment_id)
+        payment = uow.payments.get(record.payment_id)  # with its latest event sequence
+        assert payment is not None
+        authorized = payment.amount_capturable
+        after: PaymentRecord | None = None
+        if status is OperationStatus.SUCCEEDED:
+            after = uow.authorizations.book_capture(payment.id, captured=captured, now=now)
+            if after is None:
+                raise Parked(f"payment {payment.id} is {payment.status.value}, not capturable")
+            lines = capture_lines(
+                authorized=authorized,
+                captured=captured,
+                currency=record.currency,
+                provider=payment.provider,
+                client_id=payment.client_id,
+            )
+            events = ["payment.captured", "payment.succeeded"]
+            uow.outcomes.restate_outcome(after, "succeeded", captured, now=now)
+        elif record.failure_code == AUTHORIZATION_CANCELED:
+            failure = Failure(code="canceled", message=record.failure_message or "")
+            after = uow.authorizations.cancel(
+                payment.id, operation_id=record.id, failure=failure, now=now
+            )
+            if after is None:
+                raise Parked(f"payment {payment.id} is {payment.status.value}, not capturable")
+            lines = release_lines(
+                authorized=authorized,
+                currency=record.currency,
+                provider=payment.provider,
+                client_id=payment.client_id,
+            )
+            events = ["payment.canceled"]
+            uow.outcomes.restate_outcome(after, "canceled", 0, now=now)
+        else:
+            # Our request was refused (say, an amount the provider would not capture): the
+            # authorisation stands, and the merchant may capture again.
+            lines, events = [], []
+        shown = after or payment
+        uow.outcomes.add_ledger_lines(payment.id, lines, now=now)
+        sequence = payment.latest_event_sequence
+        for event in events:
+            sequence = uow.outcomes.add_outbox_event(
+                payment.id, event, payment_representation(shown), now=now
+            )
+        shown = replace(shown, latest_event_sequence=sequence)
+        if after is not None:
+            answer = uow.authorizations.store_answer(shown)
+        else:
+            answer = encode_representation(payment_representation(shown))
+        # Fenced last: a stale holder's whole transaction rolls back here.
+        return uow.operations.finish(
+            record.id, token=lease.token, final_response=answer.decode("utf-8"), now=now
+        )
+
+    lease.write(write_finish)
+    metrics.OPERATIONS_FINISHED.labels(kind="capture", status=status.value).inc()
+    log.info(
+        "capture_finished",
+        operation_id=record.id,
+        payment_id=record.payment_id,
+        status=status.value,
+        amount=captured,
+    )
+
+
+CAPTURE = CaptureKind()

@@ -1,0 +1,216 @@
+"""One provider call on the payment's intent, query first: what capture and cancel share.
+
+Both kinds are one call on an intent that exists (``POST /v1/payment_intents/{id}/capture``
+or ``/cancel``), naturally guarded by the provider: an intent is captured once and canceled
+once, and either call on an intent that already moved on answers
+``payment_intent_unexpected_state``.  So, like the charge's confirm, a call whose outcome is
+unknown is followed by a retrieve (strongly consistent), and only an intent proven still
+waiting for the call gets it again, under the next key ``payorch-{id}-{step}-{n+1}`` (a
+saved 500 would replay forever under the old one)::
+
+    [accepted] ── a call may have been sent (step_attempts > 0)? ── yes ──► retrieve
+        │                                                                  │
+        │ no                                         verdict(intent): SETTLE ──► settle
+        ▼                                                        SEND ──┐  WAIT ──► wait
+    take step n (renew + count, durable before sent) ◄──────────────────┘
+        │
+    call ── answer ──► verdict(answer) (SEND again only after a retrieve)
+         ── unknown (timeout, 5xx) ──► count it, back off; the next round retrieves
+         ── 429 / 409 key in use ──► back off; the next round retrieves
+         ── unexpected_state ──► the next round retrieves (it moved on: how?)
+         ── other 4xx ──► the operation failed (our request was refused)
+    [provider_settled] finish (the kind's one fenced transaction)
+
+The kind supplies ``verdict`` (how it reads an intent), ``send`` (its call) and ``finish``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+from orchestrator.domain.operations import OperationRecord, OperationStatus
+from orchestrator.domain.states import RecoveryPoint, WaitingFor
+from orchestrator.engine.lease import Lease, Parked, Waiting, describe_error
+from orchestrator.providers.base import (
+    OutcomeUnknown,
+    PaymentProvider,
+    Permanent,
+    ProviderIntent,
+    Retryable,
+)
+from orchestrator.providers.keys import RECORD_ID_METADATA_KEY
+
+UNEXPECTED_STATE = "payment_intent_unexpected_state"
+_OPERATOR_ERRORS = frozenset({"idempotency_error"})
+_OPERATOR_HTTP_STATUSES = frozenset({401, 403})
+# Answers in one run that contradict the retrieve after them (unexpected_state, or an
+# intent still owing the call) before an operator must look: the provider disagrees with
+# its own reads, and sending again and again would not settle it.
+MAX_UNEXPECTED_STATES = 3
+
+
+class Next(StrEnum):
+    SETTLE = "settle"  # the provider decided: record ``outcome``
+    SEND = "send"  # proven not done yet: the call is owed
+    WAIT = "wait"  # the provider is still working on it
+
+
+@dataclass(frozen=True)
+class Verdict:
+    next: Next
+    outcome: OperationStatus | None = None
+    failure_code: str | None = None
+    failure_message: str | None = None
+
+
+class IntentStep(Protocol):
+    """What a kind of intent operation supplies."""
+
+    def verdict(self, record: OperationRecord, intent: ProviderIntent) -> Verdict:
+        """What the intent's state means for this operation (query first)."""
+        ...
+
+    def send(
+        self, provider: PaymentProvider, record: OperationRecord, intent_id: str, attempt: int
+    ) -> ProviderIntent:
+        """The call, with the key ``payorch-{record.id}-{step}-{attempt}``."""
+        ...
+
+
+@dataclass
+class IntentOperation:
+    """One run of an intent operation's steps for one claimed operation row."""
+
+    lease: Lease[OperationRecord]
+    provider: PaymentProvider
+    step: IntentStep
+    payment_id: str
+    intent_id: str
+    unexpected_states: int = 0
+
+    @property
+    def record(self) -> OperationRecord:
+        return self.lease.record
+
+    def drive(self) -> None:
+        """Until the record is settled (``provider_settled``) or the run must stop."""
+        while self.record.recovery_point is RecoveryPoint.ACCEPTED:
+            if self.record.step_attempts > 0 or self.record.lookup_pending:
+                intent = self.retrieve()
+                if intent is None:
+                    continue
+                if self.act_on(intent) is not Next.SEND:
+                    continue
+            self.call()
+
+    def retrieve(self) -> ProviderIntent | None:
+        self.lease.renew()
+        try:
+            intent = self.provider.retrieve_intent(self.intent_id)
+        except Retryable as error:
+            self.lease.wait(error.retry_after, describe_error(error))
+            return None
+        except OutcomeUnknown as error:
+            self.note_unknown(error)
+            self.lease.wait(None, describe_error(error))
+            return None
+        except Permanent as error:
+            raise Parked(f"cannot read intent {self.intent_id}: {describe_error(error)}") from error
+        return intent
+
+    def call(self) -> None:
+        lease = self.lease
+        lease.check_budget()
+        # Renew and take the next step number: the key is durable before it is sent.
+        lease.write(
+            lambda uow, now: uow.operations.take_step(
+                lease.id, token=lease.token, now=now, lease_until=lease.until(now)
+            )
+        )
+        try:
+            answer = self.step.send(
+                self.provider, self.record, self.intent_id, self.record.step_attempts
+            )
+        except Retryable as error:
+            # 429: nothing happened; 409 key in use: our request is still executing.  The
+            # next round retrieves before anything is sent again.
+            lease.wait(error.retry_after, describe_error(error))
+            return
+        except OutcomeUnknown as error:
+            self.note_unknown(error)
+            lease.wait(None, describe_error(error))
+            return
+        except Permanent as error:
+            if error.code == UNEXPECTED_STATE:
+                # It moved on (done by an earlier request of ours, or by someone else): the
+                # next round's retrieve tells how.
+                self.unexpected_states += 1
+                if self.unexpected_states >= MAX_UNEXPECTED_STATES:
+                    raise Parked(
+                        f"{self.unexpected_states} unexpected_state answers while the intent "
+                        f"reads as still owing the call: {describe_error(error)}"
+                    ) from error
+                return
+            if error.code in _OPERATOR_ERRORS or error.http_status in _OPERATOR_HTTP_STATUSES:
+                raise Parked(f"provider refused our request: {describe_error(error)}") from error
+            self.settle(
+                Verdict(
+                    Next.SETTLE,
+                    OperationStatus.FAILED,
+                    failure_code=error.code or "invalid_request",
+                    failure_message=error.message,
+                )
+            )
+            return
+        if self.act_on(answer) is Next.SEND:
+            # Our call answered with an intent that still owes it: the next round reads it
+            # again before anything is sent; not forever.
+            self.unexpected_states += 1
+            if self.unexpected_states >= MAX_UNEXPECTED_STATES:
+                raise Parked(f"the {self.record.kind.value} call keeps answering {answer.status}")
+
+    def act_on(self, intent: ProviderIntent) -> Next:
+        named = intent.metadata.get(RECORD_ID_METADATA_KEY)
+        if intent.id != self.intent_id or named != self.payment_id:
+            raise Parked(
+                f"provider intent {intent.id} (metadata {named!r}) is not payment "
+                f"{self.payment_id}'s {self.intent_id}"
+            )
+        verdict = self.step.verdict(self.record, intent)
+        if verdict.next is Next.SETTLE:
+            self.settle(verdict)
+        elif verdict.next is Next.WAIT:
+            # Nothing to do until the provider settles it: no lease held meanwhile.
+            raise Waiting(
+                self.lease.settings.processing_recheck_seconds,
+                f"provider intent {intent.id} is {intent.status}",
+                WaitingFor.PROVIDER,
+            )
+        return verdict.next
+
+    def note_unknown(self, error: Exception) -> None:
+        why = describe_error(error)
+        self.lease.write(
+            lambda uow, now: uow.operations.record_unknown_outcome(
+                self.lease.id, token=self.lease.token, error=why, now=now
+            )
+        )
+        self.lease.park_if_out_of_attempts(why)
+
+    def settle(self, verdict: Verdict) -> None:
+        """What the provider settled (``provider_settled``): a worker that dies before the
+        finish leaves a record that needs no further provider call."""
+        assert verdict.outcome is not None
+        self.lease.write(
+            lambda uow, now: uow.operations.record_settlement(
+                self.lease.id,
+                token=self.lease.token,
+                outcome=verdict.outcome,  # type: ignore[arg-type]
+                provider_object_id=self.intent_id,
+                failure_code=verdict.failure_code,
+                failure_message=verdict.failure_message,
+                now=now,
+            )
+        )

@@ -1,0 +1,294 @@
+"""Accepting a capture or a cancel: the first transaction of the operation.
+
+One short transaction, in this order (as for refunds, ``services.refunds``):
+
+1. lock the client's payment row (``FOR UPDATE``): every capture, cancel and refund accept
+   of one payment queues here and sees what those before it committed;
+2. a key already taken is answered from its operation (a replay, or 422 for another
+   request), whatever the payment says now;
+3. the payment's status must allow it (409): a capture only from ``requires_capture``; a
+   cancel from ``requires_capture``, ``requires_action``, or ``processing`` before any
+   confirm was sent (its charge is then held: ``AuthorizationRepository.hold_charge``);
+4. no other capture or cancel of the payment may be unfinished (409
+   ``operation-in-progress``): checked under the lock, and the partial unique index on the
+   operations refuses a second one anyway;
+5. a capture's ``amount`` defaults to all that is capturable; more is 400;
+6. insert the operation (``INSERT … ON CONFLICT DO NOTHING`` on the key).
+
+A refusal raises inside the transaction, so nothing is stored.  After the commit the
+operation's task is published; a failed publish still answers 202 (the dispatch lease
+expires into the sweeper's hands).  The 202 body is the payment's representation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from orchestrator import metrics
+from orchestrator.db.uow import UnitOfWork, UnitOfWorkFactory
+from orchestrator.domain.model import ApiClient, PaymentRecord
+from orchestrator.domain.operations import (
+    OperationKindName,
+    OperationRecord,
+    OperationStatus,
+    new_operation_id,
+)
+from orchestrator.domain.representation import encode_representation, payment_representation
+from orchestrator.domain.states import PaymentStatus, RecoveryPoint, WaitingFor
+from orchestrator.logging import get_logger, key_digest
+from orchestrator.services.dispatch import PublishFailed, TaskPublisher
+from orchestrator.services.idempotency import claim_key, require_same_request
+from orchestrator.services.refunds import DISPATCH_OWNER, INITIAL_LEASE_TOKEN, PaymentNotFound
+from orchestrator.settings import Settings
+
+log = get_logger(__name__)
+
+CAPTURE = OperationKindName.CAPTURE
+CANCEL = OperationKindName.CANCEL
+
+__all__ = [
+    "AcceptedOperation",
+    "CaptureExceedsCapturable",
+    "OperationInProgress",
+    "PaymentNotFound",
+    "PaymentStatusConflict",
+    "accept_cancel",
+    "accept_capture",
+]
+
+
+class PaymentStatusConflict(Exception):
+    """The payment's status does not allow the operation (409)."""
+
+    def __init__(self, payment: PaymentRecord, shown_status: str) -> None:
+        super().__init__(f"payment {payment.id} is {shown_status}")
+        self.payment = payment
+        self.shown_status = shown_status
+
+
+class OperationInProgress(Exception):
+    def __init__(self, operation_id: str) -> None:
+        super().__init__(f"operation {operation_id} is not finished")
+        self.operation_id = operation_id
+
+
+class CaptureExceedsCapturable(Exception):
+    def __init__(self, requested: int, capturable: int) -> None:
+        super().__init__(f"capture of {requested} exceeds the {capturable} capturable")
+        self.requested = requested
+        self.capturable = capturable
+
+
+@dataclass(frozen=True)
+class AcceptedOperation:
+    record: OperationRecord
+    # The payment as the operation's answer shows it (the accept's, or the finish's).
+    body: bytes
+    replayed: bool
+
+
+def accept_capture(
+    uow: UnitOfWorkFactory,
+    publisher: TaskPublisher,
+    settings: Settings,
+    client: ApiClient,
+    payment_id: str,
+    idempotency_key: str,
+    amount: int | None,
+    fingerprint: str,
+) -> AcceptedOperation:
+    """Raises PaymentNotFound, PaymentStatusConflict, OperationInProgress,
+    CaptureExceedsCapturable (nothing stored) or IdempotencyKeyReused."""
+
+    def admit(unit: UnitOfWork, payment: PaymentRecord, now: datetime) -> int:
+        if payment.status is not PaymentStatus.REQUIRES_CAPTURE:
+            raise PaymentStatusConflict(payment, _shown(payment))
+        capture = payment.amount_capturable if amount is None else amount
+        if capture > payment.amount_capturable:
+            raise CaptureExceedsCapturable(capture, payment.amount_capturable)
+        return capture
+
+    return _accept(
+        uow,
+        publisher,
+        settings,
+        client,
+        payment_id,
+        idempotency_key,
+        fingerprint,
+        kind=CAPTURE,
+        reason=None,
+        admit=admit,
+    )
+
+
+def accept_cancel(
+    uow: UnitOfWorkFactory,
+    publisher: TaskPublisher,
+    settings: Settings,
+    client: ApiClient,
+    payment_id: str,
+    idempotency_key: str,
+    reason: str | None,
+    fingerprint: str,
+) -> AcceptedOperation:
+    """Raises PaymentNotFound, PaymentStatusConflict, OperationInProgress (nothing stored)
+    or IdempotencyKeyReused."""
+
+    def admit(unit: UnitOfWork, payment: PaymentRecord, now: datetime) -> int | None:
+        if not cancelable(payment):
+            raise PaymentStatusConflict(payment, _shown(payment))
+        return payment.amount_capturable or None
+
+    return _accept(
+        uow,
+        publisher,
+        settings,
+        client,
+        payment_id,
+        idempotency_key,
+        fingerprint,
+        kind=CANCEL,
+        reason=reason,
+        admit=admit,
+    )
+
+
+def cancelable(payment: PaymentRecord) -> bool:
+    """requires_capture; requires_action (the customer has not authenticated); processing
+    before any confirm was sent.  Once a confirm may have moved money (an asynchronous
+    method processing, a confirm whose answer is not in yet), a cancel could race the
+    charge at the provider: refused."""
+    if payment.status is PaymentStatus.REQUIRES_CAPTURE:
+        return True
+    if payment.status is not PaymentStatus.PROCESSING:
+        return False
+    if payment.waiting_for is WaitingFor.CUSTOMER:
+        return True
+    return payment.confirm_attempts == 0 and payment.waiting_for is None
+
+
+def _shown(payment: PaymentRecord) -> str:
+    return "requires_action" if payment.requires_action else payment.status.value
+
+
+def _accept(
+    uow: UnitOfWorkFactory,
+    publisher: TaskPublisher,
+    settings: Settings,
+    client: ApiClient,
+    payment_id: str,
+    idempotency_key: str,
+    fingerprint: str,
+    *,
+    kind: OperationKindName,
+    reason: str | None,
+    admit: Any,
+) -> AcceptedOperation:
+    key_tag = key_digest(settings.secret_key.get_secret_value(), idempotency_key)
+    accepted_body: list[bytes] = []
+
+    def insert(unit: UnitOfWork, now: datetime) -> OperationRecord | None:
+        payment = unit.money.lock_payment(client.id, payment_id)
+        if payment is None:
+            raise PaymentNotFound(payment_id)
+        if unit.operations.find_by_key(client.id, kind, idempotency_key) is not None:
+            return None  # answered from the operation that holds the key
+        amount = admit(unit, payment, now)
+        unfinished = unit.authorizations.unfinished_operation(payment.id)
+        if unfinished is not None:
+            raise OperationInProgress(unfinished)
+        operation_id = new_operation_id(kind)
+        if payment.status is PaymentStatus.PROCESSING:
+            held = unit.authorizations.hold_charge(payment, operation_id=operation_id, now=now)
+            if held is None:  # the row lock makes this unreachable; the guard keeps it so
+                raise PaymentStatusConflict(payment, _shown(payment))
+        shown = unit.payments.get(payment.id) or payment  # with its latest event sequence
+        body = encode_representation(payment_representation(shown))
+        values = _new_operation_values(
+            operation_id, kind, client, payment, idempotency_key, fingerprint, amount, reason
+        )
+        values.update(
+            accepted_response=body.decode("utf-8"),
+            locked_until=now + timedelta(seconds=settings.dispatch_lease_seconds),
+            created_at=now,
+            updated_at=now,
+        )
+        record = unit.operations.insert_if_absent(values)
+        if record is not None:
+            accepted_body.append(body)
+        return record
+
+    claimed = claim_key(
+        uow,
+        insert=insert,
+        find=lambda unit: unit.operations.find_by_key(client.id, kind, idempotency_key),
+    )
+    record = claimed.record
+    if not claimed.created:
+        require_same_request(
+            record, record.request_fingerprint, fingerprint, client_id=client.id, key_tag=key_tag
+        )
+        return AcceptedOperation(record, operation_answer(record), replayed=True)
+
+    metrics.OPERATIONS_ACCEPTED.labels(kind=kind.value).inc()
+    log.info(
+        f"{kind.value}_accepted",
+        operation_id=record.id,
+        payment_id=payment_id,
+        amount=record.amount,
+        client_id=client.id,
+        key_hmac=key_tag,
+    )
+    try:
+        publisher.publish_operation(record.id, record.lease_token)
+    except PublishFailed as error:
+        metrics.PUBLISH_FAILURES.inc()
+        log.warning("task_publish_failed", operation_id=record.id, error=str(error))
+    return AcceptedOperation(record, accepted_body[0], replayed=False)
+
+
+def operation_answer(record: OperationRecord) -> bytes:
+    """What a capture or cancel answers: the payment as its finish left it (a finished
+    operation), else as its accept saw it (both stored, byte for byte)."""
+    if record.status.is_final and record.final_response is not None:
+        return record.final_response
+    assert record.accepted_response is not None
+    return record.accepted_response
+
+
+def _new_operation_values(
+    operation_id: str,
+    kind: OperationKindName,
+    client: ApiClient,
+    payment: PaymentRecord,
+    idempotency_key: str,
+    fingerprint: str,
+    amount: int | None,
+    reason: str | None,
+) -> dict[str, Any]:
+    return {
+        "id": operation_id,
+        "kind": kind.value,
+        "payment_id": payment.id,
+        "client_id": client.id,
+        "idempotency_key": idempotency_key,
+        "request_fingerprint": fingerprint,
+        "status": OperationStatus.PROCESSING.value,
+        "recovery_point": RecoveryPoint.ACCEPTED.value,
+        "lease_token": INITIAL_LEASE_TOKEN,
+        "lease_owner": DISPATCH_OWNER,
+        "next_attempt_at": None,
+        "attempts": 0,
+        "unknown_outcomes": 0,
+        "step_attempts": 0,
+        "lookup_pending": False,
+        # A capture: what it takes; a cancel: the authorisation it releases (if any).
+        "amount": amount,
+        "currency": payment.request.currency,
+        "reason": reason,
+        "metadata": {},
+        "origin": "payorch",
+    }
