@@ -7,7 +7,7 @@ record::
     ------                                        ------                ------
     unknown id .................................  NOT_FOUND             nothing
     If-Match given and not the current lease tag  PRECONDITION_FAILED   nothing
-    succeeded / failed .........................  FINISHED              nothing
+    succeeded / failed / completed .............  FINISHED              nothing
     needs_attention ............................  NEEDS_ATTENTION       nothing (retry it)
     token differs from the one the caller saw ..  CHANGED_CONCURRENTLY  nothing
     lease live (locked_until > now), no force ..  LEASE_LIVE            nothing
@@ -44,6 +44,7 @@ from orchestrator.domain.ids import is_payment_id
 from orchestrator.domain.model import AuditEntry, PaymentRecord
 from orchestrator.domain.operations import OperationRecord
 from orchestrator.domain.preconditions import TagList, lease_etag
+from orchestrator.domain.states import RecoveryPoint
 from orchestrator.logging import get_logger
 from orchestrator.services.dispatch import PublishFailed, TaskPublisher
 
@@ -220,7 +221,9 @@ def take_over_lease(
 def _refusal(
     record: LeasedRecord, *, now: datetime, force: bool, expected_token: int | None
 ) -> TakeoverResult | None:
-    if record.status.is_final:
+    if record.status.is_final or record.recovery_point is RecoveryPoint.COMPLETED:
+        # (A requires_capture payment's charge is completed too: its capture or cancel is
+        # an operation of its own, taken over by that operation's id.)
         return TakeoverResult.FINISHED
     if record.status == NEEDS_ATTENTION:
         return TakeoverResult.NEEDS_ATTENTION

@@ -9,13 +9,14 @@ from orchestrator.domain.model import AuditEntry, PaymentRecord
 from orchestrator.domain.operations import OperationRecord
 from orchestrator.domain.preconditions import lease_etag
 from orchestrator.domain.representation import iso
+from orchestrator.domain.states import RecoveryPoint
 from orchestrator.ops.commands import OperatorAction
 
 
 def lease_state(record: PaymentRecord | OperationRecord, now: datetime) -> str:
     """What the lease means, in words an operator acts on (a deferred record holds no
     worker: it is not "active")."""
-    if record.status.is_final:
+    if record.status.is_final or record.recovery_point is RecoveryPoint.COMPLETED:
         return "finished"
     if record.locked_until is None:
         return "none"

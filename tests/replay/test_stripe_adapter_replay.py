@@ -350,6 +350,44 @@ def test_an_authorisation_is_canceled_with_a_reason_and_a_paid_intent_cannot_be(
     assert cassette.provider.retrieve_intent(paid.id).status == "succeeded"
 
 
+def test_a_capture_answered_500_after_the_effect_is_unknown_and_retrieve_shows_it_captured(
+    fault_cassette: Cassette,
+) -> None:
+    authorised = _authorised(fault_cassette, fault_cassette.record_id("order"))
+    ours = fault_cassette.record_id("capture")
+    fault_cassette.arm("capture:error_500_after:times=1")
+
+    with pytest.raises(OutcomeUnknown) as unknown:
+        fault_cassette.provider.capture_intent(
+            authorised.id, operation_id=ours, attempt=1, amount_to_capture=1200
+        )
+    queried = fault_cassette.provider.retrieve_intent(authorised.id)
+
+    # What the capture kind reads after an unknown outcome: captured already, never again.
+    assert unknown.value.http_status == 500
+    assert (queried.status, queried.amount_received, queried.amount_capturable) == (
+        "succeeded",
+        1200,
+        0,
+    )
+
+
+def test_a_cancel_answered_500_after_the_effect_is_unknown_and_retrieve_shows_it_canceled(
+    fault_cassette: Cassette,
+) -> None:
+    authorised = _authorised(fault_cassette, fault_cassette.record_id("held"))
+    fault_cassette.arm("cancel:error_500_after:times=1")
+
+    with pytest.raises(OutcomeUnknown) as unknown:
+        fault_cassette.provider.cancel_intent(
+            authorised.id, operation_id=fault_cassette.record_id("cancel"), attempt=1, reason=None
+        )
+    queried = fault_cassette.provider.retrieve_intent(authorised.id)
+
+    assert unknown.value.http_status == 500
+    assert (queried.status, queried.amount_capturable) == ("canceled", 0)
+
+
 # -- refunds ---------------------------------------------------------------------------
 
 

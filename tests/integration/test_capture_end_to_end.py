@@ -1,0 +1,101 @@
+"""Capture and cancel in real worker processes: PostgreSQL, RabbitMQ, the simulator.  The
+provider captures (or cancels) and then holds its answer back past the worker's timeout:
+the worker reads the intent first and never sends a second capture (issue 11's acceptance)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.harness.stack import Stack, running_stack
+
+
+@pytest.fixture
+def stack(make_postgres_database, make_broker_url) -> Iterator[Stack]:
+    with running_stack(make_postgres_database(), make_broker_url()) as built:
+        yield built
+
+
+def wait_status(
+    stack: Stack, payment_id: str, status: str, timeout: float = 60.0
+) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        payment = stack.payment(payment_id)
+        if payment["status"] == status:
+            return payment
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"payment {payment_id} not {status} after {timeout}s: {payment}\n"
+                f"record: {stack.record(payment_id)}"
+            )
+        time.sleep(0.2)
+
+
+def authorized(stack: Stack, key: str, amount: int) -> str:
+    accepted = stack.pay(key, amount=amount, capture_method="manual")
+    wait_status(stack, accepted["id"], "requires_capture")
+    return str(accepted["id"])
+
+
+def post(stack: Stack, payment_id: str, action: str, key: str, body: dict[str, Any]) -> Any:
+    with stack.client() as client:
+        response = client.post(
+            f"/v1/payments/{payment_id}/{action}", json=body, headers={"Idempotency-Key": key}
+        )
+    assert response.status_code == 202, response.text
+    assert response.headers["Location"] == f"/v1/payments/{payment_id}"
+    return response.json()
+
+
+def calls(stack: Stack, payment_id: str, operation: str) -> list[str | None]:
+    return [
+        r["idempotency_key"]
+        for r in stack.provider_requests(payment_id)
+        if r["operation"] == operation
+    ]
+
+
+def test_a_capture_whose_answer_is_lost_after_the_provider_captured_is_read_and_captured_once(
+    stack, processes
+):
+    stack.start_worker(processes)
+    stack.start_sweeper(processes)
+    payment_id = authorized(stack, "e2e-capture", 1301)
+    # The provider captures, then holds the answer back past the worker's timeout.
+    stack.simulator.admin.add_fault("capture:timeout_after_effect:amounts=1301:times=1")
+
+    accepted = post(stack, payment_id, "capture", "capture-1", {"amount": 1000})
+    assert accepted["status"] == "requires_capture"
+    final = wait_status(stack, payment_id, "succeeded")
+
+    assert (final["amount_captured"], final["amount_capturable"]) == (1000, 0)
+    captures = stack.simulator.admin.movements()["captures"]["by_record"]
+    assert captures == {payment_id: 1}
+    [capture_key] = calls(stack, payment_id, "capture")  # one capture sent, ever
+    assert capture_key is not None and capture_key.endswith("-capture-1")
+    operation_id = capture_key.removeprefix("payorch-").removesuffix("-capture-1")
+    operation = stack.operation(operation_id)
+    assert (operation.status.value, operation.unknown_outcomes) == ("succeeded", 1)
+    assert stack.ledger_sum(payment_id) == 0
+    assert stack.record(payment_id).amount_captured == 1000
+
+
+def test_a_cancel_whose_answer_is_lost_after_the_provider_canceled_is_read_and_sent_once(
+    stack, processes
+):
+    stack.start_worker(processes)
+    stack.start_sweeper(processes)
+    payment_id = authorized(stack, "e2e-cancel", 1302)
+    stack.simulator.admin.add_fault("cancel:timeout_after_effect:amounts=1302:times=1")
+
+    post(stack, payment_id, "cancel", "cancel-1", {"reason": "requested_by_customer"})
+    final = wait_status(stack, payment_id, "canceled")
+
+    assert final["amount_capturable"] == 0 and final["failure"]["code"] == "canceled"
+    assert len(calls(stack, payment_id, "cancel")) == 1
+    assert stack.simulator.admin.movements()["captures"]["by_record"] == {}
+    assert stack.ledger_sum(payment_id) == 0
