@@ -110,7 +110,7 @@ def _judge(container: Container, movements: dict[str, Any], tally: RefundTally) 
         if item.get("status") not in ("failed", "canceled"):
             refunded_by_intent[item["payment_intent"]] += item["amount"]
     with container.engine.connect() as conn:
-        ours = conn.execute(sa.select(operations)).all()
+        ours = conn.execute(sa.select(operations).where(operations.c.kind == "refund")).all()
         rows = {r.id: r for r in conn.execute(sa.select(payments)).all()}
     held: Counter[str] = Counter()
     for refund in ours:

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from prometheus_client import REGISTRY
 from rich.table import Table
 
+from devtools.demo.captures import CaptureTally
 from devtools.demo.refunds import RefundTally
 from devtools.demo.storm import LogicalPayment, StormStats
 from orchestrator.bootstrap import Container
@@ -51,6 +52,7 @@ class DemoReport:
     stuck: int
     webhooks: WebhookTally | None = None
     refunds: RefundTally | None = None
+    captures: CaptureTally | None = None
     violations: list[str] = field(default_factory=list)
     # 3-D Secure: payments whose customer authenticated (succeeded), and those abandoned
     # (canceled / authentication_timeout, the intent canceled at the provider).
@@ -66,6 +68,7 @@ class DemoReport:
         data = {**self.__dict__, "ok": self.ok}
         data["webhooks"] = None if self.webhooks is None else dict(self.webhooks.__dict__)
         data["refunds"] = None if self.refunds is None else dict(self.refunds.__dict__)
+        data["captures"] = None if self.captures is None else dict(self.captures.__dict__)
         return data
 
     def table(self) -> Table:
@@ -108,6 +111,18 @@ class DemoReport:
                 ("over-refunds (must be 0)", refunds.over_refunds),
                 ("refunds stuck (must be 0)", refunds.stuck),
             ]
+        if self.captures is not None:
+            captures = self.captures
+            rows += [
+                ("manual payments authorised (requires_capture)", captures.authorized),
+                ("captures / cancels sent (doubled, raced by another key)", captures.requested),
+                ("refused (409: the race's loser)", captures.refused),
+                ("captured (70 % of the authorisation)", captures.captured),
+                ("canceled (authorisation released)", captures.canceled),
+                ("double captures (must be 0)", captures.double_captures),
+                ("wrong capture amounts (must be 0)", captures.wrong_amounts),
+                ("captures stuck (must be 0)", captures.stuck),
+            ]
         for label, value in rows:
             table.add_row(label, str(value))
         return table
@@ -123,10 +138,13 @@ def build_report(
     takeovers_before: float,
     webhooks: WebhookTally | None = None,
     refunds: RefundTally | None = None,
+    captures: CaptureTally | None = None,
 ) -> DemoReport:
     violations: list[str] = list(stats.unexpected)
     if refunds is not None:
         violations += refunds.violations
+    if captures is not None:
+        violations += captures.violations
     if webhooks is not None:
         if webhooks.lost:
             violations.append(f"{webhooks.lost} events never reached the webhook receiver")
@@ -141,6 +159,7 @@ def build_report(
                 payments.c.idempotency_key,
                 payments.c.status,
                 payments.c.failure_code,
+                payments.c.capture_method,
             )
         ).all()
         outcome_count = conn.execute(
@@ -152,6 +171,9 @@ def build_report(
     status_by_id = {r.id: r.status for r in rows}
     records_per_key = Counter(r.idempotency_key for r in rows if r.idempotency_key in keys)
     by_record: dict[str, int] = movements.get("by_record", {})
+    # Under manual capture a charge only authorises: the money moves with the capture.
+    captured_by_record: dict[str, int] = movements.get("captures", {}).get("by_record", {})
+    manual = {r.id for r in rows if r.capture_method == "manual"}
 
     duplicates = 0
     for key in keys:
@@ -160,6 +182,10 @@ def build_report(
             violations.append(f"key {key} has {records_per_key[key]} records")
     for payment_id, status in status_by_id.items():
         moved = by_record.get(payment_id, 0)
+        if payment_id in manual:
+            if moved > 1:
+                violations.append(f"{payment_id} was authorised {moved} times")
+            moved = captured_by_record.get(payment_id, 0)
         if moved > 1:
             duplicates += moved - 1
             violations.append(f"{payment_id} was charged {moved} times")
@@ -197,6 +223,7 @@ def build_report(
         violations.append(f"the API answered {stats.server_errors} server errors")
 
     faults = Counter(str(r["fault"]) for r in provider_requests if r.get("fault"))
+    storm_statuses = [r.status for r in rows if r.idempotency_key in keys]
     takeovers = sweeper_takeovers()
     return DemoReport(
         logical_payments=len(plan),
@@ -204,12 +231,13 @@ def build_report(
         accepted=stats.accepted,
         replays=stats.replays,
         retried_sends=stats.retried_sends,
-        succeeded=sum(1 for s in status_by_id.values() if s == "succeeded"),
-        declined=sum(1 for s in status_by_id.values() if s == "failed"),
-        canceled=sum(1 for s in status_by_id.values() if s == "canceled"),
+        # The storm's payments (the capture round's are in its own tally).
+        succeeded=sum(1 for s in storm_statuses if s == "succeeded"),
+        declined=sum(1 for s in storm_statuses if s == "failed"),
+        canceled=sum(1 for s in storm_statuses if s == "canceled"),
         three_ds_authenticated=authenticated,
         three_ds_abandoned=abandoned,
-        money_movements=int(movements.get("total", 0)),
+        money_movements=sum(by_record.get(r.id, 0) for r in rows if r.idempotency_key in keys),
         lease_takeovers=int((takeovers or 0) - takeovers_before),
         faults_injected=dict(faults),
         crashed_payment=crashed_payment,
@@ -217,6 +245,7 @@ def build_report(
         stuck=stuck,
         webhooks=webhooks,
         refunds=refunds,
+        captures=captures,
         violations=violations,
     )
 

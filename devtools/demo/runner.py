@@ -13,6 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from devtools.demo.captures import capture_round
 from devtools.demo.embedded import EmbeddedOptions, EmbeddedStack
 from devtools.demo.refunds import refund_round
 from devtools.demo.report import (
@@ -88,6 +89,14 @@ def run_demo(options: DemoOptions, console: Console | None = None) -> DemoReport
                 stack.simulator.admin.movements,
                 stack.simulator.admin,
             )
+            captures = capture_round(
+                stack.container,
+                stack.api_url,
+                stack.merchant_key,
+                max(2, options.payments // 8),
+                stack.simulator.admin.movements,
+                stack.simulator.admin,
+            )
             webhooks = _settle_webhooks(stack)
             crashed = stack.crasher.crashed_record if stack.crasher else None
             return build_report(
@@ -100,6 +109,7 @@ def run_demo(options: DemoOptions, console: Console | None = None) -> DemoReport
                 takeovers_before,
                 webhooks,
                 refunds,
+                captures,
             )
 
 

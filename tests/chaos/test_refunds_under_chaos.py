@@ -154,7 +154,7 @@ def kill_while_holding_a_refund(
 ) -> ManagedProcess:
     held = wait_for_leases(stack, worker, timeout=60, table=operations)
     worker.kill()
-    log.append(f"SIGKILL {worker.name} holding refunds {sorted(held)}")
+    log.append(f"SIGKILL {worker.name} holding operations {sorted(held)}")
     return stack.start_worker(processes, name=f"{worker.name}-replacement", concurrency=2)
 
 

@@ -34,11 +34,21 @@ def test_the_demo_survives_faults_and_a_crash_with_every_invariant_intact(tmp_pa
     assert refunds is not None
     assert refunds.succeeded >= 1 and refunds.refused >= 1
     assert refunds.double_refunds == 0 and refunds.over_refunds == 0 and refunds.stuck == 0
-    # One final event per payment, a payment.requires_action for each 3-D Secure one, and
-    # one per finished refund.
+    # Captures: each raced by another key, under faults; none twice, each at its amount.
+    captures = report.captures
+    assert captures is not None
+    assert captures.authorized == 5 and captures.captured >= 1 and captures.canceled >= 1
+    assert captures.captured + captures.canceled == captures.authorized
+    assert captures.refused >= captures.captured  # every race had a loser
+    assert captures.double_captures == 0 and captures.wrong_amounts == 0
+    assert captures.stuck == 0
+    # One final event per payment, a payment.requires_action for each 3-D Secure one, one
+    # per finished refund, and the capture round's (requires_capture, then captured and
+    # succeeded, or canceled).
     three_ds = report.three_ds_authenticated + report.three_ds_abandoned
     finished_refunds = refunds.succeeded + refunds.failed
-    assert hooks.events == 40 + three_ds + finished_refunds
+    assert captures.events == 3 * captures.captured + 2 * captures.canceled
+    assert hooks.events == 40 + three_ds + finished_refunds + captures.events
     assert hooks.delivered == hooks.events
     assert hooks.lost == 0
     assert hooks.verified == hooks.requests
@@ -62,3 +72,4 @@ def test_the_demo_command_prints_its_report_and_exits_zero(tmp_path):
     assert report["webhooks"]["lost"] == 0
     assert report["webhooks"]["delivered"] == report["webhooks"]["events"] >= 15
     assert report["refunds"]["over_refunds"] == 0 and report["refunds"]["double_refunds"] == 0
+    assert report["captures"]["double_captures"] == 0 and report["captures"]["stuck"] == 0
