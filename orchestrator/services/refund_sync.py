@@ -30,10 +30,11 @@ from orchestrator.logging import get_logger
 
 log = get_logger(__name__)
 
-# The provider's events that may mean a refund payorch did not make (Stripe, API version
-# 2023-08-16: a card refund sends charge.refunded and, on later changes,
-# charge.refund.updated; since 2024-10-28.acacia refund.created / .updated / .failed are
-# sent for every refund too).  Each is only a hint to read the refunds.
+# The provider's events that may mean a refund payorch did not make.  On the pinned API
+# version (``providers.stripe_version``, after 2024-10-28.acacia) Stripe sends
+# refund.created / .updated / .failed for every refund, besides the charge's
+# charge.refunded and the older charge.refund.updated.  Each is only a hint to read the
+# refunds; all are taken, so a version move either way loses none.
 REFUND_EVENT_TYPES = frozenset(
     {
         "charge.refunded",

@@ -29,7 +29,7 @@ from tests.harness.refunds import (
     request_refund,
     succeeded_payment,
 )
-from tests.harness.seeds import ledger_sum, new_merchant, outbox_types, reload
+from tests.harness.seeds import force, ledger_sum, new_merchant, outbox_types, reload
 from tests.integration.lease_helpers import cli_environment, run_payorch, run_payorch_json
 
 _dashboard_ids = itertools.count(1)
@@ -284,3 +284,19 @@ def test_an_operator_reconciles_a_refund_whose_event_was_lost(
         assert missing.returncode != 0
     finally:
         container.close()
+
+
+def test_a_sync_of_a_payment_with_nothing_captured_records_nothing(container, provider):
+    merchant = new_merchant(container)
+    payment = succeeded_payment(container, merchant, "order-1", amount=1000)
+    assert payment.provider_payment_id is not None
+    dashboard_refund(provider, payment.provider_payment_id, 1000)
+    force(container, payment.id, status="canceled")
+
+    record, result = run_sync(container, payment.id)
+
+    assert result is ProcessResult.COMPLETED
+    assert reload_operation(container, record.id).status is OperationStatus.SUCCEEDED
+    assert refunds_of(container, payment.id) == []
+    assert reload(container, payment.id).amount_refunded == 0
+    assert not [c for c in provider.calls if c.operation == "list_refunds"]

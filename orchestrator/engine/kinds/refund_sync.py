@@ -34,7 +34,12 @@ Hazards, and what guards them:
   refused there (the provider enforces its limit too).  The sync then backs off and tries
   again, and parks for an operator if the room never frees.
 * A refund that the provider reports for a payment payorch has not seen succeed is not
-  booked against it: the sync waits while the charge is still running, parks otherwise.
+  booked against it: the sync backs off while the charge is unfinished (processing,
+  needs_attention; parked after MAX_ATTEMPTS), and records nothing for a payment that is
+  failed, canceled or requires_capture here.  That last rule relies on the pinned API
+  version (after 2025-03-31.basil): older versions represented the release of an
+  authorisation (a cancel, a partial capture's remainder) as Refund objects, which are not
+  refunds of captured money.
 """
 
 from __future__ import annotations
@@ -75,6 +80,10 @@ PAGE_SIZE = 100
 _PENDING = frozenset({"pending", "requires_action"})
 _FAILED = frozenset({"failed", "canceled"})
 _PROCESSING = OperationStatus.PROCESSING
+# Payments with no captured money: whatever the provider lists is not a refund of theirs.
+_NOTHING_TO_REFUND = frozenset(
+    {PaymentStatus.FAILED, PaymentStatus.CANCELED, PaymentStatus.REQUIRES_CAPTURE}
+)
 
 
 class RefundSyncKind:
@@ -107,7 +116,19 @@ class _RefundSync:
     def run(self) -> None:
         if self.record.recovery_point is not RecoveryPoint.ACCEPTED:
             return  # finished by someone else; the fence would refuse us anyway
-        intent_id = self._intent_id()
+        payment = self._payment()
+        if payment.status in _NOTHING_TO_REFUND:
+            # No captured money here, so nothing at the provider is a refund of it.
+            log.info(
+                "refund_sync_nothing_captured",
+                operation_id=self.record.id,
+                payment_id=payment.id,
+                status=payment.status.value,
+            )
+            self.finish([], 0)
+            return
+        assert payment.provider_payment_id is not None
+        intent_id = payment.provider_payment_id
         listed = self.list_all(intent_id)
         recorded: list[str] = []
         # Oldest first: rows are created in the order the provider made the refunds.
@@ -118,12 +139,13 @@ class _RefundSync:
                 recorded.append(refund.id)
         self.finish(recorded, len(listed))
 
-    def _intent_id(self) -> str:
+    def _payment(self) -> PaymentRecord:
         with self.lease.uow() as uow:
             payment = uow.payments.get(self.record.payment_id)
-        if payment is None or payment.provider_payment_id is None:
+        assert payment is not None
+        if payment.provider_payment_id is None and payment.status not in _NOTHING_TO_REFUND:
             raise Parked("the payment has no provider intent to list refunds of")
-        return payment.provider_payment_id
+        return payment
 
     def list_all(self, intent_id: str) -> list[ProviderRefund]:
         """Every refund of the intent.  A failed page is read again (a list moves nothing);
@@ -220,14 +242,11 @@ class _RefundSync:
         self, uow: UnitOfWork, payment: PaymentRecord, refund: ProviderRefund, now: datetime
     ) -> OperationRecord:
         if payment.status is not PaymentStatus.SUCCEEDED:
-            if payment.status is PaymentStatus.PROCESSING:
-                # The charge's finish has not landed yet: it will, and then this fits.
-                raise Deferred(
-                    self.lease.settings.retry_cap_seconds,
-                    f"provider refund {refund.id} of a payment still {payment.status.value}",
-                )
-            raise Parked(
-                f"provider refund {refund.id} of a payment that is {payment.status.value} here"
+            # The charge is unfinished here (processing, or parked for an operator): once
+            # it succeeds this fits.  Parked after MAX_ATTEMPTS claims if it never does.
+            raise Deferred(
+                self.lease.settings.retry_cap_seconds,
+                f"provider refund {refund.id} of a payment still {payment.status.value}",
             )
         if refund.currency.lower() != payment.request.currency.lower():
             raise Parked(
