@@ -4,6 +4,7 @@ status where they are not allowed, 400 over what is capturable)."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ from orchestrator.services.api_keys import create_client
 from tests.fakes.provider import FakeProvider
 from tests.fakes.publisher import RecordingPublisher
 from tests.harness.containers import build_container
+from tests.harness.refunds import operation_count
+from tests.harness.seeds import reload
 from tests.harness.server import ServerThread
 
 
@@ -218,3 +221,42 @@ def test_capture_and_cancel_of_a_payment_still_processing_or_of_another_client(a
         assert_problem(post(other, payment_id, "capture", "c-1"), 404, "not-found")
         assert_problem(post(other, payment_id, "cancel", "x-1"), 404, "not-found")
         assert_problem(post(other, "pay_nope", "cancel", "x-1"), 404, "not-found")
+
+
+def test_concurrent_captures_and_cancels_with_distinct_keys_start_exactly_one_operation(api):
+    with api.client() as client:
+        payment_id = api.authorized(client, 1000)
+    senders = 20
+
+    async def storm() -> list[httpx.Response]:
+        limits = httpx.Limits(max_connections=senders, max_keepalive_connections=senders)
+        async with httpx.AsyncClient(
+            base_url=api.url,
+            headers={"Authorization": f"Bearer {api.key}"},
+            timeout=60,
+            limits=limits,
+            trust_env=False,
+        ) as client:
+            return await asyncio.gather(
+                *(
+                    client.post(
+                        f"/v1/payments/{payment_id}/{'cancel' if n % 2 else 'capture'}",
+                        json={},
+                        headers={"Idempotency-Key": f"storm-{n}"},
+                    )
+                    for n in range(senders)
+                )
+            )
+
+    responses = asyncio.run(storm())
+
+    statuses = sorted(r.status_code for r in responses)
+    assert statuses == [202] + [409] * (senders - 1), {r.status_code: r.text for r in responses}
+    for response in responses:
+        if response.status_code == 409:
+            assert response.json()["type"].endswith("operation-in-progress")
+    assert operation_count(api.container, payment_id) == 1
+    api.run_published()
+    final = reload(api.container, payment_id)
+    assert final.status.value in ("succeeded", "canceled")
+    assert sum(api.provider.captures.values()) <= len(api.provider.captures)  # never twice

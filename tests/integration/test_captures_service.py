@@ -393,3 +393,23 @@ def test_a_cancel_after_money_may_have_moved_is_409(container, provider):
     with pytest.raises(PaymentStatusConflict):
         cancel(container, merchant, done.id, "cnl-2")
     assert operation_count(container, record.id) == operation_count(container, done.id) == 0
+
+
+def test_the_database_refuses_a_second_unfinished_capture_even_without_the_lock(container):
+    import sqlalchemy as sa
+
+    from orchestrator.db.tables import operations
+
+    merchant = new_merchant(container)
+    payment = authorized_payment(container, merchant, "order-1")
+    first = capture(container, merchant, payment.id, "cap-1").record
+    with container.engine.connect() as conn:
+        row = dict(
+            conn.execute(sa.select(operations).where(operations.c.id == first.id)).one()._mapping
+        )
+    row.update(id="cnl_" + "0" * 32, kind="cancel", idempotency_key="cnl-raw")
+
+    with pytest.raises(sa.exc.IntegrityError), container.engine.begin() as conn:
+        conn.execute(operations.insert().values(**row))  # a writer that skipped the lock
+
+    assert operation_count(container, payment.id) == 1
