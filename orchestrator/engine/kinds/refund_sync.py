@@ -206,6 +206,7 @@ class _RefundSync:
             log.warning(
                 "provider_refund_recorded",
                 operation_id=row.id,
+                recorded_by=self.record.id,
                 payment_id=row.payment_id,
                 provider_refund_id=refund.id,
                 amount=refund.amount,
@@ -265,9 +266,7 @@ class _RefundSync:
                 f"in flight hold ({payment.amount_refund_reserved} of "
                 f"{payment.amount_captured}); waiting for them to settle",
             )
-        values = _provider_refund_values(
-            self.record, payment, refund, now, settings_recheck=self._recheck(now)
-        )
+        values = _provider_refund_values(payment, refund, now, recheck_at=self._recheck(now))
         if failed:
             values.update(
                 failure_code=refund.failure_reason or f"refund_{refund.status}",
@@ -327,12 +326,7 @@ class _RefundSync:
 
 
 def _provider_refund_values(
-    sync: OperationRecord,
-    payment: PaymentRecord,
-    refund: ProviderRefund,
-    now: datetime,
-    *,
-    settings_recheck: datetime,
+    payment: PaymentRecord, refund: ProviderRefund, now: datetime, *, recheck_at: datetime
 ) -> dict[str, Any]:
     """A refund row for a refund made at the provider: no client key (nobody asked payorch),
     bound to the provider's id; while pending it waits, with no holder, for its re-check
@@ -348,8 +342,8 @@ def _provider_refund_values(
         "recovery_point": RecoveryPoint.ACCEPTED.value,
         "lease_token": 1,
         "lease_owner": None,
-        "locked_until": settings_recheck,
-        "next_attempt_at": settings_recheck,
+        "locked_until": recheck_at,
+        "next_attempt_at": recheck_at,
         "attempts": 0,
         "unknown_outcomes": 0,
         "step_attempts": 0,
@@ -360,7 +354,6 @@ def _provider_refund_values(
         "metadata": {},
         "origin": ORIGIN_PROVIDER,
         "provider_object_id": refund.id,
-        "last_error": f"recorded by {sync.id} from the provider's refunds",
         "created_at": now,
         "updated_at": now,
     }
