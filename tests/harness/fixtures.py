@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -18,21 +18,13 @@ def database_url(request: pytest.FixtureRequest, tmp_path) -> str:
 
 
 @pytest.fixture(scope="session")
-def make_broker_url(rabbitmq_server: None) -> Iterator[Callable[[], str]]:
+def make_broker_url(rabbitmq_server: None, pytestconfig: pytest.Config) -> Callable[[], str]:
     """Fresh RabbitMQ vhosts on demand (a queue per test: no message of one test reaches
-    the workers of another); deleted when the session ends."""
+    the workers of another); deleted when the session ends (``pytest_sessionfinish``)."""
     from tests.support import rabbitmq
-
-    made: list[str] = []
+    from tests.support.plugin import new_session_vhost
 
     def make() -> str:
-        vhost = rabbitmq.create_vhost()
-        made.append(vhost)
-        return rabbitmq.broker_url(vhost)
+        return rabbitmq.broker_url(new_session_vhost(pytestconfig))
 
-    yield make
-    for vhost in made:
-        try:
-            rabbitmq.delete_vhost(vhost)
-        except Exception as error:  # a leftover vhost is reaped by the next run
-            print(f"could not delete vhost {vhost}: {error}")
+    return make

@@ -453,3 +453,54 @@ def test_payorch_command_runs_the_cli_under_this_interpreter(
 
     assert cli.wait(timeout=60) == 0, cli.output()
     assert "api" in cli.output()
+
+
+def test_a_session_drops_its_databases_and_vhosts_after_its_last_test(
+    postgres_server: None, rabbitmq_server: None, tmp_path: Path
+) -> None:
+    """A whole pytest session (run here as a child) leaves none of its databases or vhosts
+    behind; the drops happen at session finish, after the last test's teardown."""
+    names = tmp_path / "made.txt"
+    (tmp_path / "conftest.py").write_text(
+        'pytest_plugins = ["tests.support.plugin", "tests.harness.fixtures"]\n'
+    )
+    (tmp_path / "test_makes.py").write_text(
+        textwrap.dedent(
+            f"""
+            from pathlib import Path
+
+            def test_makes(make_postgres_database, make_broker_url):
+                made = [make_postgres_database() for _ in range(3)] + [make_broker_url()]
+                Path({str(names)!r}).write_text("\\n".join(made))
+            """
+        )
+    )
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "timeout=300",
+            "--rootdir",
+            str(tmp_path),
+            str(tmp_path),
+        ],
+        cwd=Path(__file__).resolve().parents[2],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    *database_urls, broker = names.read_text().splitlines()
+    with postgres.connection_to(postgres.ADMIN_DATABASE) as admin:
+        for url in database_urls:
+            name = url.rsplit("/", 1)[-1]
+            found = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
+            assert found.fetchone() is None, f"{name} was left behind"
+    assert broker.rsplit("/", 1)[-1] not in rabbitmq.list_vhosts()
