@@ -255,7 +255,7 @@ def _initialise_label_sets() -> None:
         LEASE_TAKEOVERS.labels(by=actor)
     for status in ("succeeded", "failed"):
         PAYMENTS_FINISHED.labels(status=status)
-        for kind in ("capture", "cancel", "refund"):
+        for kind in ("capture", "cancel", "refund", "refund_sync"):
             OPERATIONS_FINISHED.labels(kind=kind, status=status)
     for kind in ("capture", "cancel", "refund"):
         OPERATIONS_ACCEPTED.labels(kind=kind)

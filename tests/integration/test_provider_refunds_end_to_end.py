@@ -255,3 +255,32 @@ def _settled_wait(record: PaymentRecord) -> bool:
 
 def _types(stack: Stack, payment_id: str) -> set[str]:
     return {row["type"] for row in _events_of(stack, payment_id)}
+
+
+def test_an_operator_can_ask_for_a_sync_over_the_ops_api(stack) -> None:
+    """The lost-event path over HTTP: the event was dropped, the operator asks."""
+    stack.simulator.admin.add_fault("webhook:drop")
+    accepted = stack.pay("dashboard-refund-lost-event", amount=1000)
+    paid = stack.wait_final(accepted["id"])
+    payment_id = paid["id"]
+    stack.simulator.admin.dashboard_refund(paid["provider_payment_id"], amount=400)
+    assert refunds(stack, payment_id) == []  # no event, no sync
+
+    path = f"/v1/ops/payments/{payment_id}/sync_refunds"
+    with stack.client(stack.ops_key) as ops:
+        asked = ops.post(path, json={"reason": "Stripe shows a refund we lack"})
+        assert ops.post(path, json={}).status_code == 400
+        missing = ops.post(f"/v1/ops/payments/pay_{'0' * 32}/sync_refunds", json={"reason": "x"})
+        assert missing.status_code == 404
+        assert missing.headers["content-type"].startswith("application/problem+json")
+    with stack.client() as merchant:
+        assert merchant.post(path, json={"reason": "x"}).status_code == 403
+
+    assert asked.status_code == 202, asked.text
+    body = asked.json()
+    assert body["object"] == "refund_sync" and body["id"].startswith("rsy_")
+    assert body["audit"]["action"] == "sync_refunds"
+    [refund] = poll("the refund is recorded", lambda: refunds(stack, payment_id), bool)
+    assert (refund["origin"], refund["amount"], refund["status"]) == ("provider", 400, "succeeded")
+    assert stack.payment(payment_id)["amount_refunded"] == 400
+    assert stack.ledger_sum(payment_id) == 0

@@ -31,6 +31,7 @@ from orchestrator.ops.errors import (
     PreconditionFailed,
 )
 from orchestrator.ops.queries import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, list_audit, list_leases
+from orchestrator.ops.refund_sync import sync_payment_refunds
 from orchestrator.ops.representation import (
     action_representation,
     audit_representation,
@@ -68,6 +69,12 @@ class RetryRequest(BaseModel):
     reason: Reason
 
 
+class SyncRefundsRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    reason: Reason
+
+
 class RejectedIntentOut(BaseModel):
     id: str
     status: str
@@ -77,12 +84,12 @@ class RejectedIntentOut(BaseModel):
 
 
 class LeaseOut(BaseModel):
-    kind: Literal["charge", "capture", "cancel", "refund"] = Field(
+    kind: Literal["charge", "capture", "cancel", "refund", "refund_sync"] = Field(
         description="Which operation holds this lease: a payment's charge, or an operation."
     )
     operation_id: str = Field(
         description="What takeover and retry take: the payment's id for its charge, the "
-        "operation's (rfd_…, cap_…, cnl_…) otherwise."
+        "operation's (rfd_…, cap_…, cnl_…, rsy_…) otherwise."
     )
     payment_id: str
     client_id: str
@@ -134,7 +141,7 @@ class AuditOut(BaseModel):
     created_at: str
     actor_client_id: str = Field(description="Ops API client id, or 'cli:<operator>'.")
     actor_name: str
-    action: Literal["takeover", "park", "retry", "redeliver"]
+    action: Literal["takeover", "park", "retry", "redeliver", "sync_refunds"]
     payment_id: str
     operation_id: str | None = Field(
         default=None, description="The operation acted on (rfd_…); null: the payment's charge."
@@ -142,6 +149,17 @@ class AuditOut(BaseModel):
     reason: str
     old_token: int | None
     new_token: int | None
+
+
+class RefundSyncOut(BaseModel):
+    id: str = Field(description="The refund sync (rsy_…): an operation like any other.")
+    object: Literal["refund_sync"]
+    payment_id: str
+    status: Literal["processing", "succeeded", "failed", "needs_attention"]
+    queued: bool = Field(
+        description="False: a sync already queued (not yet claimed) covers this request."
+    )
+    audit: AuditOut
 
 
 class AuditList(BaseModel):
@@ -345,6 +363,43 @@ def post_retry(
     except OpsError as error:
         raise _problem(error) from None
     return JSONResponse(action_representation(action))
+
+
+@router.post(
+    "/payments/{payment_id}/sync_refunds",
+    summary="Read the payment's refunds at the provider again (a refund made outside "
+    "payorch whose event was lost)",
+    openapi_extra=_body_schema(SyncRefundsRequest),
+    response_model=RefundSyncOut,
+    status_code=202,
+    responses={
+        202: {"description": "A refund sync is queued (the sweeper dispatches it); audited"},
+        **_COMMAND_ERRORS,
+    },
+)
+def post_sync_refunds(
+    container: ContainerDep, client: OpsClient, payment_id: str, body: JsonBody
+) -> JSONResponse:
+    payload = parse_model(SyncRefundsRequest, body)
+    if not is_payment_id(payment_id):
+        raise Problem(404, "not-found", "No such payment exists.")
+    try:
+        queued = sync_payment_refunds(
+            container, _operator(client), payment_id, reason=payload.reason
+        )
+    except OpsError as error:
+        raise _problem(error) from None
+    return JSONResponse(
+        {
+            "id": queued.sync.id,
+            "object": "refund_sync",
+            "payment_id": queued.sync.payment_id,
+            "status": queued.sync.status.value,
+            "queued": queued.created,
+            "audit": audit_representation(queued.audit),
+        },
+        status_code=202,
+    )
 
 
 @router.get(

@@ -47,7 +47,7 @@ class OpsPaymentOut(PaymentOut):
 
 
 class OperationOut(BaseModel):
-    kind: Literal["charge", "capture", "cancel", "refund"]
+    kind: Literal["charge", "capture", "cancel", "refund", "refund_sync"]
     operation_id: str | None = Field(
         default=None,
         description="An operation after the charge (rfd_…): takeover and retry take it.",
