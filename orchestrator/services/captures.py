@@ -28,7 +28,7 @@ from typing import Any
 
 from orchestrator import metrics
 from orchestrator.db.uow import UnitOfWork, UnitOfWorkFactory
-from orchestrator.domain.model import ApiClient, PaymentRecord
+from orchestrator.domain.model import ApiClient, PaymentRecord, Role
 from orchestrator.domain.operations import (
     OperationKindName,
     OperationRecord,
@@ -264,8 +264,8 @@ def _new_operation_values(
     kind: OperationKindName,
     client: ApiClient,
     payment: PaymentRecord,
-    idempotency_key: str,
-    fingerprint: str,
+    idempotency_key: str | None,
+    fingerprint: str | None,
     amount: int | None,
     reason: str | None,
 ) -> dict[str, Any]:
@@ -292,3 +292,49 @@ def _new_operation_values(
         "metadata": {},
         "origin": "payorch",
     }
+
+
+def request_authorization_check(
+    unit: UnitOfWork, payment_id: str, *, now: datetime
+) -> OperationRecord | None:
+    """A provider event says a payment's intent was canceled (Stripe cancels an
+    authorisation left uncaptured for 7 days): for a ``requires_capture`` payment with no
+    capture or cancel in flight, queue a cancel operation of origin ``provider``, due now
+    (the sweeper dispatches it).  It reads the intent first and never sends a cancel: only
+    an intent that is canceled at the provider ends the payment ``canceled``; any other
+    answer (the event was stale) fails the check and changes nothing.  Runs in the event's
+    transaction; None: nothing to check."""
+    found = unit.payments.get(payment_id)
+    if found is None:
+        return None
+    payment = unit.money.lock_payment(found.client_id, payment_id)
+    if payment is None or payment.status is not PaymentStatus.REQUIRES_CAPTURE:
+        return None
+    if unit.authorizations.unfinished_operation(payment_id) is not None:
+        return None  # that capture or cancel reads the intent itself
+    client = ApiClient(
+        id=payment.client_id, name="provider", role=Role.MERCHANT, key_prefix="", created_at=now
+    )
+    values = _new_operation_values(
+        new_operation_id(CANCEL),
+        CANCEL,
+        client,
+        payment,
+        None,
+        None,
+        payment.amount_capturable or None,
+        None,
+    )
+    values.update(
+        origin="provider",
+        lookup_pending=True,  # read the intent before anything else
+        lease_owner=None,
+        locked_until=now,
+        next_attempt_at=now,
+        created_at=now,
+        updated_at=now,
+    )
+    record = unit.operations.insert_if_absent(values)
+    if record is not None:
+        log.info("authorization_check_queued", operation_id=record.id, payment_id=payment_id)
+    return record

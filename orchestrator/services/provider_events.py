@@ -8,6 +8,8 @@
            that payment deferred (nobody holds it) ──> due now: the sweeper dispatches it
            about its refunds ────────────────────────> a refund sync queued, due now
                                                        (``services.refund_sync``)
+           its intent canceled, payment requires_capture > an authorisation check queued,
+                                                       due now (``services.captures``)
       ─> 200
 
 **An event is a hint, never the truth.**  Nothing here applies what the event says: the
@@ -27,10 +29,13 @@ import sqlalchemy as sa
 from orchestrator.db.uow import UnitOfWork
 from orchestrator.logging import get_logger
 from orchestrator.providers.base import ProviderEvent
+from orchestrator.services.captures import request_authorization_check
 from orchestrator.services.disputes import record_dispute_event
 from orchestrator.services.refund_sync import REFUND_EVENT_TYPES, request_refund_sync
 
 log = get_logger(__name__)
+
+AUTHORIZATION_CANCELED = "payment_intent.canceled"
 
 # Verifies a webhook and reads it (``stripe_adapter.parse_webhook_event``); raises
 # ``WebhookSignatureInvalid``.
@@ -91,6 +96,9 @@ def receive_provider_event(
             if payment_id is not None:
                 # A dispute is recorded (once per dispute) in the event's transaction.
                 record_dispute_event(unit, event, payment_id, now=now)
+                if event.type == AUTHORIZATION_CANCELED:
+                    # Perhaps an authorisation that expired uncaptured: a check reads it.
+                    request_authorization_check(unit, payment_id, now=now)
                 if event.type in REFUND_EVENT_TYPES:
                     # Perhaps a refund made outside payorch: the sync lists the refunds.
                     request_refund_sync(

@@ -99,3 +99,29 @@ def test_a_cancel_whose_answer_is_lost_after_the_provider_canceled_is_read_and_s
     assert len(calls(stack, payment_id, "cancel")) == 1
     assert stack.simulator.admin.movements()["captures"]["by_record"] == {}
     assert stack.ledger_sum(payment_id) == 0
+
+
+SECRET = "whsec_payorch_capture_e2e"
+WEBHOOK_PATH = "/v1/providers/stripe/webhooks"
+
+
+def test_an_authorisation_the_provider_expires_ends_the_payment_canceled(
+    make_postgres_database, make_broker_url, processes
+):
+    with running_stack(
+        make_postgres_database(), make_broker_url(), stripe_webhook_secret=SECRET
+    ) as stack:
+        stack.simulator.admin.configure_webhooks(stack.api_url + WEBHOOK_PATH, SECRET)
+        stack.start_worker(processes)
+        stack.start_sweeper(processes)
+        payment_id = authorized(stack, "e2e-expiry", 1303)
+        intent_id = stack.record(payment_id).provider_payment_id
+        assert intent_id is not None
+
+        # Stripe cancels an authorisation left uncaptured for 7 days; its event arrives.
+        stack.simulator.admin.expire_authorization(intent_id)
+        final = wait_status(stack, payment_id, "canceled")
+
+        assert final["amount_capturable"] == 0 and final["failure"]["code"] == "canceled"
+        assert calls(stack, payment_id, "cancel") == []  # read, never sent by payorch
+        assert stack.ledger_sum(payment_id) == 0

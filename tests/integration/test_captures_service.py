@@ -413,3 +413,64 @@ def test_the_database_refuses_a_second_unfinished_capture_even_without_the_lock(
         conn.execute(operations.insert().values(**row))  # a writer that skipped the lock
 
     assert operation_count(container, payment.id) == 1
+
+
+def _queue_check(container: Container, payment_id: str):
+    from orchestrator.services.captures import request_authorization_check
+
+    with container.uow() as uow:
+        queued = request_authorization_check(uow, payment_id, now=uow.now())
+        uow.commit()
+    return queued
+
+
+def _sweep_and_run(container: Container) -> None:
+    container.publisher.published.clear()
+    container.sweeper().run_once()
+    for operation_id, token in list(container.publisher.published):
+        run(container, operation_id, token)
+
+
+def test_an_authorisation_the_provider_expired_is_read_and_the_payment_ends_canceled(
+    container, provider
+):
+    merchant = new_merchant(container)
+    payment = authorized_payment(container, merchant, "order-1", amount=900)
+    intent = provider.intents[payment.provider_payment_id]
+    intent.status, intent.cancellation_reason = "canceled", "automatic"  # 7 days later
+
+    queued = _queue_check(container, payment.id)
+    assert queued is not None and queued.origin == "provider" and queued.idempotency_key is None
+    assert _queue_check(container, payment.id) is None  # one check in flight at a time
+    _sweep_and_run(container)
+
+    canceled = reload(container, payment.id)
+    assert canceled.status is PaymentStatus.CANCELED and canceled.amount_capturable == 0
+    assert canceled.failure is not None and "provider canceled" in canceled.failure.message
+    assert keys_of(provider, "cancel") == []  # read, never sent
+    assert ledger_by_account(container, payment.id) == {
+        "provider_authorized": 0,
+        "merchant_authorized": 0,
+    }
+    assert outbox_types(container, payment.id)[-1] == "payment.canceled"
+
+
+def test_a_stale_cancel_event_changes_nothing_and_sends_nothing(container, provider):
+    merchant = new_merchant(container)
+    payment = authorized_payment(container, merchant, "order-1", amount=900)
+
+    queued = _queue_check(container, payment.id)
+    assert queued is not None
+    _sweep_and_run(container)
+
+    check = reload_operation(container, queued.id)
+    assert (check.status, check.failure_code) == (
+        OperationStatus.FAILED,
+        "not_canceled_at_provider",
+    )
+    assert reload(container, payment.id).status is PaymentStatus.REQUIRES_CAPTURE
+    assert keys_of(provider, "cancel") == []
+    # The authorisation is still the merchant's to capture.
+    accepted = capture(container, merchant, payment.id, "cap-1")
+    run(container, accepted.record.id, accepted.record.lease_token)
+    assert reload(container, payment.id).status is PaymentStatus.SUCCEEDED

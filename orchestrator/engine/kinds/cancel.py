@@ -16,6 +16,11 @@ and no confirm can be sent while the cancel runs.  What the intent's state means
                           the held charge is released and finishes the payment
     processing            the provider is charging: wait (no lease), read again
 
+A provider event saying the intent was canceled (Stripe expires an authorisation left
+uncaptured for 7 days) queues a cancel of origin ``provider``
+(``services.captures.request_authorization_check``): it reads the intent first and never
+sends a cancel; only a canceled intent is recorded, anything else fails the check.
+
 A payment whose charge never recorded an intent has nothing to cancel at the provider (an
 intent created by a charge fenced out before it recorded it stays unconfirmed, and an
 unconfirmed intent moves no money): the cancel settles without a call.
@@ -48,6 +53,9 @@ from orchestrator.providers.base import PaymentProvider, ProviderIntent
 log = get_logger(__name__)
 
 PAYMENT_SUCCEEDED = "payment_already_succeeded"
+NOT_CANCELED = "not_canceled_at_provider"
+# A cancel queued by a provider event (``services.captures.request_authorization_check``).
+PROVIDER_ORIGIN = "provider"
 _OWED = frozenset(
     {"requires_capture", "requires_action", "requires_confirmation", "requires_payment_method"}
 )
@@ -86,6 +94,15 @@ class _CancelStep:
     def verdict(self, record: OperationRecord, intent: ProviderIntent) -> Verdict:
         if intent.status == "canceled":
             return Verdict(Next.SETTLE, OperationStatus.SUCCEEDED)
+        if intent.status in _OWED and record.origin == PROVIDER_ORIGIN:
+            # A check a provider event asked for: it records a cancel, never sends one.
+            return Verdict(
+                Next.SETTLE,
+                OperationStatus.FAILED,
+                failure_code=NOT_CANCELED,
+                failure_message=f"The provider's intent {intent.id} is {intent.status}, "
+                "not canceled: nothing to record.",
+            )
         if intent.status in _OWED:
             return Verdict(Next.SEND)
         if intent.status == "processing":
@@ -122,8 +139,14 @@ def _settle_without_a_call(lease: Lease[OperationRecord]) -> None:
     )
 
 
-def cancel_failure(reason: str | None) -> Failure:
-    said = f" ({reason})" if reason else ""
+def cancel_failure(record: OperationRecord) -> Failure:
+    if record.origin == PROVIDER_ORIGIN:
+        return Failure(
+            code="canceled",
+            message="The provider canceled the authorisation before it was captured (an "
+            "authorisation left uncaptured expires after 7 days).",
+        )
+    said = f" ({record.reason})" if record.reason else ""
     return Failure(code="canceled", message=f"The payment was canceled by the merchant{said}.")
 
 
@@ -147,7 +170,7 @@ def finish_cancel(lease: Lease[OperationRecord]) -> None:
             answer = encode_representation(payment_representation(payment))
         else:
             after = uow.authorizations.cancel(
-                payment.id, operation_id=record.id, failure=cancel_failure(record.reason), now=now
+                payment.id, operation_id=record.id, failure=cancel_failure(record), now=now
             )
             if after is None:
                 raise Parked(f"payment {payment.id} is {payment.status.value}: not canceled")
