@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
+import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
@@ -45,3 +48,101 @@ def test_upgrading_twice_is_harmless_and_downgrade_removes_everything(database_u
 
     upgrade(database_url)
     assert _differences(database_url) == []
+
+
+def test_refunds_stored_before_0016_keep_working_and_a_refund_sync_fits_after(database_url):
+    """0016 widens the operation kinds and adds one-refund-row-per-provider-refund: a refund
+    written at 0013 is still read, and the new kind and the index hold after the upgrade."""
+    upgrade(database_url, "0013")
+    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+    payment = {
+        "id": "pay_" + "1" * 32,
+        "client_id": "cli_1",
+        "amount": 1000,
+        "currency": "usd",
+        "payment_method": "pm_card_visa",
+        "metadata": "{}",
+        "status": "succeeded",
+        "recovery_point": "completed",
+        "lease_token": 1,
+        "attempts": 1,
+        "unknown_outcomes": 0,
+        "confirm_attempts": 1,
+        "provider": "stripe",
+        "created_at": now,
+        "updated_at": now,
+        "amount_captured": 1000,
+    }
+    operation = {
+        "payment_id": payment["id"],
+        "client_id": "cli_1",
+        "status": "succeeded",
+        "recovery_point": "completed",
+        "lease_token": 1,
+        "attempts": 1,
+        "unknown_outcomes": 0,
+        "step_attempts": 1,
+        "currency": "usd",
+        "metadata": "{}",
+        "created_at": now,
+        "updated_at": now,
+    }
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                _insert(
+                    "api_clients",
+                    {
+                        "id": "cli_1",
+                        "name": "shop",
+                        "role": "merchant",
+                        "key_hash": "0" * 64,
+                        "key_prefix": "pk",
+                        "created_at": now,
+                    },
+                )
+            )
+            conn.execute(_insert("payments", payment))
+            conn.execute(
+                _insert(
+                    "operations",
+                    {
+                        **operation,
+                        "id": "rfd_" + "1" * 32,
+                        "kind": "refund",
+                        "amount": 300,
+                        "provider_object_id": "re_1",
+                    },
+                )
+            )
+
+        upgrade(database_url)
+
+        with engine.begin() as conn:
+            kinds = conn.execute(sa.text("SELECT id, kind FROM operations")).all()
+            assert [tuple(k) for k in kinds] == [("rfd_" + "1" * 32, "refund")]
+            conn.execute(
+                _insert("operations", {**operation, "id": "rsy_" + "1" * 32, "kind": "refund_sync"})
+            )
+        with pytest.raises(sa.exc.IntegrityError), engine.begin() as conn:
+            conn.execute(
+                _insert(
+                    "operations",
+                    {
+                        **operation,
+                        "id": "rfd_" + "2" * 32,
+                        "kind": "refund",
+                        "amount": 300,
+                        "provider_object_id": "re_1",
+                    },
+                )
+            )
+    finally:
+        engine.dispose()
+
+
+def _insert(table: str, values: dict[str, object]) -> sa.Insert:
+    # The declared table, for its column types (JSON, UTC timestamps); only the given
+    # columns are written, all of which exist at 0013 already.
+    return metadata.tables[table].insert().values(**values)
