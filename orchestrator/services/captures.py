@@ -22,13 +22,14 @@ expires into the sweeper's hands).  The 202 body is the payment's representation
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from orchestrator import metrics
 from orchestrator.db.uow import UnitOfWork, UnitOfWorkFactory
-from orchestrator.domain.model import ApiClient, PaymentRecord, Role
+from orchestrator.domain.model import ApiClient, PaymentRecord
 from orchestrator.domain.operations import (
     OperationKindName,
     OperationRecord,
@@ -79,6 +80,11 @@ class CaptureExceedsCapturable(Exception):
         super().__init__(f"capture of {requested} exceeds the {capturable} capturable")
         self.requested = requested
         self.capturable = capturable
+
+
+# The kind's own checks in the accept's transaction, on the locked payment: the amount the
+# operation takes (a capture) or releases (a cancel), or a refusal raised.
+Admit = Callable[[UnitOfWork, PaymentRecord, datetime], int | None]
 
 
 @dataclass(frozen=True)
@@ -185,7 +191,7 @@ def _accept(
     *,
     kind: OperationKindName,
     reason: str | None,
-    admit: Any,
+    admit: Admit,
 ) -> AcceptedOperation:
     key_tag = key_digest(settings.secret_key.get_secret_value(), idempotency_key)
     accepted_body: list[bytes] = []
@@ -208,7 +214,7 @@ def _accept(
         shown = unit.payments.get(payment.id) or payment  # with its latest event sequence
         body = encode_representation(payment_representation(shown))
         values = _new_operation_values(
-            operation_id, kind, client, payment, idempotency_key, fingerprint, amount, reason
+            operation_id, kind, payment, idempotency_key, fingerprint, amount, reason
         )
         values.update(
             accepted_response=body.decode("utf-8"),
@@ -262,7 +268,6 @@ def operation_answer(record: OperationRecord) -> bytes:
 def _new_operation_values(
     operation_id: str,
     kind: OperationKindName,
-    client: ApiClient,
     payment: PaymentRecord,
     idempotency_key: str | None,
     fingerprint: str | None,
@@ -273,7 +278,7 @@ def _new_operation_values(
         "id": operation_id,
         "kind": kind.value,
         "payment_id": payment.id,
-        "client_id": client.id,
+        "client_id": payment.client_id,
         "idempotency_key": idempotency_key,
         "request_fingerprint": fingerprint,
         "status": OperationStatus.PROCESSING.value,
@@ -312,13 +317,9 @@ def request_authorization_check(
         return None
     if unit.authorizations.unfinished_operation(payment_id) is not None:
         return None  # that capture or cancel reads the intent itself
-    client = ApiClient(
-        id=payment.client_id, name="provider", role=Role.MERCHANT, key_prefix="", created_at=now
-    )
     values = _new_operation_values(
         new_operation_id(CANCEL),
         CANCEL,
-        client,
         payment,
         None,
         None,

@@ -202,12 +202,13 @@ class IntentOperation:
     def settle(self, verdict: Verdict) -> None:
         """What the provider settled (``provider_settled``): a worker that dies before the
         finish leaves a record that needs no further provider call."""
-        assert verdict.outcome is not None
+        outcome = verdict.outcome
+        assert outcome is not None
         self.lease.write(
             lambda uow, now: uow.operations.record_settlement(
                 self.lease.id,
                 token=self.lease.token,
-                outcome=verdict.outcome,  # type: ignore[arg-type]
+                outcome=outcome,
                 provider_object_id=self.intent_id,
                 failure_code=verdict.failure_code,
                 failure_message=verdict.failure_message,
