@@ -1,8 +1,12 @@
 """Scenario 1, the accept path: ``POST /v1/payments`` at 50 concurrent clients, beside the
 bare route of the same app and server (``bench.server``), every request a new key.
 
-No worker runs meanwhile: this is the API's own cost (the messages wait in the queue and
-are dropped with the vhost).  Rounds alternate ours / bare so that a machine getting busier
+On PostgreSQL a third side, the same accept as an async route (``bench.async_accept``), is
+measured in the same rounds: production keeps the synchronous route, which wins it.  No worker runs
+meanwhile: this is the API's own cost (the messages wait in the queue and
+are dropped with the vhost).  Under PAYORCH_WAKE_UP=notify (PostgreSQL's default) the
+publishes happen in ``payorch dispatcher``, which runs on the same cores meanwhile, so its
+CPU is paid in the same run.  Rounds alternate ours / bare so that a machine getting busier
 or quieter during the run affects both alike; each side's figures pool its rounds.
 """
 
@@ -12,7 +16,9 @@ import asyncio
 import secrets
 from typing import Any
 
+from bench.async_accept import ASYNC_ACCEPT_PATH
 from bench.load import Request, Samples, closed_loop, json_post
+from bench.procstat import group_usage
 from bench.server import BARE_PATH
 
 PAYMENTS_PATH = "/v1/payments"
@@ -25,13 +31,50 @@ def payment_request(api_key: str, key: str, path: str = PAYMENTS_PATH) -> Reques
 
 
 def measure_accept(
-    api_url: str, api_key: str, *, concurrency: int, seconds: float, rounds: int
+    api_url: str,
+    api_key: str,
+    *,
+    concurrency: int,
+    seconds: float,
+    rounds: int,
+    cpu_of: dict[str, int] | None = None,
+    compare_async: bool = False,
 ) -> dict[str, Any]:
-    return asyncio.run(_measure(api_url, api_key, concurrency, seconds, rounds))
+    """``cpu_of``: process group leaders (name -> pid) whose CPU time is charged to each
+    side's requests (the API; the dispatcher), read from /proc around each round.
+    ``compare_async``: a third side, the async variant (PostgreSQL only)."""
+    return asyncio.run(
+        _measure(api_url, api_key, concurrency, seconds, rounds, cpu_of or {}, compare_async)
+    )
+
+
+class _Cpu:
+    """CPU seconds used by some process groups while one side's rounds ran."""
+
+    def __init__(self, leaders: dict[str, int]) -> None:
+        self._leaders = leaders
+        self.seconds = {name: 0.0 for name in leaders}
+
+    def __enter__(self) -> _Cpu:
+        self._start = {n: group_usage(pid).cpu_seconds for n, pid in self._leaders.items()}
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for name, pid in self._leaders.items():
+            self.seconds[name] += group_usage(pid).cpu_seconds - self._start[name]
+
+    def per_request_ms(self, requests: int) -> dict[str, float]:
+        return {n: round(1000 * s / requests, 3) for n, s in self.seconds.items() if requests}
 
 
 async def _measure(
-    api_url: str, api_key: str, concurrency: int, seconds: float, rounds: int
+    api_url: str,
+    api_key: str,
+    concurrency: int,
+    seconds: float,
+    rounds: int,
+    cpu_of: dict[str, int],
+    compare_async: bool,
 ) -> dict[str, Any]:
     run = secrets.token_hex(4)
 
@@ -41,23 +84,49 @@ async def _measure(
     def bare(round_: int) -> Any:
         return lambda conn, seq: payment_request(api_key, f"bare-{round_}-{conn}-{seq}", BARE_PATH)
 
+    def async_(round_: int) -> Any:
+        return lambda conn, seq: payment_request(
+            api_key, f"async-{run}-{round_}-{conn}-{seq}", ASYNC_ACCEPT_PATH
+        )
+
     # Warm both paths (connection pools, code paths, PostgreSQL's caches); not counted.
     await closed_loop(api_url, ours(-1), concurrency=concurrency, seconds=WARMUP_SECONDS)
     await closed_loop(api_url, bare(-1), concurrency=concurrency, seconds=WARMUP_SECONDS)
-    ours_samples, bare_samples = Samples(), Samples()
+    sides: dict[str, Any] = {"ours": ours, "bare": bare}
+    if compare_async:
+        sides["async"] = async_
+        await closed_loop(api_url, async_(-1), concurrency=concurrency, seconds=WARMUP_SECONDS)
+    samples = {side: Samples() for side in sides}
+    cpu = {side: _Cpu(cpu_of) for side in sides}
     for round_ in range(rounds):
-        ours_samples.merge(
-            await closed_loop(api_url, ours(round_), concurrency=concurrency, seconds=seconds)
-        )
-        bare_samples.merge(
-            await closed_loop(api_url, bare(round_), concurrency=concurrency, seconds=seconds)
-        )
-    ours_summary, bare_summary = ours_samples.summary(), bare_samples.summary()
+        for side, make in sides.items():
+            with cpu[side]:
+                samples[side].merge(
+                    await closed_loop(
+                        api_url, make(round_), concurrency=concurrency, seconds=seconds
+                    )
+                )
+    summaries = {side: samples[side].summary() for side in sides}
+    # CPU per request of each measured process, per side (the dispatcher's CPU during a
+    # side that accepts nothing is the tail of the previous side's wake-ups).
+    for side, summary in summaries.items():
+        summary["cpu_ms_per_request"] = cpu[side].per_request_ms(summary["requests"])
+    ours_summary, bare_summary = summaries["ours"], summaries["bare"]
+    figures: dict[str, Any] = {}
+    if "async" in summaries and bare_summary["rps"]:
+        # The same accept as an async route (bench.async_accept), in the same rounds.
+        figures["async"] = summaries["async"]
+        figures["async_ratio"] = round(summaries["async"]["rps"] / bare_summary["rps"], 3)
     return {
         "concurrency": concurrency,
         "ours": ours_summary,
         "bare": bare_summary,
+        **figures,
         "ratio": round(ours_summary["rps"] / bare_summary["rps"], 3)
         if bare_summary["rps"]
+        else None,
+        # Tail latency under the same 50 clients, ours over bare (target: at most 2).
+        "p99_ratio": round(ours_summary["p99_ms"] / bare_summary["p99_ms"], 3)
+        if bare_summary["p99_ms"]
         else None,
     }

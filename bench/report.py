@@ -16,6 +16,7 @@ from rich.table import Table
 # (1) >= 0.5 of bare throughput, (2) >= 0.5 of the no-op rate, (3) storm p99 <= 2x distinct
 # p99, (4) kill -> completion within LEASE_SECONDS + SWEEP_INTERVAL_SECONDS.
 ACCEPT_TARGET = 0.5
+ACCEPT_P99_TARGET = 2.0
 END_TO_END_TARGET = 0.5
 STORM_TARGET = 2.0
 # (6) at 300 ms per provider call: >= 0.5 of the sleeping task's rate and >= 100 payments/s.
@@ -100,6 +101,8 @@ def verdicts(results: dict[str, Any]) -> dict[str, bool]:
         accept = results.get("accept", {}).get(setup)
         if accept and accept.get("ratio") is not None:
             met[f"accept.{setup}"] = accept["ratio"] >= ACCEPT_TARGET
+        if accept and accept.get("p99_ratio") is not None:
+            met[f"accept_p99.{setup}"] = accept["p99_ratio"] <= ACCEPT_P99_TARGET
         end_to_end = results.get("end_to_end", {}).get(setup)
         if end_to_end and end_to_end.get("ratio") is not None and not transport_capped(end_to_end):
             met[f"end_to_end.{setup}"] = end_to_end["ratio"] >= END_TO_END_TARGET
@@ -163,6 +166,26 @@ def render(results: dict[str, Any], console: Console) -> None:
             f">= {ACCEPT_TARGET}",
             _verdict(met.get(f"accept.{setup}")),
         )
+        if accept.get("async"):
+            table.add_row(
+                f"1. accept path as an async route (comparison), {accept['concurrency']} clients",
+                SETUPS[setup],
+                _rate(accept["async"]),
+                "bare route: " + _rate(accept["bare"]),
+                _number(accept.get("async_ratio")),
+                "(comparison)",
+                "",
+            )
+        if accept.get("p99_ratio") is not None:
+            table.add_row(
+                f"1. accept path p99, {accept['concurrency']} clients",
+                SETUPS[setup],
+                f"p99 {accept['ours']['p99_ms']:.1f} ms",
+                f"bare route: p99 {accept['bare']['p99_ms']:.1f} ms",
+                _number(accept["p99_ratio"]),
+                f"<= {ACCEPT_P99_TARGET}",
+                _verdict(met.get(f"accept_p99.{setup}")),
+            )
     for setup, e2e in results.get("end_to_end", {}).items():
         table.add_row(
             "2. end to end, zero-latency provider",

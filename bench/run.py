@@ -136,7 +136,10 @@ def _accept_and_storm(options: BenchOptions, logs: Path) -> Figures:
     wanted = set(options.scenarios)
     figures: Figures = {}
     with production_stack(logs / "accept") as stack:
-        stack.start_api()
+        cpu_of = {"api": stack.start_api().pid}
+        if stack.settings.wake_up_mode == "notify":
+            # The wake-ups' publishes (off the request) share the cores with the API.
+            cpu_of["dispatcher"] = stack.start_dispatcher().pid
         if "accept" in wanted:
             figures["accept"] = {
                 "postgres": measure_accept(
@@ -145,6 +148,8 @@ def _accept_and_storm(options: BenchOptions, logs: Path) -> Figures:
                     concurrency=options.concurrency,
                     seconds=options.accept_seconds,
                     rounds=options.accept_rounds,
+                    cpu_of=cpu_of,
+                    compare_async=True,
                 )
             }
         if "storm" in wanted:

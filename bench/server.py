@@ -25,6 +25,7 @@ import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
+from bench.async_accept import add_async_accept_route
 from orchestrator.api.asgi import app_from_environment
 from orchestrator.api.body import parse_model
 from orchestrator.api.deps import IdempotencyKey, JsonBody
@@ -55,6 +56,8 @@ def add_bare_route(app: FastAPI) -> None:
 def app_with_bare_route() -> FastAPI:
     app = app_from_environment()
     add_bare_route(app)
+    if not app.state.container.settings.is_sqlite:
+        add_async_accept_route(app)
     return app
 
 

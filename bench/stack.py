@@ -102,6 +102,14 @@ class Stack:
     def start_sweeper(self) -> ManagedProcess:
         return self.processes.start(payorch_command("sweeper"), name="sweeper", env=self.env)
 
+    def start_dispatcher(self) -> ManagedProcess:
+        """``payorch dispatcher``: NOTIFY in, tasks out (what the sweeper also hosts)."""
+        dispatcher = self.processes.start(
+            payorch_command("dispatcher"), name="dispatcher", env=self.env
+        )
+        wait_for_output(dispatcher, "dispatcher_listening", timeout=60)
+        return dispatcher
+
     def count_noops_to(self, address: str) -> None:
         """Workers started from now on report their no-ops to ``address``."""
         self.env[ADDRESS_ENV] = address

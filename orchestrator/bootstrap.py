@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from orchestrator.db.clock import Clock, DatabaseClock
@@ -51,9 +52,13 @@ class Container:
     _provider: PaymentProvider | None = field(default=None, repr=False)
     _provider_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def uow(self, *, read_only: bool = False) -> UnitOfWork:
-        """A unit of work; ``read_only`` ones take no write lock on SQLite."""
-        return UnitOfWork(self.engine, self.clock, read_only=read_only)
+    def uow(self, *, read_only: bool = False, single_statement: bool = False) -> UnitOfWork:
+        """A unit of work; ``read_only`` ones take no write lock on SQLite.
+        ``single_statement``: on PostgreSQL every statement commits on its own (one round
+        trip each); only for units whose statements need no common transaction."""
+        return UnitOfWork(
+            self.engine, self.clock, read_only=read_only, single_statement=single_statement
+        )
 
     @property
     def provider(self) -> PaymentProvider:
@@ -70,6 +75,11 @@ class Container:
                         built = InstrumentedProvider(built)
                     self._provider = RecordingProvider(built, self.record_provider_call)
         return self._provider
+
+    def bound_uow(self, connection: sa.Connection) -> UnitOfWork:
+        """A unit of work on a connection the caller holds (see UnitOfWork; the bench's
+        async accept runs the claim this way on an asyncio connection)."""
+        return UnitOfWork(self.engine, self.clock, connection=connection)
 
     def runner(self) -> Runner:
         """What the engine needs to run an operation: transactions, provider, settings."""

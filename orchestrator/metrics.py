@@ -93,6 +93,10 @@ KEY_REUSE_CONFLICTS = Counter(
     "payorch_idempotency_key_reuse_conflicts_total",
     "Same Idempotency-Key with a different request (422).",
 )
+WAKEUPS_DISPATCHED = Counter(
+    "payorch_wakeups_dispatched_total",
+    "Accepted payments whose NOTIFY the dispatcher published as a task (PAYORCH_WAKE_UP=notify).",
+)
 PUBLISH_FAILURES = Counter(
     "payorch_task_publish_failures_total",
     "Task publishes that failed after the record was committed (the sweeper recovers them).",
@@ -228,7 +232,8 @@ ROLE_SERIES: dict[Role, frozenset[str]] = {
             *_SWEEP_SERIES,
         }
     ),
-    Role.SWEEPER: frozenset(_SWEEP_SERIES),
+    # The sweeper also hosts the dispatcher (PAYORCH_WAKE_UP=notify).
+    Role.SWEEPER: frozenset({*_SWEEP_SERIES, "payorch_wakeups_dispatched_total"}),
     Role.RELAY: frozenset(
         {
             "payorch_webhook_attempts_total",

@@ -125,6 +125,13 @@ class Settings(BaseSettings):
     # Seconds the API waits for RabbitMQ when publishing.  Too long: a broker outage slows
     # every accept; too short: a busy broker loses wake-ups (the sweeper still finds them).
     publish_timeout_seconds: float = Field(default=2.0, gt=0)
+    # How an accepted payment wakes a worker.  ``notify`` (PostgreSQL only, its default): the
+    # accept's INSERT also sends a PostgreSQL NOTIFY, delivered only if it commits, and the
+    # dispatcher (``payorch sweeper`` hosts it; ``payorch dispatcher`` runs it alone) publishes
+    # the task; the API never talks to the broker on the request.  ``publish`` (SQLite's only
+    # mode): the API publishes the task itself after the commit.  Either way a lost wake-up
+    # is found by the sweeper once the dispatch lease expires.
+    wake_up: Literal["notify", "publish"] | None = None
 
     # Retry-After on a processing payment: how long a polling client should wait.
     poll_interval_seconds: int = Field(default=1, ge=1)
@@ -194,6 +201,11 @@ class Settings(BaseSettings):
                 f"({attempt:.1f}s): a lease that ends mid-attempt lets a second relay send the "
                 "same delivery at the same time"
             )
+        if self.wake_up == "notify" and self.is_sqlite:
+            raise ValueError(
+                "PAYORCH_WAKE_UP=notify needs PostgreSQL (LISTEN/NOTIFY); SQLite publishes "
+                "from the API (PAYORCH_WAKE_UP=publish, its default)"
+            )
         if self.provider_timeout_seconds >= self.task_soft_time_limit:
             raise ValueError(
                 "PAYORCH_PROVIDER_TIMEOUT_SECONDS must be well below PAYORCH_LEASE_SECONDS "
@@ -237,6 +249,13 @@ class Settings(BaseSettings):
     def webhook_private_targets_allowed(self) -> bool:
         """Dev, or the explicit flag: loopback/private targets and plain http."""
         return self.env == "dev" or self.webhook_allow_private
+
+    @property
+    def wake_up_mode(self) -> Literal["notify", "publish"]:
+        """PAYORCH_WAKE_UP, or its default: ``notify`` on PostgreSQL, ``publish`` on SQLite."""
+        if self.wake_up is not None:
+            return self.wake_up
+        return "publish" if self.is_sqlite else "notify"
 
     @property
     def is_sqlite(self) -> bool:

@@ -1,5 +1,5 @@
-"""``payorch sweeper`` / ``payorch sweep [--once]`` / ``payorch beat``: lease expiry and
-retention.
+"""``payorch sweeper`` / ``payorch sweep [--once]`` / ``payorch beat`` /
+``payorch dispatcher``: lease expiry, retention, and the wake-ups of accepted payments.
 
 Run the loop (``payorch sweeper``), or let Celery beat send ``payorch.sweep`` to the
 workers every PAYORCH_SWEEP_INTERVAL_SECONDS (``payorch beat``), or both: concurrent
@@ -22,7 +22,9 @@ from orchestrator.bootstrap import bootstrap
 from orchestrator.cli.config import load_settings
 from orchestrator.cli.output import print_json, print_table
 from orchestrator.cli.serve import MetricsHost, MetricsPort, log_celery_as_json
-from orchestrator.engine.sweep import SweepReport
+from orchestrator.engine.dispatcher import Dispatcher
+from orchestrator.engine.dispatcher import start_in_thread as start_dispatcher
+from orchestrator.engine.sweep import SweepReport, default_sweeper_name
 from orchestrator.logging import capture_standard_logging
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON.")]
@@ -71,12 +73,30 @@ def beat(
     app.Beat(loglevel=loglevel, schedule=str(schedule_file), quiet=True).run()
 
 
-def _run_loop(metrics_port: int | None, metrics_host: str) -> None:
+def dispatcher(metrics_port: MetricsPort = None, metrics_host: MetricsHost = "127.0.0.1") -> None:
+    """Only the dispatcher (PAYORCH_WAKE_UP=notify): LISTEN for accepted payments and
+    publish their tasks, until SIGTERM or Ctrl-C.  'payorch sweeper' runs one already;
+    this is for deployments that sweep with 'payorch beat' instead."""
     container = bootstrap(load_settings())
-    # A long-running process: the libraries' lines (SQLAlchemy, the broker client) as JSON.
     capture_standard_logging(container.settings)
+    if container.settings.wake_up_mode != "notify":
+        container.close()
+        raise typer.BadParameter(
+            "the dispatcher serves PAYORCH_WAKE_UP=notify (PostgreSQL); with 'publish' the "
+            "API publishes the tasks itself"
+        )
     if metrics_port is not None:
         metrics.start_metrics_server(metrics_port, metrics_host, metrics.Role.SWEEPER)
+    stop = _stop_on_signals()
+    try:
+        Dispatcher(
+            container.settings.database_url, container.publisher, name=default_sweeper_name()
+        ).run(stop)
+    finally:
+        container.close()
+
+
+def _stop_on_signals() -> threading.Event:
     stop = threading.Event()
 
     def request_stop(_signum: int, _frame: FrameType | None) -> None:
@@ -85,9 +105,32 @@ def _run_loop(metrics_port: int | None, metrics_host: str) -> None:
 
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
+    return stop
+
+
+def _run_loop(metrics_port: int | None, metrics_host: str) -> None:
+    container = bootstrap(load_settings())
+    # A long-running process: the libraries' lines (SQLAlchemy, the broker client) as JSON.
+    capture_standard_logging(container.settings)
+    if metrics_port is not None:
+        metrics.start_metrics_server(metrics_port, metrics_host, metrics.Role.SWEEPER)
+    stop = _stop_on_signals()
+    thread = None
+    if container.settings.wake_up_mode == "notify":
+        # The sweeper hosts the dispatcher: the process that recovers lost wake-ups also
+        # sends the fast ones (a standby when another process's dispatcher is active).
+        _, thread = start_dispatcher(
+            container.settings.database_url,
+            container.publisher,
+            name=default_sweeper_name(),
+            stop=stop,
+        )
     try:
         container.sweeper().run(stop)
     finally:
+        stop.set()
+        if thread is not None:
+            thread.join(timeout=5)
         container.close()
 
 

@@ -29,8 +29,15 @@ POOL_RECYCLE_SECONDS = 1800
 
 
 def _postgres_engine(settings: Settings) -> Engine:
-    engine = sa.create_engine(
-        settings.database_url,
+    engine = sa.create_engine(settings.database_url, **postgres_options(settings))
+    event.listen(engine, "checkout", refuse_dead_connection)
+    return engine
+
+
+def postgres_options(settings: Settings) -> dict[str, Any]:
+    """``create_engine`` keyword arguments for PostgreSQL (the bench's asyncio engine uses
+    them too)."""
+    return dict(
         pool_size=settings.db_pool_size,
         max_overflow=settings.db_max_overflow,
         pool_timeout=settings.db_pool_timeout_seconds,
@@ -55,16 +62,16 @@ def _postgres_engine(settings: Settings) -> Engine:
             "application_name": "payorch",
         },
     )
-    event.listen(engine, "checkout", _refuse_dead_connection)
-    return engine
 
 
-def _refuse_dead_connection(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+def refuse_dead_connection(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
     """A pooled connection is idle: the server has nothing to say to it.  If its socket is
     readable anyway, the server closed it (a restart or an administrator's terminate sends
     a FATAL message and a FIN), or the connection is closed already: SQLAlchemy then
     discards it and checks out another (or connects anew).  A ``select`` with no timeout
-    is a system call, not a round trip."""
+    is a system call, not a round trip.  (An async engine hands over an adapter; its
+    ``driver_connection`` is psycopg's connection.)"""
+    dbapi_connection = getattr(dbapi_connection, "driver_connection", dbapi_connection)
     if dbapi_connection.closed:
         raise sa.exc.DisconnectionError("connection closed")
     try:

@@ -51,16 +51,39 @@ class UnitOfWork:
     provider_events: ProviderEventRepository
     disputes: DisputeRepository
 
-    def __init__(self, engine: Engine, clock: Clock, *, read_only: bool = False) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        clock: Clock,
+        *,
+        read_only: bool = False,
+        single_statement: bool = False,
+        connection: sa.Connection | None = None,
+    ) -> None:
         self._engine = engine
         self._clock = clock
         self._read_only = read_only
+        self._single_statement = single_statement
+        # A connection the caller owns (the async accept path's, in AUTOCOMMIT): used as
+        # it is, and not closed here.
+        self._given = connection
         self._connection: sa.Connection | None = None
         self._transaction: sa.RootTransaction | None = None
         self._now: datetime | None = None
 
     def __enter__(self) -> UnitOfWork:
-        self._connection = self._engine.connect()
+        self._connection = self._given if self._given is not None else self._engine.connect()
+        if (
+            self._given is None
+            and self._single_statement
+            and self._connection.dialect.name == "postgresql"
+        ):
+            # Each statement is its own transaction: no BEGIN and no COMMIT/ROLLBACK round
+            # trips (psycopg skips both when the session is idle), and no ROLLBACK that
+            # would make psycopg deallocate its prepared statements.  Only for units whose
+            # every statement stands alone (see UnitOfWorkFactory's callers).  The pool
+            # resets the mode client-side when the connection is returned.
+            self._connection.execution_options(isolation_level="AUTOCOMMIT")
         if self._read_only:
             self._connection.execution_options(**{READ_ONLY_OPTION: True})
         self._transaction = self._connection.begin()
@@ -92,7 +115,7 @@ class UnitOfWork:
             if self._transaction is not None and self._transaction.is_active:
                 self._transaction.rollback()
         finally:
-            if self._connection is not None:
+            if self._connection is not None and self._given is None:
                 self._connection.close()
             self._connection = None
             self._transaction = None

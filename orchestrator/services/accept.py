@@ -1,21 +1,27 @@
 """Accepting a payment: the first transaction of the protocol.
 
-One short transaction claims the (client, Idempotency-Key) pair with
+One statement claims the (client, Idempotency-Key) pair with
 ``INSERT … ON CONFLICT DO NOTHING`` and commits an IN_PROGRESS record holding a short
-dispatch lease.  Only after the commit is the task published.  A failed publish still
-answers 202: the record is durable, and when the dispatch lease expires the sweeper
-re-queues it.
+dispatch lease; the 202 means that commit.  Then a worker is woken:
+
+* ``PAYORCH_WAKE_UP=notify`` (PostgreSQL's default): the same statement sends a NOTIFY,
+  which PostgreSQL delivers only on commit; the dispatcher (orchestrator.engine.dispatcher)
+  publishes the task.  The request never waits for the broker.
+* ``publish`` (SQLite): the task is published here, after the commit.
+
+A lost wake-up (no listener, a failed publish) still answers 202: the record is durable,
+and when the dispatch lease expires the sweeper re-queues it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from orchestrator import metrics
 from orchestrator.bootstrap import Container
-from orchestrator.db.uow import UnitOfWork
+from orchestrator.db.uow import UnitOfWork, UnitOfWorkFactory
 from orchestrator.domain.ids import new_payment_id
 from orchestrator.domain.model import ApiClient, PaymentRecord, PaymentRequest
 from orchestrator.domain.representation import encode_representation, payment_representation
@@ -34,7 +40,7 @@ DISPATCH_OWNER = "dispatch"
 INITIAL_LEASE_TOKEN = 1
 
 
-__all__ = ["Accepted", "IdempotencyKeyReused", "accept_payment"]
+__all__ = ["Accepted", "IdempotencyKeyReused", "accept_payment", "claim_payment"]
 
 
 @dataclass(frozen=True)
@@ -51,13 +57,38 @@ def accept_payment(
     fingerprint: str,
 ) -> Accepted:
     """Raises IdempotencyKeyReused when the key names a different request."""
+    accepted = claim_payment(
+        container,
+        lambda: container.uow(single_statement=True),
+        client,
+        idempotency_key,
+        request,
+        fingerprint,
+    )
+    if not accepted.replayed and container.settings.wake_up_mode == "publish":
+        publish_wake_up(container, accepted.record)
+    return accepted
+
+
+def claim_payment(
+    container: Container,
+    uow: UnitOfWorkFactory,
+    client: ApiClient,
+    idempotency_key: str,
+    request: PaymentRequest,
+    fingerprint: str,
+) -> Accepted:
+    """The claim on the units of work ``uow`` makes, and the replay's checks; no broker
+    (``accept_payment`` publishes in ``publish`` mode).  Raises IdempotencyKeyReused."""
     key_tag = key_digest(container.settings.secret_key.get_secret_value(), idempotency_key)
+    notify = container.settings.wake_up_mode == "notify"
     claimed = claim_key(
-        container.uow,
-        insert=lambda uow, now: _insert(
-            uow, now, container, client, idempotency_key, request, fingerprint
+        # One statement per step (the claim, or the read of the holder): no BEGIN/COMMIT.
+        uow,
+        insert=lambda unit, now: _insert(
+            unit, now, container, client, idempotency_key, request, fingerprint, notify=notify
         ),
-        find=lambda uow: uow.payments.find_by_key(client.id, idempotency_key),
+        find=lambda unit: unit.payments.find_by_key(client.id, idempotency_key),
     )
     record = claimed.record
     if not claimed.created:
@@ -66,9 +97,13 @@ def accept_payment(
         )
         metrics.REPLAYS_ANSWERED.labels(state=record.status.value).inc()
         return Accepted(record, replayed=True)
-
     metrics.PAYMENTS_ACCEPTED.inc()
     log.info("payment_accepted", payment_id=record.id, client_id=client.id, key_hmac=key_tag)
+    return Accepted(record, replayed=False)
+
+
+def publish_wake_up(container: Container, record: PaymentRecord) -> None:
+    """``publish`` mode: the task, after the commit."""
     try:
         container.publisher.publish_process_payment(record.id, record.lease_token)
     except PublishFailed as error:
@@ -76,7 +111,6 @@ def accept_payment(
         # wake-up.  The dispatch lease expires into the sweeper's hands.
         metrics.PUBLISH_FAILURES.inc()
         log.warning("task_publish_failed", payment_id=record.id, error=str(error))
-    return Accepted(record, replayed=False)
 
 
 def _insert(
@@ -87,6 +121,8 @@ def _insert(
     idempotency_key: str,
     request: PaymentRequest,
     fingerprint: str,
+    *,
+    notify: bool,
 ) -> PaymentRecord | None:
     values = _new_record_values(container, client, idempotency_key, request, fingerprint)
     values.update(
@@ -94,8 +130,16 @@ def _insert(
         updated_at=now,
         locked_until=now + timedelta(seconds=container.settings.dispatch_lease_seconds),
     )
-    values["accepted_response"] = _accepted_body(values, request)
-    return uow.payments.insert_if_absent(values)
+    record = _new_record(values, request)
+    # The 202 body, encoded once and stored with the claim: every replay while the payment
+    # is unfinished returns these bytes, whatever the workers changed meanwhile (the
+    # merchant polls the payment's URL for its current state).
+    body = encode_representation(payment_representation(record))
+    values["accepted_response"] = body.decode("utf-8")
+    if not uow.payments.insert_if_absent(values, wake=notify):
+        return None
+    # The row holds exactly these values (the statement returns only its id).
+    return replace(record, accepted_response=body)
 
 
 def _new_record_values(
@@ -132,11 +176,9 @@ def _new_record_values(
     }
 
 
-def _accepted_body(values: dict[str, Any], request: PaymentRequest) -> str:
-    """The 202 body, encoded once and stored with the claim: every replay while the payment
-    is unfinished returns these bytes, whatever the workers changed meanwhile (the merchant
-    polls the payment's URL for its current state)."""
-    record = PaymentRecord(
+def _new_record(values: dict[str, Any], request: PaymentRequest) -> PaymentRecord:
+    """The record as the claim stores it."""
+    return PaymentRecord(
         id=values["id"],
         client_id=values["client_id"],
         idempotency_key=values["idempotency_key"],
@@ -162,4 +204,3 @@ def _accepted_body(values: dict[str, Any], request: PaymentRequest) -> str:
         updated_at=values["updated_at"],
         completed_at=None,
     )
-    return encode_representation(payment_representation(record)).decode("utf-8")

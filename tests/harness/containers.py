@@ -37,6 +37,9 @@ def build_container(
 ) -> Container:
     if migrate:
         upgrade(database_url)
+    # A fake publisher sees only what the API publishes itself; the NOTIFY path (no
+    # dispatcher runs here) is tested where a test asks for it (wake_up="notify").
+    overrides.setdefault("wake_up", "publish")
     container = bootstrap(
         test_settings(database_url, **overrides),
         publisher=publisher if publisher is not None else RecordingPublisher(),

@@ -7,6 +7,7 @@ touches them.  Workers and sweepers are subprocesses, so they can be killed and 
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ from orchestrator.db.migrate import upgrade
 from orchestrator.db.tables import ledger_lines, payment_outcomes, payments
 from orchestrator.domain.model import PaymentRecord, Role
 from orchestrator.domain.operations import OperationRecord
+from orchestrator.engine.dispatcher import start_in_thread as start_dispatcher
 from orchestrator.services.api_keys import create_client
 from tests.harness.containers import TEST_SECRET_KEY, test_settings
 from tests.harness.server import ServerThread
@@ -270,9 +272,11 @@ def running_stack(
     broker_url: str,
     *,
     simulator_config: SimulatorConfig | None = None,
+    dispatcher: bool = True,
     **overrides: Any,
 ) -> Iterator[Stack]:
-    """Everything but the workers and sweepers, which tests start (and kill) themselves."""
+    """Everything but the workers and sweepers, which tests start (and kill) themselves.
+    ``dispatcher=False``: no dispatcher in this process (a sweeper still hosts one)."""
     upgrade(database_url)
     watch = AnswerWatch()
     simulator = start_in_thread(
@@ -298,6 +302,17 @@ def running_stack(
     }
     merchant_key = create_client(container, "merchant", Role.MERCHANT).api_key
     ops_key = create_client(container, "ops", Role.OPS).api_key
+    stop_dispatcher = threading.Event()
+    dispatcher_thread = None
+    if dispatcher and settings.wake_up_mode == "notify":
+        # The dispatcher runs beside the API, as the API does (a thread of this process):
+        # tests start and kill workers and sweepers without losing the fast wake-up.  A
+        # sweeper a test starts hosts one too, and waits as the standby.
+        running, dispatcher_thread = start_dispatcher(
+            database_url, container.publisher, name="test-dispatcher", stop=stop_dispatcher
+        )
+        if not running.listening.wait(60):
+            raise AssertionError("the test dispatcher never started listening")
     try:
         with ServerThread(create_app(container)) as api:
             yield Stack(
@@ -311,6 +326,9 @@ def running_stack(
                 env=env,
             )
     finally:
+        stop_dispatcher.set()
+        if dispatcher_thread is not None:
+            dispatcher_thread.join(timeout=10)
         container.close()
         simulator.stop()
     # Every simulator answer the workers saw must be one the real Stripe could send.

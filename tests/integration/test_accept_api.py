@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -15,6 +17,7 @@ from orchestrator.api.app import create_app
 from orchestrator.bootstrap import Container
 from orchestrator.db.tables import payments
 from orchestrator.domain.model import Role
+from orchestrator.engine.dispatcher import start_in_thread as start_dispatcher
 from orchestrator.engine.kinds.charge import process_payment
 from orchestrator.services.api_keys import create_client
 from tests.fakes.provider import FakeProvider
@@ -47,22 +50,40 @@ class Api:
             return int(conn.execute(query).scalar_one())
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+@pytest.fixture(scope="module", params=["sqlite", "postgres", "postgres-publish"])
 def api(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
+    """SQLite (the API publishes), PostgreSQL as deployed (NOTIFY, and a dispatcher
+    publishing into the recording publisher), PostgreSQL with PAYORCH_WAKE_UP=publish."""
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path_factory.mktemp('api') / 'payorch.sqlite3'}"
     else:
         url = request.getfixturevalue("make_postgres_database")()
+    wake_up = "notify" if request.param == "postgres" else "publish"
     publisher = RecordingPublisher()
     provider = FakeProvider()
     container = build_container(
-        url, publisher=publisher, provider=provider, db_pool_size=20, db_max_overflow=10
+        url,
+        publisher=publisher,
+        provider=provider,
+        db_pool_size=20,
+        db_max_overflow=10,
+        wake_up=wake_up,
     )
     keys = [create_client(container, name, Role.MERCHANT).api_key for name in ("a", "b")]
     ops_key = create_client(container, "ops", Role.OPS).api_key
-    with ServerThread(create_app(container)) as server:
-        yield Api(container, server.url, publisher, provider, keys[0], keys[1], ops_key)
-    container.close()
+    stop = threading.Event()
+    thread = None
+    if wake_up == "notify":
+        dispatcher, thread = start_dispatcher(url, publisher, name="accept-tests", stop=stop)
+        assert dispatcher.listening.wait(60)
+    try:
+        with ServerThread(create_app(container)) as server:
+            yield Api(container, server.url, publisher, provider, keys[0], keys[1], ops_key)
+    finally:
+        stop.set()
+        if thread is not None:
+            thread.join(timeout=10)
+        container.close()
 
 
 def post(
@@ -117,7 +138,14 @@ def test_concurrent_identical_posts_make_exactly_one_record(api: Api, clients: i
     assert replayed.count(None) == 1
     assert replayed.count("true") == clients - 1
     assert api.count(idempotency_key=key) == 1
-    assert [p for p in api.publisher.published if p[0] in ids] == [(ids.pop(), 1)]
+    # One wake-up: published by the API after its commit, or by the dispatcher from the
+    # one NOTIFY the one inserting statement sent (asynchronously: poll for it).
+    [payment_id] = ids
+    deadline = time.monotonic() + 60
+    while payment_id not in {p[0] for p in api.publisher.published}:
+        assert time.monotonic() < deadline, "no wake-up published"
+        time.sleep(0.05)
+    assert [p for p in api.publisher.published if p[0] == payment_id] == [(payment_id, 1)]
 
 
 def test_new_key_answers_202_with_location_and_retry_after(api: Api) -> None:

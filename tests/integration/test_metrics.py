@@ -64,6 +64,7 @@ WORKER_EXPOSED = [
 ]
 SWEEPER_EXPOSED = [
     ("payorch_lease_takeovers_total", {"by": "sweeper"}),
+    ("payorch_wakeups_dispatched_total", {}),  # the dispatcher the sweeper hosts
     ("payorch_task_publish_failures_total", {}),
     ("payorch_payments_needs_attention_total", {}),
     ("payorch_idempotency_keys_purged_total", {}),

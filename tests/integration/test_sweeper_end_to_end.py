@@ -150,8 +150,10 @@ def test_a_parked_payment_completes_once_after_an_operator_retries_it(stack, pro
 def test_celery_beat_has_the_workers_sweep_when_no_sweeper_loop_runs(
     stack, processes, tmp_path: Path
 ):
-    # A payment whose wake-up never reached the broker (accepted with no publisher).
-    lost = bootstrap(stack.container.settings, publisher=NullPublisher())
+    # A payment whose wake-up never reached the broker (accepted with no publisher, and
+    # no NOTIFY for the stack's dispatcher).
+    settings = stack.container.settings.model_copy(update={"wake_up": "publish"})
+    lost = bootstrap(settings, publisher=NullPublisher())
     try:
         record = accept(lost, new_merchant(lost, "beat-merchant"), "lost-wake-up")
     finally:

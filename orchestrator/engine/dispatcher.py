@@ -1,0 +1,191 @@
+"""The dispatcher: PostgreSQL NOTIFY in, Celery task out (``PAYORCH_WAKE_UP=notify``).
+
+The accept's INSERT sends ``NOTIFY payorch_wake, '<payment id>:<lease token>'``, which
+PostgreSQL delivers only when the row committed.  One dispatcher LISTENs on a connection
+of its own and publishes ``process_payment`` for each notification, so the API's request
+never waits for the broker.
+
+Every way a wake-up can be lost ends at the sweeper, one dispatch lease after the accept:
+no dispatcher listening at commit time (PostgreSQL drops the notification), a dispatcher
+killed between hearing and publishing, a publish that failed, a broker that lost the
+message.  The dispatcher makes a wake-up fast; it never makes one certain, and it need not.
+
+One active dispatcher per database: each holds a session advisory lock on its LISTEN
+connection while it works, the others wait for that lock (standby), so N sweepers do not
+publish every payment N times (a duplicate would only be fenced, but costs a worker a
+claim).  When the active one dies its session ends, the lock is released, and a standby
+takes over within ``STANDBY_RETRY_SECONDS``.  On every (re)connection the dispatcher first
+publishes the payments still waiting under their first dispatch lease: a restart loses
+no more than the wake-ups a duplicate would have repeated.
+
+Hazards handled here: a database restart or a dead TCP peer (keepalives and a periodic
+``SELECT 1`` notice it; the loop reconnects), a broker outage (wake-ups wait in memory and
+are retried after a pause; past ``MAX_PENDING`` they are dropped to the sweeper).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from typing import Any
+
+import psycopg
+import sqlalchemy as sa
+
+from orchestrator import metrics
+from orchestrator.db.wake import WAKE_CHANNEL, parse_wake_payload
+from orchestrator.logging import get_logger
+from orchestrator.services.dispatch import PublishFailed, TaskPublisher
+
+log = get_logger(__name__)
+
+# pg_try_advisory_lock's key: "payorch_dispatcher" as a fixed 64-bit number.
+LOCK_KEY = 0x7061796F7263_6400
+STANDBY_RETRY_SECONDS = 1.0
+RECONNECT_SECONDS = 1.0
+# How long the loop waits for a notification before checking its stop flag.
+POLL_SECONDS = 0.5
+# A LISTEN connection is idle for the server; a peer that vanished without a FIN is noticed
+# by this round trip (and TCP keepalives) instead of never.
+LIVENESS_SECONDS = 10.0
+# After a failed publish: pause, then retry the same wake-up (the broker is probably down).
+PUBLISH_BACKOFF_SECONDS = 1.0
+# Wake-ups held while the broker is down; beyond this they are left to the sweeper.
+MAX_PENDING = 10_000
+BATCH = 500
+# Catch-up on (re)connection: the payments still under their first dispatch lease.
+_WAITING = (
+    "SELECT id, lease_token FROM payments WHERE status = 'processing' "
+    "AND recovery_point = 'accepted' AND lease_owner = 'dispatch' "
+    "AND locked_until > now() ORDER BY locked_until LIMIT %s"
+)
+CATCH_UP_LIMIT = 1000
+
+
+def libpq_url(database_url: str) -> str:
+    """``postgresql+psycopg://…`` (SQLAlchemy's form) as the plain URL libpq reads."""
+    url = sa.engine.make_url(database_url).set(drivername="postgresql")
+    return url.render_as_string(hide_password=False)
+
+
+class Dispatcher:
+    def __init__(self, database_url: str, publisher: TaskPublisher, *, name: str) -> None:
+        self._conninfo = libpq_url(database_url)
+        self._publisher = publisher
+        self.name = name
+        # Set while this dispatcher holds the lock and LISTENs (tests wait for it).
+        self.listening = threading.Event()
+        self._pending: deque[tuple[str, int]] = deque()
+
+    def run(self, stop: threading.Event) -> None:
+        """LISTEN and publish until ``stop`` is set; reconnects after any failure."""
+        log.info("dispatcher_started", dispatcher=self.name)
+        while not stop.is_set():
+            try:
+                self._session(stop)
+            except (psycopg.Error, OSError) as error:
+                log.warning("dispatcher_disconnected", dispatcher=self.name, error=str(error))
+                stop.wait(RECONNECT_SECONDS)
+            except Exception as error:  # never let the thread die: wake-ups would stop
+                log.error("dispatcher_failed", dispatcher=self.name, exc_info=error)
+                stop.wait(RECONNECT_SECONDS)
+            finally:
+                self.listening.clear()
+        log.info("dispatcher_stopped", dispatcher=self.name)
+
+    def _session(self, stop: threading.Event) -> None:
+        with psycopg.connect(
+            self._conninfo,
+            autocommit=True,
+            connect_timeout=3,
+            application_name="payorch-dispatcher",
+            keepalives=1,
+            keepalives_idle=5,
+            keepalives_interval=2,
+            keepalives_count=3,
+        ) as conn:
+            if not self._acquire(conn, stop):
+                return
+            conn.execute(f"LISTEN {WAKE_CHANNEL}")
+            # After LISTEN: a payment committed from here on is notified, one committed
+            # before is in this read (or both: a duplicate, fenced by its token).
+            for payment_id, token in conn.execute(_WAITING, (CATCH_UP_LIMIT,)).fetchall():
+                self._hold(payment_id, int(token))
+            self.listening.set()
+            log.info("dispatcher_listening", dispatcher=self.name, caught_up=len(self._pending))
+            self._listen(conn, stop)
+
+    def _acquire(self, conn: psycopg.Connection[Any], stop: threading.Event) -> bool:
+        waiting_logged = False
+        while not stop.is_set():
+            row = conn.execute("SELECT pg_try_advisory_lock(%s)", (LOCK_KEY,)).fetchone()
+            if row is not None and row[0]:
+                return True
+            if not waiting_logged:
+                log.info("dispatcher_standby", dispatcher=self.name)
+                waiting_logged = True
+            stop.wait(STANDBY_RETRY_SECONDS)
+        return False
+
+    def _listen(self, conn: psycopg.Connection[Any], stop: threading.Event) -> None:
+        checked = time.monotonic()
+        retry_at = 0.0
+        while not stop.is_set():
+            now = time.monotonic()
+            wait = POLL_SECONDS if not self._pending else max(0.0, retry_at - now)
+            for notify in conn.notifies(timeout=wait, stop_after=1):
+                self._take(notify.payload)
+            # Whatever else arrived meanwhile, without waiting (one poll): one batch.
+            for notify in conn.notifies(timeout=0, stop_after=BATCH):
+                self._take(notify.payload)
+            if self._pending and time.monotonic() >= retry_at and not self._publish_pending():
+                retry_at = time.monotonic() + PUBLISH_BACKOFF_SECONDS
+            if time.monotonic() - checked >= LIVENESS_SECONDS:
+                conn.execute("SELECT 1")
+                checked = time.monotonic()
+
+    def _take(self, payload: str) -> None:
+        parsed = parse_wake_payload(payload)
+        if parsed is None:
+            log.warning("dispatcher_unknown_payload", dispatcher=self.name, payload=payload)
+            return
+        self._hold(*parsed)
+
+    def _hold(self, payment_id: str, token: int) -> None:
+        if len(self._pending) >= MAX_PENDING:
+            # The broker has been down long enough: the sweeper takes it from here.
+            metrics.PUBLISH_FAILURES.inc()
+            return
+        self._pending.append((payment_id, token))
+
+    def _publish_pending(self) -> bool:
+        """Publish held wake-ups in order; False at the first failure (kept for a retry)."""
+        while self._pending:
+            payment_id, token = self._pending[0]
+            try:
+                self._publisher.publish_process_payment(payment_id, token)
+            except PublishFailed as error:
+                metrics.PUBLISH_FAILURES.inc()
+                log.warning(
+                    "task_publish_failed",
+                    payment_id=payment_id,
+                    dispatcher=self.name,
+                    held=len(self._pending),
+                    error=str(error),
+                )
+                return False
+            self._pending.popleft()
+            metrics.WAKEUPS_DISPATCHED.inc()
+        return True
+
+
+def start_in_thread(
+    database_url: str, publisher: TaskPublisher, *, name: str, stop: threading.Event
+) -> tuple[Dispatcher, threading.Thread]:
+    dispatcher = Dispatcher(database_url, publisher, name=name)
+    thread = threading.Thread(
+        target=dispatcher.run, args=(stop,), name="payorch-dispatcher", daemon=True
+    )
+    thread.start()
+    return dispatcher, thread

@@ -1,0 +1,201 @@
+"""The wake-up of an accepted payment under PAYORCH_WAKE_UP=notify (issue 14, goal 3).
+
+The accept's statement sends a NOTIFY (delivered only on commit); the dispatcher publishes
+the task.  Every way that wake-up can be lost ends at the sweeper once the dispatch lease
+expires, which these tests shrink through settings instead of waiting it out: no
+dispatcher listening, a dispatcher whose publishes fail.  Real PostgreSQL, RabbitMQ and
+``payorch worker`` processes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import psycopg
+import pytest
+
+from orchestrator.db.wake import WAKE_CHANNEL
+from orchestrator.engine.dispatcher import Dispatcher, libpq_url, start_in_thread
+from orchestrator.services.dispatch import PublishFailed, TaskPublisher
+from tests.fakes.publisher import RecordingPublisher
+from tests.harness.containers import build_container
+from tests.harness.seeds import accept, new_merchant
+from tests.harness.stack import Stack, running_stack
+
+# Short enough that the sweeper's recovery is quick, long enough on a busy machine that a
+# worker's claim never races the takeover in these tests' assertions (they accept both).
+LOST_LEASE_SECONDS = 1.0
+
+
+def wait_until(what: str, condition: Callable[[], bool], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never happened: {what}")
+        time.sleep(0.05)
+
+
+@contextmanager
+def dispatching(database_url: str, publisher: TaskPublisher, name: str) -> Iterator[Dispatcher]:
+    stop = threading.Event()
+    dispatcher, thread = start_in_thread(database_url, publisher, name=name, stop=stop)
+    try:
+        yield dispatcher
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+
+
+@contextmanager
+def sweeping(stack: Stack) -> Iterator[None]:
+    """The sweeper's loop itself (without the dispatcher ``payorch sweeper`` also hosts)."""
+    stop = threading.Event()
+    thread = threading.Thread(target=stack.container.sweeper("test-sweeper").run, args=(stop,))
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+
+
+class FailingPublisher:
+    """A broker that refuses every publish, counting the attempts."""
+
+    def __init__(self) -> None:
+        self.attempts = 0
+
+    def publish_process_payment(self, payment_id: str, lease_token: int) -> None:
+        self.attempts += 1
+        raise PublishFailed("broker refused (fake)")
+
+    def publish_operation(self, operation_id: str, lease_token: int) -> None:
+        raise PublishFailed("broker refused (fake)")
+
+    def broker_reachable(self) -> bool:
+        return False
+
+
+@pytest.fixture
+def lost_stack(make_postgres_database, make_broker_url) -> Iterator[Stack]:
+    """No dispatcher in this process, and a dispatch lease of one second."""
+    with running_stack(
+        make_postgres_database(),
+        make_broker_url(),
+        dispatcher=False,
+        dispatch_lease_seconds=LOST_LEASE_SECONDS,
+        sweep_interval_seconds=0.2,
+    ) as built:
+        yield built
+
+
+def test_the_accept_notifies_once_on_commit_and_publishes_nothing_itself(make_postgres_database):
+    database_url = make_postgres_database()
+    publisher = RecordingPublisher()
+    container = build_container(database_url, publisher=publisher, wake_up="notify")
+    try:
+        merchant = new_merchant(container, "notify-merchant")
+        with psycopg.connect(libpq_url(database_url), autocommit=True) as listener:
+            listener.execute(f"LISTEN {WAKE_CHANNEL}")
+            record = accept(container, merchant, "notify-once")
+            replay = accept(container, merchant, "notify-once")
+            heard = [n.payload for n in listener.notifies(timeout=5, stop_after=1)]
+            # Anything more (a second NOTIFY from the replay) would be here by now: it
+            # was sent, if at all, before the replay's answer.
+            heard += [n.payload for n in listener.notifies(timeout=0.5)]
+    finally:
+        container.close()
+
+    assert replay.id == record.id
+    assert heard == [f"{record.id}:1"]
+    assert publisher.published == []
+
+
+def test_a_lost_wake_up_is_processed_by_the_sweeper_after_the_dispatch_lease(lost_stack, processes):
+    stack = lost_stack
+    stack.start_worker(processes)
+    # Nobody LISTENs: PostgreSQL drops the NOTIFY, and no task is published.
+    accepted = stack.pay("lost-wake-up")
+    assert stack.record(accepted["id"]).lease_token == 1
+
+    with sweeping(stack):
+        final = stack.wait_final(accepted["id"], timeout=120)
+
+    assert final["status"] == "succeeded"
+    assert stack.movements(accepted["id"]) == 1
+    # The sweeper's takeover (token 2), then a worker's claim (3): recovered, not woken.
+    assert stack.record(accepted["id"]).lease_token >= 3
+
+
+def test_failed_publishes_are_counted_and_the_sweeper_recovers_the_payment(lost_stack, processes):
+    stack = lost_stack
+    stack.start_worker(processes)
+    broker = FailingPublisher()
+    with dispatching(stack.database_url, broker, "failing-dispatcher") as dispatcher:
+        assert dispatcher.listening.wait(60)
+        accepted = stack.pay("publish-failed")
+        wait_until("the dispatcher tried to publish", lambda: broker.attempts >= 1)
+        assert stack.record(accepted["id"]).lease_token == 1
+
+        with sweeping(stack):
+            final = stack.wait_final(accepted["id"], timeout=120)
+
+    assert final["status"] == "succeeded"
+    assert stack.movements(accepted["id"]) == 1
+    assert stack.record(accepted["id"]).lease_token >= 3
+
+
+def test_a_dispatcher_started_late_wakes_the_payments_accepted_before_it(
+    make_postgres_database, make_broker_url, processes
+):
+    # A dispatch lease far beyond the test: only the dispatcher's catch-up can wake it.
+    with running_stack(
+        make_postgres_database(), make_broker_url(), dispatcher=False, dispatch_lease_seconds=600
+    ) as stack:
+        stack.start_worker(processes)
+        accepted = stack.pay("before-the-dispatcher")
+        assert stack.record(accepted["id"]).lease_token == 1
+
+        with dispatching(stack.database_url, stack.container.publisher, "late"):
+            final = stack.wait_final(accepted["id"], timeout=120)
+
+        assert final["status"] == "succeeded"
+        assert stack.movements(accepted["id"]) == 1
+        # Woken by its own dispatch lease's token: a claim, no takeover.
+        assert stack.record(accepted["id"]).lease_token == 2
+
+
+def test_one_dispatcher_is_active_and_a_standby_takes_over_when_it_stops(
+    make_postgres_database,
+):
+    database_url = make_postgres_database()
+    container = build_container(database_url, wake_up="notify")
+    first, second = RecordingPublisher(), RecordingPublisher()
+    try:
+        merchant = new_merchant(container, "standby-merchant")
+        with dispatching(database_url, second, "standby") as standby:
+            with dispatching(database_url, first, "active") as active:
+                wait_until(
+                    "one of them listens",
+                    lambda: active.listening.is_set() or standby.listening.is_set(),
+                )
+                if standby.listening.is_set():  # it won the lock: swap the names
+                    active, standby, first, second = standby, active, second, first
+                record = accept(container, merchant, "while-one-active")
+                wait_until("the active one published", lambda: bool(first.published))
+                assert not standby.listening.is_set()
+                assert second.published == []
+            # The active one's session ended: its lock is released, the standby takes it.
+            wait_until("the standby listens", standby.listening.is_set)
+            later = accept(container, merchant, "after-the-active-stopped")
+            wait_until(
+                "the standby published", lambda: later.id in {p[0] for p in second.published}
+            )
+    finally:
+        container.close()
+
+    assert first.published == [(record.id, 1)]
+    assert later.id not in {p[0] for p in first.published}
