@@ -174,28 +174,28 @@ def test_one_dispatcher_is_active_and_a_standby_takes_over_when_it_stops(
     database_url = make_postgres_database()
     container = build_container(database_url, wake_up="notify")
     first, second = RecordingPublisher(), RecordingPublisher()
+    stop_first, stop_second = threading.Event(), threading.Event()
     try:
         merchant = new_merchant(container, "standby-merchant")
-        with dispatching(database_url, second, "standby") as standby:
-            with dispatching(database_url, first, "active") as active:
-                wait_until(
-                    "one of them listens",
-                    lambda: active.listening.is_set() or standby.listening.is_set(),
-                )
-                if standby.listening.is_set():  # it won the lock: swap the names
-                    active, standby, first, second = standby, active, second, first
-                record = accept(container, merchant, "while-one-active")
-                wait_until("the active one published", lambda: bool(first.published))
-                assert not standby.listening.is_set()
-                assert second.published == []
-            # The active one's session ended: its lock is released, the standby takes it.
-            wait_until("the standby listens", standby.listening.is_set)
-            later = accept(container, merchant, "after-the-active-stopped")
-            wait_until(
-                "the standby published", lambda: later.id in {p[0] for p in second.published}
-            )
+        active, active_thread = start_in_thread(database_url, first, name="a", stop=stop_first)
+        assert active.listening.wait(60)
+        standby, standby_thread = start_in_thread(database_url, second, name="b", stop=stop_second)
+        record = accept(container, merchant, "while-one-active")
+        wait_until("the active one published", lambda: bool(first.published))
+        assert not standby.listening.is_set()
+        assert second.published == []
+
+        # The active one's session ends: its lock is released, the standby takes it.
+        stop_first.set()
+        active_thread.join(timeout=30)
+        wait_until("the standby listens", standby.listening.is_set)
+        later = accept(container, merchant, "after-the-active-stopped")
+        wait_until("the standby published", lambda: later.id in {p[0] for p in second.published})
     finally:
+        stop_first.set()
+        stop_second.set()
         container.close()
+    standby_thread.join(timeout=30)
 
     assert first.published == [(record.id, 1)]
     assert later.id not in {p[0] for p in first.published}
