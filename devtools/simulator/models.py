@@ -18,6 +18,8 @@ PaymentIntent statuses it models::
     cancel (not succeeded, not
       canceled)                ──> canceled               an authorisation is released
     capture / cancel elsewhere ──> 400 payment_intent_unexpected_state
+    capture above amount_capturable ──> 400 amount_too_large (still requires_capture)
+    capture under the minimum  ──> 400 amount_too_small (still requires_capture)
 
 A refund (``POST /v1/refunds``) takes money back from a succeeded intent's charge: the sum of
 refunds that are not failed or canceled never exceeds what was captured (400 otherwise, with

@@ -433,6 +433,19 @@ class PaymentState:
                 ),
                 saved=True,
             )
+        if amount < self._config.min_amount:
+            # A partial capture is a charge of that amount: under the minimum charge it is
+            # refused, and the authorisation stays capturable.
+            raise ApiError(
+                400,
+                errors.error_body(
+                    "invalid_request_error",
+                    f"Amount must be at least {self._config.min_amount} minor units",
+                    code="amount_too_small",
+                    param="amount_to_capture",
+                ),
+                saved=True,
+            )
         assert intent.latest_charge is not None
         charge = self.charges[intent.latest_charge]
         charge.captured = True

@@ -19,6 +19,10 @@ EVENT_TYPES: tuple[str, ...] = (
     "payment.failed",
     "payment.canceled",
     "payment.captured",
+    # A capture or cancel the merchant asked for failed; the object is the operation
+    # (``domain.operation_representation``) with ``failure``, not the payment.
+    "payment.capture_failed",
+    "payment.cancel_failed",
     "refund.succeeded",
     "refund.failed",
     "payment.disputed",

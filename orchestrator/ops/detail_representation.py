@@ -55,7 +55,7 @@ def charge_operation(record: PaymentRecord, now: datetime) -> dict[str, Any]:
 
 
 def later_operation(record: OperationRecord, now: datetime) -> dict[str, Any]:
-    """An operation after the charge (a refund), with its own lease."""
+    """An operation after the charge (a capture, cancel or refund), with its own lease."""
     return {
         "kind": record.kind.value,
         "operation_id": record.id,
@@ -75,6 +75,9 @@ def later_operation(record: OperationRecord, now: datetime) -> dict[str, Any]:
         "last_error": record.last_error,
         "amount": record.amount,
         "provider_object_id": record.provider_object_id,
+        # Why a finished operation failed (a refused capture: the provider's code/message).
+        "failure_code": record.failure_code,
+        "failure_message": record.failure_message,
     }
 
 

@@ -57,6 +57,7 @@ __all__ = [
     "PaymentStatusConflict",
     "accept_cancel",
     "accept_capture",
+    "get_operation",
 ]
 
 
@@ -85,6 +86,9 @@ class CaptureExceedsCapturable(Exception):
 # The kind's own checks in the accept's transaction, on the locked payment: the amount the
 # operation takes (a capture) or releases (a cancel), or a refusal raised.
 Admit = Callable[[UnitOfWork, PaymentRecord, datetime], int | None]
+# More to write in the accept's transaction once the operation row is in (an operator's
+# audit row): committed with it, or not at all.
+Also = Callable[[UnitOfWork, OperationRecord, datetime], None]
 
 
 @dataclass(frozen=True)
@@ -104,29 +108,23 @@ def accept_capture(
     idempotency_key: str,
     amount: int | None,
     fingerprint: str,
+    *,
+    also: Also | None = None,
 ) -> AcceptedOperation:
     """Raises PaymentNotFound, PaymentStatusConflict, OperationInProgress,
     CaptureExceedsCapturable (nothing stored) or IdempotencyKeyReused."""
-
-    def admit(unit: UnitOfWork, payment: PaymentRecord, now: datetime) -> int:
-        if payment.status is not PaymentStatus.REQUIRES_CAPTURE:
-            raise PaymentStatusConflict(payment, _shown(payment))
-        capture = payment.amount_capturable if amount is None else amount
-        if capture > payment.amount_capturable:
-            raise CaptureExceedsCapturable(capture, payment.amount_capturable)
-        return capture
-
     return _accept(
         uow,
         publisher,
         settings,
-        client,
+        client.id,
         payment_id,
         idempotency_key,
         fingerprint,
         kind=CAPTURE,
         reason=None,
-        admit=admit,
+        admit=_admit_capture(amount),
+        also=also,
     )
 
 
@@ -139,27 +137,42 @@ def accept_cancel(
     idempotency_key: str,
     reason: str | None,
     fingerprint: str,
+    *,
+    also: Also | None = None,
 ) -> AcceptedOperation:
     """Raises PaymentNotFound, PaymentStatusConflict, OperationInProgress (nothing stored)
     or IdempotencyKeyReused."""
-
-    def admit(unit: UnitOfWork, payment: PaymentRecord, now: datetime) -> int | None:
-        if not cancelable(payment):
-            raise PaymentStatusConflict(payment, _shown(payment))
-        return payment.amount_capturable or None
-
     return _accept(
         uow,
         publisher,
         settings,
-        client,
+        client.id,
         payment_id,
         idempotency_key,
         fingerprint,
         kind=CANCEL,
         reason=reason,
-        admit=admit,
+        admit=_admit_cancel,
+        also=also,
     )
+
+
+def _admit_capture(amount: int | None) -> Admit:
+    def admit(unit: UnitOfWork, payment: PaymentRecord, now: datetime) -> int:
+        if payment.status is not PaymentStatus.REQUIRES_CAPTURE:
+            raise PaymentStatusConflict(payment, _shown(payment))
+        capture = payment.amount_capturable if amount is None else amount
+        if capture > payment.amount_capturable:
+            raise CaptureExceedsCapturable(capture, payment.amount_capturable)
+        return capture
+
+    return admit
+
+
+def _admit_cancel(unit: UnitOfWork, payment: PaymentRecord, now: datetime) -> int | None:
+    if not cancelable(payment):
+        raise PaymentStatusConflict(payment, _shown(payment))
+    return payment.amount_capturable or None
 
 
 def cancelable(payment: PaymentRecord) -> bool:
@@ -184,7 +197,7 @@ def _accept(
     uow: UnitOfWorkFactory,
     publisher: TaskPublisher,
     settings: Settings,
-    client: ApiClient,
+    client_id: str,
     payment_id: str,
     idempotency_key: str,
     fingerprint: str,
@@ -192,15 +205,16 @@ def _accept(
     kind: OperationKindName,
     reason: str | None,
     admit: Admit,
+    also: Also | None,
 ) -> AcceptedOperation:
     key_tag = key_digest(settings.secret_key.get_secret_value(), idempotency_key)
     accepted_body: list[bytes] = []
 
     def insert(unit: UnitOfWork, now: datetime) -> OperationRecord | None:
-        payment = unit.money.lock_payment(client.id, payment_id)
+        payment = unit.money.lock_payment(client_id, payment_id)
         if payment is None:
             raise PaymentNotFound(payment_id)
-        if unit.operations.find_by_key(client.id, kind, idempotency_key) is not None:
+        if unit.operations.find_by_key(client_id, kind, idempotency_key) is not None:
             return None  # answered from the operation that holds the key
         amount = admit(unit, payment, now)
         unfinished = unit.authorizations.unfinished_operation(payment.id)
@@ -225,17 +239,19 @@ def _accept(
         record = unit.operations.insert_if_absent(values)
         if record is not None:
             accepted_body.append(body)
+            if also is not None:
+                also(unit, record, now)
         return record
 
     claimed = claim_key(
         uow,
         insert=insert,
-        find=lambda unit: unit.operations.find_by_key(client.id, kind, idempotency_key),
+        find=lambda unit: unit.operations.find_by_key(client_id, kind, idempotency_key),
     )
     record = claimed.record
     if not claimed.created:
         require_same_request(
-            record, record.request_fingerprint, fingerprint, client_id=client.id, key_tag=key_tag
+            record, record.request_fingerprint, fingerprint, client_id=client_id, key_tag=key_tag
         )
         return AcceptedOperation(record, operation_answer(record), replayed=True)
 
@@ -245,7 +261,7 @@ def _accept(
         operation_id=record.id,
         payment_id=payment_id,
         amount=record.amount,
-        client_id=client.id,
+        client_id=client_id,
         key_hmac=key_tag,
     )
     try:
@@ -254,6 +270,15 @@ def _accept(
         metrics.PUBLISH_FAILURES.inc()
         log.warning("task_publish_failed", operation_id=record.id, error=str(error))
     return AcceptedOperation(record, accepted_body[0], replayed=False)
+
+
+def get_operation(
+    uow: Callable[..., UnitOfWork], client: ApiClient, operation_id: str, kind: OperationKindName
+) -> OperationRecord | None:
+    """The client's capture or cancel (None: not the client's, or another kind)."""
+    with uow(read_only=True) as unit:
+        record = unit.operations.get_for_client(client.id, operation_id)
+    return record if record is not None and record.kind is kind else None
 
 
 def operation_answer(record: OperationRecord) -> bytes:

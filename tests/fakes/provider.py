@@ -50,7 +50,11 @@ Fault = Literal[
     "saved_500_after_effect",  # the provider acted and saved a 500 under the key
     "rate_limited",  # 429 with retry_after
     "key_in_use",  # 409 idempotency_key_in_use
+    "refused",  # 400 invalid_request_error, nothing done (saved under the key, as Stripe)
 ]
+
+REFUSED_CODE = "charge_expired_for_capture"
+REFUSED_MESSAGE = "The charge can no longer be captured (fake)."
 
 # Cards whose issuer asks for 3-D Secure (Stripe's test tokens), and asynchronous ones.
 AUTHENTICATION_CARDS = frozenset(
@@ -180,6 +184,8 @@ class FakeProvider:
                 "idempotency key in use", code="idempotency_key_in_use", http_status=409
             )
         try:
+            if fault == "refused":
+                raise Permanent(REFUSED_MESSAGE, code=REFUSED_CODE, http_status=400)
             result: ProviderIntent | Exception = act()
         except (Declined, Permanent) as error:
             result = error

@@ -8,7 +8,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from orchestrator.bootstrap import Container
-from orchestrator.db.tables import ledger_lines
+from orchestrator.db.tables import ledger_lines, outbox_events
 from orchestrator.domain.fingerprint import request_fingerprint
 from orchestrator.domain.model import ApiClient, PaymentRecord
 from orchestrator.domain.states import PaymentStatus
@@ -52,3 +52,14 @@ def capture_fingerprint(payment_id: str, amount: int | None) -> str:
 
 def cancel_fingerprint(payment_id: str, reason: str | None) -> str:
     return request_fingerprint("POST", f"/v1/payments/{payment_id}/cancel", {"reason": reason})
+
+
+def outbox_of(container: Container, payment_id: str) -> list[tuple[str, dict[str, Any]]]:
+    """The payment's events (type, payload), in sequence order."""
+    with container.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(outbox_events.c.event_type, outbox_events.c.payload)
+            .where(outbox_events.c.payment_id == payment_id)
+            .order_by(outbox_events.c.sequence)
+        )
+        return [(r.event_type, dict(r.payload)) for r in rows]

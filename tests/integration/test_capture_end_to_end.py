@@ -125,3 +125,59 @@ def test_an_authorisation_the_provider_expires_ends_the_payment_canceled(
         assert final["amount_capturable"] == 0 and final["failure"]["code"] == "canceled"
         assert calls(stack, payment_id, "cancel") == []  # read, never sent by payorch
         assert stack.ledger_sum(payment_id) == 0
+
+
+def wait_operation(stack: Stack, path: str, timeout: float = 60.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        with stack.client() as client:
+            response = client.get(path)
+        assert response.status_code == 200, response.text
+        operation: dict[str, Any] = response.json()
+        if operation["status"] != "processing":
+            return operation
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path} still processing after {timeout}s: {operation}")
+        time.sleep(0.2)
+
+
+def test_a_capture_the_provider_refuses_fails_with_its_reason_and_the_authorisation_stands(
+    stack, processes
+):
+    stack.start_worker(processes)
+    stack.start_sweeper(processes)
+    payment_id = authorized(stack, "e2e-refused", 1304)
+
+    # Under the provider's minimum charge: refused (400 amount_too_small), nothing captured.
+    with stack.client() as client:
+        response = client.post(
+            f"/v1/payments/{payment_id}/capture",
+            json={"amount": 10},
+            headers={"Idempotency-Key": "capture-small"},
+        )
+    assert response.status_code == 202, response.text
+    capture_id = response.headers["Operation-Id"]
+    operation = wait_operation(stack, f"/v1/captures/{capture_id}")
+
+    assert operation["status"] == "failed"
+    assert operation["failure"]["code"] == "amount_too_small"
+    assert "at least 50" in operation["failure"]["message"]
+    payment = stack.payment(payment_id)
+    assert (payment["status"], payment["amount_capturable"]) == ("requires_capture", 1304)
+    assert stack.simulator.admin.movements()["captures"]["by_record"] == {}
+    with stack.client() as client:
+        events = client.get("/v1/events", params={"type": "payment.capture_failed"}).json()
+    with stack.client(stack.ops_key) as ops:
+        detail = ops.get(f"/v1/ops/payments/{payment_id}").json()
+    [event] = [e for e in events["data"] if e["data"]["object"]["payment_id"] == payment_id]
+    assert event["data"]["object"]["id"] == capture_id
+    assert event["data"]["object"]["failure"]["code"] == "amount_too_small"
+    [shown] = [op for op in detail["operations"] if op.get("operation_id") == capture_id]
+    assert (shown["status"], shown["failure_code"]) == ("failed", "amount_too_small")
+
+    # The authorisation stands: a capture of all of it (a new key) succeeds, once.
+    post(stack, payment_id, "capture", "capture-all", {})
+    final = wait_status(stack, payment_id, "succeeded")
+    assert final["amount_captured"] == 1304
+    assert stack.simulator.admin.movements()["captures"]["by_record"] == {payment_id: 1}
+    assert stack.ledger_sum(payment_id) == 0

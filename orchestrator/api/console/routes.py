@@ -375,6 +375,11 @@ def _payment_page(
             for op in detail.operations
             if op.kind is OperationKindName.REFUND
         ],
+        captures=[
+            (op, lease_state(op, detail.now))
+            for op in detail.operations
+            if op.kind in (OperationKindName.CAPTURE, OperationKindName.CANCEL)
+        ],
         done=done_entry,
         error=error,
     )

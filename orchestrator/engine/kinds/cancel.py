@@ -27,8 +27,11 @@ unconfirmed intent moves no money): the cancel settles without a call.
 
 The finish, one fenced transaction: the operation's status; on success the payment
 ``canceled`` (``failure.code`` ``canceled``), an authorisation's ledger lines reversed and
-``payment.canceled`` in the outbox; on failure a held charge is made due, so the sweeper
-resumes it and its query-first read records what the provider did.
+``payment.canceled`` in the outbox; on failure (the provider refused the cancel while the
+intent still awaited one, or money moved first) the payment stands, ``payment.cancel_failed``
+(the cancel, with the code and message) goes to the merchant who asked for it, and a held
+charge is made due, so the sweeper resumes it and its query-first read records what the
+provider did.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from orchestrator.db.repositories.operations import OperationRepository
 from orchestrator.db.uow import UnitOfWork
 from orchestrator.domain.ledger import release_lines
 from orchestrator.domain.model import Failure
+from orchestrator.domain.operation_representation import finished_representation
 from orchestrator.domain.operations import OperationRecord, OperationStatus
 from orchestrator.domain.representation import encode_representation, payment_representation
 from orchestrator.domain.states import PaymentStatus, RecoveryPoint
@@ -54,6 +58,7 @@ log = get_logger(__name__)
 
 PAYMENT_SUCCEEDED = "payment_already_succeeded"
 NOT_CANCELED = "not_canceled_at_provider"
+CANCEL_FAILED = "payment.cancel_failed"
 # A cancel queued by a provider event (``services.captures.request_authorization_check``).
 PROVIDER_ORIGIN = "provider"
 _OWED = frozenset(
@@ -165,9 +170,19 @@ def finish_cancel(lease: Lease[OperationRecord]) -> None:
             payment.amount_capturable if payment.status is PaymentStatus.REQUIRES_CAPTURE else 0
         )
         if status is not OperationStatus.SUCCEEDED:
-            # Money moved first: the held charge (if any) is due now and finishes it.
+            # Refused, or money moved first: the payment stands as it was, and a held
+            # charge (if any) is due now and finishes it (its query-first read records what
+            # the provider did).  No ledger line: nothing was released.
             uow.authorizations.release_charge(payment.id, operation_id=record.id, now=now)
-            answer = encode_representation(payment_representation(payment))
+            sequence = payment.latest_event_sequence
+            if record.origin != PROVIDER_ORIGIN:
+                # The merchant asked for this cancel: it hears that it failed, and why.  (A
+                # check a provider event queued was asked by no one: a stale event, silent.)
+                sequence = uow.outcomes.add_outbox_event(
+                    payment.id, CANCEL_FAILED, finished_representation(record, now), now=now
+                )
+            shown = replace(payment, latest_event_sequence=sequence)
+            answer = encode_representation(payment_representation(shown))
         else:
             after = uow.authorizations.cancel(
                 payment.id, operation_id=record.id, failure=cancel_failure(record), now=now

@@ -15,8 +15,12 @@ means for a capture::
 The finish, one fenced transaction: the operation's status; on success the payment
 ``succeeded`` with ``amount_captured`` (the rest of the authorisation released), the
 authorisation's ledger lines reversed and the capture booked, ``payment.captured`` and
-``payment.succeeded`` in the outbox.  A provider that captured another amount than we asked
-is never booked: the capture parks for an operator.
+``payment.succeeded`` in the outbox.  On failure ``payment.capture_failed`` (the capture,
+with the provider's code and message) and, if the authorisation was gone, the payment
+``canceled`` (its lines released, ``payment.canceled``); a capture the provider refused
+while the intent still awaits one leaves the payment ``requires_capture``, with no ledger
+line.  A provider that captured another amount than we asked is never booked: the capture
+parks for an operator.
 """
 
 from __future__ import annotations
@@ -28,8 +32,9 @@ from typing import Any
 from orchestrator import metrics
 from orchestrator.db.repositories.operations import OperationRepository
 from orchestrator.db.uow import UnitOfWork
-from orchestrator.domain.ledger import capture_lines, release_lines
+from orchestrator.domain.ledger import LedgerLine, capture_lines, release_lines
 from orchestrator.domain.model import Failure, PaymentRecord
+from orchestrator.domain.operation_representation import finished_representation
 from orchestrator.domain.operations import OperationRecord, OperationStatus
 from orchestrator.domain.representation import encode_representation, payment_representation
 from orchestrator.domain.states import RecoveryPoint
@@ -41,6 +46,7 @@ from orchestrator.providers.base import PaymentProvider, ProviderIntent
 log = get_logger(__name__)
 
 AUTHORIZATION_CANCELED = "authorization_canceled"
+CAPTURE_FAILED = "payment.capture_failed"
 
 
 class CaptureKind:
@@ -125,6 +131,7 @@ def finish_capture(lease: Lease[OperationRecord]) -> None:
         assert payment is not None
         authorized = payment.amount_capturable
         after: PaymentRecord | None = None
+        lines: list[LedgerLine] = []
         if status is OperationStatus.SUCCEEDED:
             after = uow.authorizations.book_capture(payment.id, captured=captured, now=now)
             if after is None:
@@ -136,7 +143,6 @@ def finish_capture(lease: Lease[OperationRecord]) -> None:
                 provider=payment.provider,
                 client_id=payment.client_id,
             )
-            events = ["payment.captured", "payment.succeeded"]
             uow.outcomes.restate_outcome(after, "succeeded", captured, now=now)
         elif record.failure_code == AUTHORIZATION_CANCELED:
             failure = Failure(code="canceled", message=record.failure_message or "")
@@ -151,16 +157,19 @@ def finish_capture(lease: Lease[OperationRecord]) -> None:
                 provider=payment.provider,
                 client_id=payment.client_id,
             )
-            events = ["payment.canceled"]
             uow.outcomes.restate_outcome(after, "canceled", 0, now=now)
-        else:
-            # Our request was refused (say, an amount the provider would not capture): the
-            # authorisation stands, and the merchant may capture again.
-            lines, events = [], []
+        # else: our request was refused (say, an amount the provider would not capture) and
+        # the intent, read after the refusal, still awaits a capture: the authorisation
+        # stands, no line is booked, and the merchant may capture again with a new key.
         shown = after or payment
         uow.outcomes.add_ledger_lines(payment.id, lines, now=now)
         sequence = payment.latest_event_sequence
-        for event in events:
+        if status is OperationStatus.FAILED:
+            # The merchant asked for this capture: it hears that it failed, and why.
+            sequence = uow.outcomes.add_outbox_event(
+                payment.id, CAPTURE_FAILED, finished_representation(record, now), now=now
+            )
+        for event in _payment_events(status, after):
             sequence = uow.outcomes.add_outbox_event(
                 payment.id, event, payment_representation(shown), now=now
             )
@@ -183,6 +192,16 @@ def finish_capture(lease: Lease[OperationRecord]) -> None:
         status=status.value,
         amount=captured,
     )
+
+
+def _payment_events(status: OperationStatus, after: PaymentRecord | None) -> list[str]:
+    """The payment's own events after the finish: captured and succeeded; canceled (the
+    authorisation was gone); none when it stands as it was."""
+    if after is None:
+        return []
+    if status is OperationStatus.SUCCEEDED:
+        return ["payment.captured", "payment.succeeded"]
+    return ["payment.canceled"]
 
 
 CAPTURE = CaptureKind()

@@ -18,7 +18,8 @@ saved 500 would replay forever under the old one)::
          ── unknown (timeout, 5xx) ──► count it, back off; the next round retrieves
          ── 429 / 409 key in use ──► back off; the next round retrieves
          ── unexpected_state ──► the next round retrieves (it moved on: how?)
-         ── other 4xx ──► the operation failed (our request was refused)
+         ── other 4xx ──► retrieve: still owed → the operation failed (the provider's
+                          code and message); moved on → the verdict, as after a timeout
     [provider_settled] finish (the kind's one fenced transaction)
 
 The kind supplies ``verdict`` (how it reads an intent), ``send`` (its call) and ``finish``.
@@ -155,6 +156,24 @@ class IntentOperation:
                 return
             if error.code in _OPERATOR_ERRORS or error.http_status in _OPERATOR_HTTP_STATUSES:
                 raise Parked(f"provider refused our request: {describe_error(error)}") from error
+            self.refused(error)
+            return
+        if self.act_on(answer) is Next.SEND:
+            # Our call answered with an intent that still owes it: the next round reads it
+            # again before anything is sent; not forever.
+            self.unexpected_states += 1
+            if self.unexpected_states >= MAX_UNEXPECTED_STATES:
+                raise Parked(f"the {self.record.kind.value} call keeps answering {answer.status}")
+
+    def refused(self, error: Permanent) -> None:
+        """Our call was refused (an ordinary 4xx: nothing happened).  The refusal alone does
+        not say what the intent is now, so it is read: an intent that still owes the call
+        fails the operation with the provider's code and message (the payment stands as it
+        was); one that moved on (canceled, captured) is recorded as the verdict says."""
+        intent = self.retrieve()
+        if intent is None:
+            return  # not read: the next round reads it, and sends only if still owed
+        if self.act_on(intent) is Next.SEND:
             self.settle(
                 Verdict(
                     Next.SETTLE,
@@ -163,13 +182,6 @@ class IntentOperation:
                     failure_message=error.message,
                 )
             )
-            return
-        if self.act_on(answer) is Next.SEND:
-            # Our call answered with an intent that still owes it: the next round reads it
-            # again before anything is sent; not forever.
-            self.unexpected_states += 1
-            if self.unexpected_states >= MAX_UNEXPECTED_STATES:
-                raise Parked(f"the {self.record.kind.value} call keeps answering {answer.status}")
 
     def act_on(self, intent: ProviderIntent) -> Next:
         named = intent.metadata.get(RECORD_ID_METADATA_KEY)
