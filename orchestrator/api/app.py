@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 import anyio.to_thread
 from fastapi import FastAPI
 
+from orchestrator.api.console import capture_forms
 from orchestrator.api.console.routes import install_console
 from orchestrator.api.docs import install_docs
 from orchestrator.api.errors import install_error_handlers
@@ -18,6 +19,7 @@ from orchestrator.api.routes import (
     events,
     health,
     ops,
+    ops_captures,
     ops_events,
     ops_payments,
     payments,
@@ -46,6 +48,7 @@ def create_app(container: Container) -> FastAPI:
     app.include_router(refunds.router)
     app.include_router(captures.router)
     app.include_router(ops.router)
+    app.include_router(ops_captures.router)
     app.include_router(ops_payments.router)
     app.include_router(webhook_endpoints.router)
     app.include_router(events.router)
@@ -53,6 +56,7 @@ def create_app(container: Container) -> FastAPI:
     app.include_router(provider_events.router)
     app.include_router(health.router)
     install_console(app)
+    app.include_router(capture_forms.router)
     install_docs(app)
     install_openapi(app)
     return app

@@ -4,6 +4,7 @@ Reads use the same query functions as the ops API and the CLI (orchestrator.ops)
 takeover and retry forms call ``take_over_payment`` and ``retry_payment``, exactly what
 ``POST /v1/ops/payments/{id}/takeover|retry`` call, under the signed-in ops client; the
 redeliver form calls ``redeliver_event``, what ``POST /v1/ops/events/{id}/redeliver`` calls.
+The capture and cancel forms are in ``capture_forms``.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import jinja2
 from fastapi import APIRouter, FastAPI, Request
@@ -20,6 +21,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 from starlette.templating import Jinja2Templates
 
+from orchestrator.api.capture_schemas import CancellationReason
 from orchestrator.api.console.guard import (
     ConsoleUser,
     CurrentUser,
@@ -67,6 +69,7 @@ from orchestrator.ops.queries import list_leases
 from orchestrator.ops.representation import lease_state
 from orchestrator.ops.status import get_status
 from orchestrator.services.api_keys import authenticate
+from orchestrator.services.captures import cancelable
 
 HERE = Path(__file__).parent
 QUEUE_LIMIT = 100
@@ -380,6 +383,9 @@ def _payment_page(
             for op in detail.operations
             if op.kind in (OperationKindName.CAPTURE, OperationKindName.CANCEL)
         ],
+        can_capture=detail.record.status is PaymentStatus.REQUIRES_CAPTURE,
+        can_cancel=cancelable(detail.record),
+        cancellation_reasons=get_args(CancellationReason),
         done=done_entry,
         error=error,
     )
