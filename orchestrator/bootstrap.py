@@ -2,8 +2,10 @@
 sweeper's and the CLI's dependencies.  Nothing connects at import time; building a
 container connects nothing either (engines and brokers connect on first use).
 
-Services take the few collaborators they use, never the container: ``runner()`` and
-``sweeper()`` bind them here, once."""
+Services take the few collaborators they use, never the container: ``runner()``,
+``sweeper()`` and ``relay()`` bind them here, once, and a route or a command passes a
+service exactly what it names (``container.uow``, ``container.read_only_uow``,
+``container.publisher``, ``container.settings``)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from orchestrator.domain.history import ProviderCallRecord
 from orchestrator.engine.runner import Runner
 from orchestrator.engine.sweep import Sweeper
 from orchestrator.events.endpoints import EndpointService
+from orchestrator.events.relay import Relay, build_sender
 from orchestrator.events.secret_box import SecretBox
 from orchestrator.events.url_rules import Resolver, system_resolver
 from orchestrator.logging import configure_logging
@@ -60,6 +63,11 @@ class Container:
             self.engine, self.clock, read_only=read_only, single_statement=single_statement
         )
 
+    def read_only_uow(self) -> UnitOfWork:
+        """``uow(read_only=True)`` as a ``UnitOfWorkFactory``: what the services that only
+        read are given (on SQLite such a unit takes no write lock)."""
+        return self.uow(read_only=True)
+
     @property
     def provider(self) -> PaymentProvider:
         """The provider, always behind the metrics wrapper (calls by operation and
@@ -87,6 +95,18 @@ class Container:
 
     def sweeper(self, name: str | None = None) -> Sweeper:
         return Sweeper(self.uow, self.publisher, self.settings, name=name)
+
+    def relay(self, name: str | None = None) -> Relay:
+        """A webhook relay: its transactions, its settings, the secrets' box and a sender
+        that resolves hosts with ``resolver`` (the SSRF checks)."""
+        return Relay(
+            self.uow,
+            self.read_only_uow,
+            self.settings,
+            box=self.secret_box(),
+            sender=build_sender(self.settings, self.resolver),
+            name=name,
+        )
 
     def record_provider_call(self, call: ProviderCallRecord) -> None:
         """Store one provider call, in its own short transaction after the call returned."""

@@ -188,7 +188,7 @@ class EmbeddedStack:
             merchant.client.id, url=self.receiver.url, events=["*"], description="payorch demo"
         )
         self.receiver.secret = endpoint.secret
-        relay = Relay(container, name="embedded-relay")
+        relay = container.relay(name="embedded-relay")
         self._relay = relay
         self._spawn("relay", lambda: relay.run(self._stop_relay))
 

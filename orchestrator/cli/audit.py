@@ -39,7 +39,8 @@ def list_command(
     """Who did what to which payment, when and why (newest first)."""
     container = bootstrap(load_settings(), publisher=NullPublisher())
     entries = [
-        audit_representation(e) for e in list_audit(container, payment_id=payment_id, limit=limit)
+        audit_representation(e)
+        for e in list_audit(container.read_only_uow, payment_id=payment_id, limit=limit)
     ]
     if as_json:
         print_json({"data": entries})

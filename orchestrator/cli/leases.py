@@ -58,7 +58,8 @@ def list_command(
     as_json: JsonFlag = False,
 ) -> None:
     """List unfinished payments and their leases (all of them by default, or one --state)."""
-    listing = list_leases(bootstrap(load_settings(), publisher=NullPublisher()), state, limit=limit)
+    container = bootstrap(load_settings(), publisher=NullPublisher())
+    listing = list_leases(container.read_only_uow, state, limit=limit)
     leases = [lease_representation(r, listing.now) for r in listing.records]
     if as_json:
         print_json({"state": listing.state.value, "now": listing.now.isoformat(), "data": leases})
@@ -93,7 +94,14 @@ def takeover(
     container = bootstrap(load_settings())
     try:
         action = take_over_payment(
-            container, actor, payment_id, reason=reason, force=force, if_match=precondition
+            container.uow,
+            container.publisher,
+            container.settings,
+            actor,
+            payment_id,
+            reason=reason,
+            force=force,
+            if_match=precondition,
         )
     except OpsError as error:
         fail(error, as_json=as_json)

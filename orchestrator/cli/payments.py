@@ -33,7 +33,15 @@ def retry(
     precondition = parse_if_match(if_match)
     container = bootstrap(load_settings())
     try:
-        action = retry_payment(container, actor, payment_id, reason=reason, if_match=precondition)
+        action = retry_payment(
+            container.uow,
+            container.publisher,
+            container.settings,
+            actor,
+            payment_id,
+            reason=reason,
+            if_match=precondition,
+        )
     except OpsError as error:
         fail(error, as_json=as_json)
     print_action(action, as_json=as_json)
@@ -54,7 +62,7 @@ def sync_refunds(
     actor = cli_operator(operator)
     container = bootstrap(load_settings())
     try:
-        queued = sync_payment_refunds(container, actor, payment_id, reason=reason)
+        queued = sync_payment_refunds(container.uow, actor, payment_id, reason=reason)
     except OpsError as error:
         fail(error, as_json=as_json)
     data = {

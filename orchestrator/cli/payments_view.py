@@ -9,11 +9,12 @@ from typing import Annotated, Any
 
 import typer
 
-from orchestrator.bootstrap import Container, bootstrap
+from orchestrator.bootstrap import bootstrap
 from orchestrator.cli.config import load_settings
 from orchestrator.cli.ops_output import EXIT_INVALID, EXIT_NOT_FOUND
 from orchestrator.cli.output import errors, print_json, print_table
 from orchestrator.db.repositories.payment_search import PaymentFilters
+from orchestrator.db.uow import UnitOfWorkFactory
 from orchestrator.domain.states import PaymentStatus
 from orchestrator.ops.detail_representation import (
     payment_detail_representation,
@@ -32,9 +33,9 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 _MAX_CELL = 60
 
 
-def _reader() -> Container:
+def _reader() -> UnitOfWorkFactory:
     # Reads publish nothing: no broker connection for a CLI that only looks.
-    return bootstrap(load_settings(), publisher=NullPublisher())
+    return bootstrap(load_settings(), publisher=NullPublisher()).read_only_uow
 
 
 def _cell(value: Any) -> Any:

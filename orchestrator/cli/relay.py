@@ -19,7 +19,6 @@ from orchestrator.bootstrap import bootstrap
 from orchestrator.cli.config import load_settings
 from orchestrator.cli.output import print_json, print_table
 from orchestrator.cli.serve import MetricsHost, MetricsPort
-from orchestrator.events.relay import Relay
 from orchestrator.logging import capture_standard_logging
 from orchestrator.services.dispatch import NullPublisher
 
@@ -35,7 +34,7 @@ def relay(
     """Deliver webhooks until SIGTERM or Ctrl-C (or one pass with --once)."""
     # The relay publishes no Celery task: no broker connection.
     container = bootstrap(load_settings(), publisher=NullPublisher())
-    worker = Relay(container)
+    worker = container.relay()
     try:
         if once:
             report = worker.run_once()

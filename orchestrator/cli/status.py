@@ -22,7 +22,8 @@ def status(
 ) -> None:
     """Counts by status, oldest processing age, expired leases, needs_attention.  Exits 1
     when a payment needs attention or a lease is expired."""
-    data = status_representation(get_status(bootstrap(load_settings(), publisher=NullPublisher())))
+    container = bootstrap(load_settings(), publisher=NullPublisher())
+    data = status_representation(get_status(container.read_only_uow, container.settings))
     if as_json:
         print_json(data)
     else:

@@ -23,6 +23,9 @@ an attempt's time) and another relay sends it again with the same ``webhook-id``
 receiver dedupes).  A relay that is *frozen* (SIGSTOP, a VM pause) for longer than its lease
 can still send after another relay took over; its record is then fenced out, but the
 receiver may see the two attempts overlap.  Nothing but a smaller pause can prevent that.
+
+A relay is built by ``Container.relay()`` from what it uses: units of work (a read-only
+one for the gauges), the settings, the box that opens endpoint secrets and the sender.
 """
 
 from __future__ import annotations
@@ -38,9 +41,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from orchestrator import metrics
-from orchestrator.bootstrap import Container
 from orchestrator.db.repositories.deliveries import AttemptRecord
-from orchestrator.db.uow import UnitOfWork
+from orchestrator.db.uow import UnitOfWork, UnitOfWorkFactory
 from orchestrator.events.model import (
     AttemptOutcome,
     ClaimedDelivery,
@@ -52,7 +54,9 @@ from orchestrator.events.schedule import RetryPolicy
 from orchestrator.events.secret_box import SecretBox, UnreadableSecret
 from orchestrator.events.sender import AttemptResult, WebhookSender
 from orchestrator.events.signing import signature_headers
+from orchestrator.events.url_rules import Resolver
 from orchestrator.logging import get_logger
+from orchestrator.settings import Settings
 
 log = get_logger(__name__)
 
@@ -101,11 +105,10 @@ class _Verdict:
     disabled_endpoint: str | None
 
 
-def build_sender(container: Container) -> WebhookSender:
-    settings = container.settings
+def build_sender(settings: Settings, resolver: Resolver) -> WebhookSender:
     return WebhookSender(
         allow_private=settings.webhook_private_targets_allowed,
-        resolver=container.resolver,
+        resolver=resolver,
         connect_timeout=settings.webhook_connect_timeout_seconds,
         timeout=settings.webhook_timeout_seconds,
         max_response_bytes=settings.webhook_response_max_bytes,
@@ -115,17 +118,21 @@ def build_sender(container: Container) -> WebhookSender:
 class Relay:
     def __init__(
         self,
-        container: Container,
+        uow: UnitOfWorkFactory,
+        read_only_uow: UnitOfWorkFactory,
+        settings: Settings,
         *,
+        box: SecretBox,
+        sender: WebhookSender,
         name: str | None = None,
-        sender: WebhookSender | None = None,
         rng: random.Random | None = None,
     ) -> None:
-        settings = container.settings
-        self.container = container
+        self._uow = uow
+        self._read_only_uow = read_only_uow
+        self._settings = settings
         self.name = name or default_relay_name()
-        self._sender = sender or build_sender(container)
-        self._box: SecretBox = container.secret_box()
+        self._sender = sender
+        self._box = box
         self._policy = RetryPolicy(
             base_seconds=settings.webhook_retry_base_seconds,
             cap_seconds=settings.webhook_retry_cap_seconds,
@@ -149,12 +156,12 @@ class Relay:
         delivery at a time, and this thread fanning out the outbox and sampling the gauges.
         One slow endpoint holds one thread, never the others' deliveries (``run_once``'s
         batch waits for its slowest attempt)."""
-        idle = self.container.settings.relay_idle_seconds
+        idle = self._settings.relay_idle_seconds
         workers = [
             threading.Thread(
                 target=self._deliver_until, args=(stop,), name=f"relay-{n}", daemon=True
             )
-            for n in range(self.container.settings.relay_concurrency)
+            for n in range(self._settings.relay_concurrency)
         ]
         for worker in workers:
             worker.start()
@@ -180,7 +187,7 @@ class Relay:
                 worker.join()
 
     def _deliver_until(self, stop: threading.Event) -> None:
-        idle = self.container.settings.relay_idle_seconds
+        idle = self._settings.relay_idle_seconds
         while not stop.is_set():
             try:
                 claimed = self._claim(limit=1)
@@ -219,7 +226,7 @@ class Relay:
 
     def _fan_out(self, report: RelayReport) -> None:
         while True:
-            with self.container.uow() as uow:
+            with self._uow() as uow:
                 published, created = uow.deliveries.fan_out(limit=FAN_OUT_BATCH, now=uow.now())
                 uow.commit()
             report.published += published
@@ -230,8 +237,8 @@ class Relay:
                 return
 
     def _claim(self, limit: int | None = None) -> list[ClaimedDelivery]:
-        settings = self.container.settings
-        with self.container.uow() as uow:
+        settings = self._settings
+        with self._uow() as uow:
             claimed = uow.deliveries.claim_due(
                 owner=self.name,
                 limit=limit or settings.relay_concurrency,
@@ -277,7 +284,7 @@ class Relay:
     ) -> _Verdict:
         endpoint = claimed.endpoint
         disabled: str | None = None
-        with self.container.uow() as uow:
+        with self._uow() as uow:
             now = uow.now()
             if result.outcome is AttemptOutcome.DELIVERED:
                 status, next_at = DeliveryStatus.DELIVERED, None
@@ -328,7 +335,7 @@ class Relay:
         updated = repo.record_failure(endpoint_id, now=now)
         failing_since = None if updated is None else updated.failing_since
         if failing_since is not None and now >= self._policy.window_end(failing_since):
-            hours = self.container.settings.webhook_retry_hours
+            hours = self._settings.webhook_retry_hours
             reason = f"every attempt failed for {hours:g} h (since {failing_since.isoformat()})"
             if repo.disable(endpoint_id, reason=reason, now=now):
                 metrics.WEBHOOK_ENDPOINTS_DISABLED.labels(reason="failing").inc()
@@ -340,16 +347,16 @@ class Relay:
         if time.monotonic() - self._stats_sampled_at < STATS_INTERVAL_SECONDS:
             return
         self._stats_sampled_at = time.monotonic()
-        publish_stats(self.container)
+        publish_stats(self._read_only_uow)
 
 
-def webhook_stats(container: Container) -> tuple[WebhookStats, datetime]:
-    with container.uow(read_only=True) as uow:
+def webhook_stats(read_only_uow: UnitOfWorkFactory) -> tuple[WebhookStats, datetime]:
+    with read_only_uow() as uow:
         return uow.deliveries.stats(), uow.now()
 
 
-def publish_stats(container: Container) -> WebhookStats:
-    stats, now = webhook_stats(container)
+def publish_stats(read_only_uow: UnitOfWorkFactory) -> WebhookStats:
+    stats, now = webhook_stats(read_only_uow)
     metrics.WEBHOOK_BACKLOG.set(stats.backlog)
     oldest = stats.oldest_pending_created_at
     metrics.WEBHOOK_OLDEST_PENDING_AGE.set(

@@ -4,6 +4,9 @@ Each command is one transaction that changes the record and writes its audit row
 when, why, old token, new token) together, then, after the commit, publishes the
 ``process_payment`` wake-up with the new token.  A failed publish does not undo the
 command: the record holds a dispatch lease that expires back to the sweeper.
+
+Each command takes what it uses: the unit of work, the publisher of the wake-up, and the
+settings (the dispatch lease, the attempt budget).
 """
 
 from __future__ import annotations
@@ -11,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from orchestrator.bootstrap import Container
 from orchestrator.db.repositories.lease_columns import NEEDS_ATTENTION
+from orchestrator.db.uow import UnitOfWorkFactory
 from orchestrator.domain.model import AuditEntry
 from orchestrator.domain.preconditions import TagList, lease_etag
 from orchestrator.engine.takeover import (
@@ -39,6 +42,8 @@ from orchestrator.ops.errors import (
     PreconditionFailed,
     clean_reason,
 )
+from orchestrator.services.dispatch import TaskPublisher
+from orchestrator.settings import Settings
 
 log = get_logger(__name__)
 
@@ -59,7 +64,9 @@ class OperatorAction:
 
 
 def take_over_payment(
-    container: Container,
+    uow: UnitOfWorkFactory,
+    publisher: TaskPublisher,
+    settings: Settings,
     operator: Actor,
     payment_id: str,
     *,
@@ -73,11 +80,10 @@ def take_over_payment(
     (``PreconditionFailed``) and nothing is written."""
     _require_operator(operator)
     reason = clean_reason(reason)
-    settings = container.settings
-    with container.uow() as uow:
-        now = uow.now()
+    with uow() as unit:
+        now = unit.now()
         outcome = take_over_lease(
-            uow,
+            unit,
             payment_id,
             actor=operator,
             reason=reason,
@@ -89,7 +95,7 @@ def take_over_payment(
         )
         if not outcome.changed:
             raise _refusal(outcome)
-        uow.commit()
+        unit.commit()
     count_outcome(outcome, operator)
     assert outcome.record is not None
     assert outcome.audit is not None
@@ -97,7 +103,7 @@ def take_over_payment(
     assert outcome.new_token is not None
     published = None
     if outcome.needs_requeue:
-        published = requeue_after_commit(container.publisher, payment_id, outcome.new_token)
+        published = requeue_after_commit(publisher, payment_id, outcome.new_token)
     log.warning(
         "operator_takeover",
         payment_id=payment_id,
@@ -122,7 +128,9 @@ def take_over_payment(
 
 
 def retry_payment(
-    container: Container,
+    uow: UnitOfWorkFactory,
+    publisher: TaskPublisher,
+    settings: Settings,
     operator: Actor,
     payment_id: str,
     *,
@@ -134,10 +142,9 @@ def retry_payment(
     checked against the row-locked record."""
     _require_operator(operator)
     reason = clean_reason(reason)
-    settings = container.settings
-    with container.uow() as uow:
-        now = uow.now()
-        leases = leases_for(uow, payment_id)
+    with uow() as unit:
+        now = unit.now()
+        leases = leases_for(unit, payment_id)
         record: LeasedRecord | None = leases.lock_for_takeover(payment_id)
         if record is None:
             raise PaymentNotFound(f"No payment {payment_id!r} exists.")
@@ -160,7 +167,7 @@ def retry_payment(
         )
         if retried is None:
             raise ConcurrentChange(_changed_message(payment_id), record)
-        audit = uow.audit.add(
+        audit = unit.audit.add(
             actor_client_id=operator.client_id,
             actor_name=operator.name,
             action="retry",
@@ -171,8 +178,8 @@ def retry_payment(
             new_token=retried.lease_token,
             now=now,
         )
-        uow.commit()
-    published = requeue_after_commit(container.publisher, payment_id, retried.lease_token)
+        unit.commit()
+    published = requeue_after_commit(publisher, payment_id, retried.lease_token)
     log.warning(
         "operator_retry",
         payment_id=payment_id,

@@ -1,6 +1,7 @@
 """What an operator reads about payments: one payment with everything that happened to it,
 and the filtered, cursor-paginated list of all payments (for the ops API, the CLI and the
-console alike)."""
+console alike).  Both only read: they are given a read-only unit of work
+(``Container.read_only_uow``)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from orchestrator.bootstrap import Container
 from orchestrator.db.repositories.disputes import DisputeRecord
 from orchestrator.db.repositories.payment_search import PaymentFilters
 from orchestrator.db.repositories.provider_events import StoredProviderEvent
+from orchestrator.db.uow import UnitOfWorkFactory
 from orchestrator.domain.history import LeaseEvent, OutboxEvent, PostedLedgerLine, ProviderCall
 from orchestrator.domain.model import AuditEntry, PaymentRecord
 from orchestrator.domain.operations import OperationRecord
@@ -49,11 +50,11 @@ class PaymentPage:
     now: datetime
 
 
-def get_payment_detail(container: Container, payment_id: str) -> PaymentDetail | None:
+def get_payment_detail(read_only_uow: UnitOfWorkFactory, payment_id: str) -> PaymentDetail | None:
     # One read-only transaction: the record and its history are one consistent snapshot
     # on PostgreSQL (REPEATABLE READ is not needed: every history row is append-only and
     # written in the same transaction as the record change it describes).
-    with container.uow(read_only=True) as uow:
+    with read_only_uow() as uow:
         now = uow.now()
         record = uow.payments.get(payment_id)
         if record is None:
@@ -82,14 +83,14 @@ def get_payment_detail(container: Container, payment_id: str) -> PaymentDetail |
 
 
 def list_payments(
-    container: Container,
+    read_only_uow: UnitOfWorkFactory,
     filters: PaymentFilters,
     *,
     limit: int = DEFAULT_PAGE_SIZE,
     cursor: str | None = None,
 ) -> PaymentPage:
     before = decode_cursor(cursor) if cursor else None
-    with container.uow(read_only=True) as uow:
+    with read_only_uow() as uow:
         now = uow.now()
         # One row more than asked tells whether there is a next page without a COUNT.
         records = uow.search.search(filters, limit=limit + 1, before=before)

@@ -1,12 +1,13 @@
-"""What an operator sees: leases by state and the audit trail."""
+"""What an operator sees: leases by state and the audit trail (reads: given a read-only
+unit of work, ``Container.read_only_uow``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
 
-from orchestrator.bootstrap import Container
 from orchestrator.db.repositories.leases import LeaseState
+from orchestrator.db.uow import UnitOfWorkFactory
 from orchestrator.domain.model import AuditEntry, PaymentRecord
 from orchestrator.domain.operations import OperationRecord
 
@@ -25,9 +26,9 @@ class LeaseListing:
 
 
 def list_leases(
-    container: Container, state: LeaseState, *, limit: int = DEFAULT_LIST_LIMIT
+    read_only_uow: UnitOfWorkFactory, state: LeaseState, *, limit: int = DEFAULT_LIST_LIMIT
 ) -> LeaseListing:
-    with container.uow(read_only=True) as uow:
+    with read_only_uow() as uow:
         now = uow.now()
         records: list[PaymentRecord | OperationRecord] = []
         records += uow.leases.list_by_state(state, now=now, limit=limit)
@@ -36,8 +37,11 @@ def list_leases(
 
 
 def list_audit(
-    container: Container, *, payment_id: str | None = None, limit: int = DEFAULT_LIST_LIMIT
+    read_only_uow: UnitOfWorkFactory,
+    *,
+    payment_id: str | None = None,
+    limit: int = DEFAULT_LIST_LIMIT,
 ) -> list[AuditEntry]:
     """Newest first."""
-    with container.uow(read_only=True) as uow:
+    with read_only_uow() as uow:
         return uow.audit.list(payment_id=payment_id, limit=limit)

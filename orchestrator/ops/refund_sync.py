@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from orchestrator.bootstrap import Container
+from orchestrator.db.uow import UnitOfWorkFactory
 from orchestrator.domain.model import AuditEntry
 from orchestrator.domain.operations import OperationRecord
 from orchestrator.engine.takeover import Actor, ActorKind
@@ -30,19 +30,19 @@ class QueuedSync:
 
 
 def sync_payment_refunds(
-    container: Container, operator: Actor, payment_id: str, *, reason: str
+    uow: UnitOfWorkFactory, operator: Actor, payment_id: str, *, reason: str
 ) -> QueuedSync:
     if operator.kind is not ActorKind.OPERATOR:
         raise ValueError("operator commands need an operator actor")
     reason = clean_reason(reason)
-    with container.uow() as uow:
-        now = uow.now()
-        if uow.payments.get(payment_id) is None:
+    with uow() as unit:
+        now = unit.now()
+        if unit.payments.get(payment_id) is None:
             raise PaymentNotFound(f"No payment {payment_id!r} exists.")
         sync, created = request_refund_sync(
-            uow, payment_id, reason=f"operator {operator.name}: {reason}", now=now
+            unit, payment_id, reason=f"operator {operator.name}: {reason}", now=now
         )
-        audit = uow.audit.add(
+        audit = unit.audit.add(
             actor_client_id=operator.client_id,
             actor_name=operator.name,
             action=ACTION,
@@ -53,7 +53,7 @@ def sync_payment_refunds(
             new_token=None,
             now=now,
         )
-        uow.commit()
+        unit.commit()
     log.warning(
         "operator_sync_refunds",
         payment_id=payment_id,

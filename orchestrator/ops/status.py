@@ -1,15 +1,17 @@
 """The on-call overview: what is stuck, at a glance (``GET /v1/ops/status``,
-``payorch status``, the console's overview)."""
+``payorch status``, the console's overview).  A read: given a read-only unit of work
+(``Container.read_only_uow``) and the settings (the authentication timeout)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from orchestrator.bootstrap import Container
 from orchestrator.db.repositories.payment_search import LeaseCounts
+from orchestrator.db.uow import UnitOfWorkFactory
 from orchestrator.domain.states import PaymentStatus
 from orchestrator.events.model import WebhookStats
+from orchestrator.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -39,11 +41,11 @@ class OpsStatus:
         return self.needs_attention == 0 and self.leases.expired == 0
 
 
-def get_status(container: Container) -> OpsStatus:
-    with container.uow(read_only=True) as uow:
+def get_status(read_only_uow: UnitOfWorkFactory, settings: Settings) -> OpsStatus:
+    with read_only_uow() as uow:
         now = uow.now()
         counts = uow.search.status_counts(now=now)
-        half_timeout = timedelta(seconds=container.settings.action_timeout_seconds / 2)
+        half_timeout = timedelta(seconds=settings.action_timeout_seconds / 2)
         past_half = uow.search.waiting_for_customer_since_before(now - half_timeout)
         webhooks = uow.deliveries.stats()
     by_status = {status.value: counts.by_status.get(status.value, 0) for status in PaymentStatus}

@@ -89,7 +89,13 @@ def write_story(api: Api) -> Story:
         uow.commit()
     expire_leases(container, [taken_over], ago=timedelta(seconds=5))
     take_over_payment(
-        container, operator, taken_over, reason="worker-a frozen (host paged)", force=False
+        container.uow,
+        container.publisher,
+        container.settings,
+        operator,
+        taken_over,
+        reason="worker-a frozen (host paged)",
+        force=False,
     )
     api.provider.fail("confirm", 3, "unknown_after_effect")
     _run(api, taken_over)

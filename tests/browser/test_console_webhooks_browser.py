@@ -9,7 +9,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from orchestrator.events.relay import Relay
 from tests.browser.test_console_pages import SCREENSHOTS
 from tests.integration.hardening_helpers import Api, running_api, sqlite_url
 from tests.integration.webhook_helpers import client_of, event_ids, finished_payment, register
@@ -23,7 +22,7 @@ def api(tmp_path) -> Iterator[Api]:
 
 
 def test_an_operator_redelivers_a_webhook_and_sees_it_delivered_again(api, open_console) -> None:
-    relay = Relay(api.container, name="relay-browser")
+    relay = api.container.relay(name="relay-browser")
     with WebhookReceiver() as receiver:
         receiver.secrets.append(register(api, receiver.url)["secret"])
         merchant = client_of(api.container, api.client_a_id)

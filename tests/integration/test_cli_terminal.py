@@ -185,7 +185,9 @@ def test_audit_ids_fold_instead_of_being_cut(cli: Cli) -> None:
     record = accept(cli.container, cli.merchant, "terminal-audited")
     reason = "a reason long enough to need folding in a narrow terminal window"
     action = take_over_payment(
-        cli.container,
+        cli.container.uow,
+        cli.container.publisher,
+        cli.container.settings,
         Actor.operator("cli:terminal-test", "terminal-test"),
         record.id,
         reason=reason,

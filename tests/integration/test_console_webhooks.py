@@ -9,7 +9,6 @@ from contextlib import closing
 
 import pytest
 
-from orchestrator.events.relay import Relay
 from tests.integration.console_helpers import post_form, signed_in
 from tests.integration.hardening_helpers import Api, running_api
 from tests.integration.webhook_helpers import (
@@ -44,7 +43,7 @@ def test_the_payment_page_links_its_events_and_the_event_page_shows_its_deliveri
             json={"url": "http://127.0.0.1:9/hooks", "events": ["*"], "description": HOSTILE},
         ).json()
     payment_id, event_id = _event(api)
-    relay = Relay(api.container)
+    relay = api.container.relay()
     try:
         relay.run_once()  # port 9 (discard) refuses: one failed attempt recorded
     finally:
@@ -67,7 +66,7 @@ def test_the_payment_page_links_its_events_and_the_event_page_shows_its_deliveri
 def test_redeliver_needs_the_csrf_token_and_a_reason_and_is_audited(api: Api) -> None:
     register(api, "http://127.0.0.1:9/hooks")
     payment_id, event_id = _event(api)
-    relay = Relay(api.container)
+    relay = api.container.relay()
     try:
         relay.run_once()
     finally:

@@ -106,13 +106,14 @@ def test_a_lease_is_live_until_locked_until_and_expired_from_then_on(container, 
     assert record.locked_until == T0 + timedelta(seconds=LEASE)
 
     clock.move_to(record.locked_until - TICK)
-    assert [r.id for r in list_leases(container, LeaseState.ACTIVE).records] == [record.id]
-    assert list_leases(container, LeaseState.EXPIRED).records == []
+    reads = container.read_only_uow
+    assert [r.id for r in list_leases(reads, LeaseState.ACTIVE).records] == [record.id]
+    assert list_leases(reads, LeaseState.EXPIRED).records == []
     assert container.sweeper().run_once().taken_over == []
 
     clock.move_to(record.locked_until)
-    assert list_leases(container, LeaseState.ACTIVE).records == []
-    assert [r.id for r in list_leases(container, LeaseState.EXPIRED).records] == [record.id]
+    assert list_leases(reads, LeaseState.ACTIVE).records == []
+    assert [r.id for r in list_leases(reads, LeaseState.EXPIRED).records] == [record.id]
     assert container.sweeper().run_once().taken_over == [record.id]
 
 

@@ -234,7 +234,7 @@ def test_the_operators_payment_page_lists_the_refund_with_its_lease_and_history(
     accepted = request_refund(container, merchant, payment.id, "r-1", amount=250)
     run(container, accepted.record.id, accepted.record.lease_token)
 
-    detail = get_payment_detail(container, payment.id)
+    detail = get_payment_detail(container.read_only_uow, payment.id)
     assert detail is not None
     page = payment_detail_representation(detail)
 

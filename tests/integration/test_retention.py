@@ -136,8 +136,9 @@ def test_after_the_purge_the_same_key_creates_a_new_payment(container, clock, me
 
     assert new.id != old.id
     assert new.status is PaymentStatus.PROCESSING
-    assert find_payment_by_key(container, merchant, "order-1") == new
-    assert get_payment(container, merchant, old.id) is not None  # still readable by id
+    reads = container.read_only_uow
+    assert find_payment_by_key(reads, merchant, "order-1") == new
+    assert get_payment(reads, merchant, old.id) is not None  # still readable by id
 
 
 def test_the_purge_keeps_outcomes_ledger_lines_and_the_audit_trail(container, clock, merchant):
@@ -147,7 +148,13 @@ def test_the_purge_keeps_outcomes_ledger_lines_and_the_audit_trail(container, cl
     # An audited operator action on an earlier payment of the same merchant.
     stuck = accept(container, merchant, "order-2")
     take_over_payment(
-        container, Actor.operator("cli:ops", "ops"), stuck.id, reason="test", force=True
+        container.uow,
+        container.publisher,
+        container.settings,
+        Actor.operator("cli:ops", "ops"),
+        stuck.id,
+        reason="test",
+        force=True,
     )
 
     clock.move_to(T0 + WINDOW + TICK)

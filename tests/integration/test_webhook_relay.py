@@ -47,7 +47,7 @@ def api(database_url: str, clock: MovableClock) -> Iterator[Api]:
 
 @pytest.fixture
 def relay(api: Api) -> Iterator[Relay]:
-    worker = Relay(api.container, name="relay-test")
+    worker = api.container.relay(name="relay-test")
     yield worker
     worker.close()
 
@@ -146,7 +146,7 @@ def test_410_disables_the_endpoint_and_its_deliveries_stop(
     with api.client() as client:
         now = client.get(f"/v1/webhook_endpoints/{endpoint['id']}").json()
     assert now["status"] == "disabled" and "410" in now["disabled_reason"]
-    assert publish_stats(api.container).disabled_endpoints == 1
+    assert publish_stats(api.container.read_only_uow).disabled_endpoints == 1
 
 
 def test_an_endpoint_failing_for_the_whole_window_is_disabled_and_the_delivery_given_up(
@@ -325,7 +325,7 @@ def test_the_relay_role_exports_attempts_backlog_and_disabled_endpoints_and_noth
         register(api, receiver.url)
         finished_payment(api.container, merchant, "wh-m")
         relay.run_once()
-    publish_stats(api.container)
+    publish_stats(api.container.read_only_uow)
 
     text = metrics.render(metrics.Role.RELAY)[0].decode()
     assert sample("payorch_webhook_attempts_total", outcome="http_error") == before + 1
@@ -396,7 +396,7 @@ def test_the_relay_loop_keeps_delivering_to_others_while_one_endpoint_hangs(
             fast.secrets.append(fast_endpoint["secret"])
             for n in range(3):
                 finished_payment(api.container, merchant, f"hol-{n}")
-            relay = Relay(api.container, name="relay-loop")
+            relay = api.container.relay(name="relay-loop")
             stop = threading.Event()
             loop = threading.Thread(target=relay.run, args=(stop,))
             loop.start()

@@ -248,21 +248,34 @@ async def sign_out(request: Request, user: CurrentUser) -> Response:
 
 @router.get("/")
 def overview(request: Request, container: ContainerDep, user: CurrentUser) -> Response:
-    return _page(request, "overview.html", user, status=get_status(container), page="overview")
+    return _page(
+        request,
+        "overview.html",
+        user,
+        status=get_status(container.read_only_uow, container.settings),
+        page="overview",
+    )
 
 
 @router.get("/fragments/overview")
 def overview_fragment(request: Request, container: ContainerDep, user: CurrentUser) -> Response:
-    return _page(request, "_overview_cards.html", user, status=get_status(container))
+    return _page(
+        request,
+        "_overview_cards.html",
+        user,
+        status=get_status(container.read_only_uow, container.settings),
+    )
 
 
 @router.get("/queues")
 def queues(request: Request, container: ContainerDep, user: CurrentUser) -> Response:
-    expired = list_leases(container, LeaseState.EXPIRED, limit=QUEUE_LIMIT)
-    active = list_leases(container, LeaseState.ACTIVE, limit=QUEUE_LIMIT)
-    parked = list_leases(container, LeaseState.NEEDS_ATTENTION, limit=QUEUE_LIMIT)
+    expired = list_leases(container.read_only_uow, LeaseState.EXPIRED, limit=QUEUE_LIMIT)
+    active = list_leases(container.read_only_uow, LeaseState.ACTIVE, limit=QUEUE_LIMIT)
+    parked = list_leases(container.read_only_uow, LeaseState.NEEDS_ATTENTION, limit=QUEUE_LIMIT)
     waiting = list_payments(
-        container, PaymentFilters(status=PaymentStatus.REQUIRES_ACTION), limit=QUEUE_LIMIT
+        container.read_only_uow,
+        PaymentFilters(status=PaymentStatus.REQUIRES_ACTION),
+        limit=QUEUE_LIMIT,
     )
     timeout = timedelta(seconds=container.settings.action_timeout_seconds)
     return _page(
@@ -325,10 +338,12 @@ def payments(
     )
     error = None
     try:
-        page = list_payments(container, filters, limit=PAGE_SIZE, cursor=cursor or None)
+        page = list_payments(
+            container.read_only_uow, filters, limit=PAGE_SIZE, cursor=cursor or None
+        )
     except InvalidCursor as invalid:
         error = invalid.message
-        page = list_payments(container, filters, limit=PAGE_SIZE)
+        page = list_payments(container.read_only_uow, filters, limit=PAGE_SIZE)
     query = {
         "q": q or "",
         "status": known_status or "",
@@ -359,7 +374,11 @@ def _payment_page(
     error: str | None = None,
     status_code: int = 200,
 ) -> Response:
-    detail = get_payment_detail(container, payment_id) if is_payment_id(payment_id) else None
+    detail = (
+        get_payment_detail(container.read_only_uow, payment_id)
+        if is_payment_id(payment_id)
+        else None
+    )
     if detail is None:
         return _page(request, "not_found.html", user, status_code=404, page="payments")
     done_entry = next((a for a in detail.audit if a.id == done), None)
@@ -425,7 +444,9 @@ async def _act(
         if command == "takeover":
             action = await run_in_threadpool(
                 take_over_payment,
-                container,
+                container.uow,
+                container.publisher,
+                container.settings,
                 user.actor,
                 payment_id,
                 reason=reason,
@@ -433,7 +454,13 @@ async def _act(
             )
         else:
             action = await run_in_threadpool(
-                retry_payment, container, user.actor, payment_id, reason=reason
+                retry_payment,
+                container.uow,
+                container.publisher,
+                container.settings,
+                user.actor,
+                payment_id,
+                reason=reason,
             )
     except OpsError as refused:
         return await run_in_threadpool(

@@ -285,7 +285,7 @@ def get_leases(
     ] = LeaseState.EXPIRED,
     limit: Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)] = DEFAULT_LIST_LIMIT,
 ) -> JSONResponse:
-    listing = list_leases(container, state, limit=limit)
+    listing = list_leases(container.read_only_uow, state, limit=limit)
     return JSONResponse(
         {
             "state": listing.state.value,
@@ -320,7 +320,9 @@ def post_takeover(
     precondition = _precondition(if_match)
     try:
         action = take_over_payment(
-            container,
+            container.uow,
+            container.publisher,
+            container.settings,
             _operator(client),
             _known_shape(payment_id),
             reason=payload.reason,
@@ -354,7 +356,9 @@ def post_retry(
     precondition = _precondition(if_match)
     try:
         action = retry_payment(
-            container,
+            container.uow,
+            container.publisher,
+            container.settings,
             _operator(client),
             _known_shape(payment_id),
             reason=payload.reason,
@@ -385,7 +389,7 @@ def post_sync_refunds(
         raise Problem(404, "not-found", "No such payment exists.")
     try:
         queued = sync_payment_refunds(
-            container, _operator(client), payment_id, reason=payload.reason
+            container.uow, _operator(client), payment_id, reason=payload.reason
         )
     except OpsError as error:
         raise _problem(error) from None
@@ -414,5 +418,5 @@ def get_audit(
     payment_id: Annotated[str | None, Query(max_length=40)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)] = DEFAULT_LIST_LIMIT,
 ) -> JSONResponse:
-    entries = list_audit(container, payment_id=payment_id, limit=limit)
+    entries = list_audit(container.read_only_uow, payment_id=payment_id, limit=limit)
     return JSONResponse({"data": [audit_representation(e) for e in entries]})

@@ -229,7 +229,11 @@ class StatusOut(BaseModel):
     responses={404: problem("No such payment"), **AUTH_ERRORS},
 )
 def get_ops_payment(container: ContainerDep, _client: OpsClient, payment_id: str) -> JSONResponse:
-    detail = get_payment_detail(container, payment_id) if is_payment_id(payment_id) else None
+    detail = (
+        get_payment_detail(container.read_only_uow, payment_id)
+        if is_payment_id(payment_id)
+        else None
+    )
     if detail is None:
         raise Problem(404, "not-found", "No such payment exists.")
     return JSONResponse(payment_detail_representation(detail))
@@ -276,7 +280,7 @@ def get_ops_payments(
         created_before=created_before,
     )
     try:
-        page = list_payments(container, filters, limit=limit, cursor=cursor)
+        page = list_payments(container.read_only_uow, filters, limit=limit, cursor=cursor)
     except InvalidCursor as error:
         raise Problem(400, "invalid-request", error.message) from None
     return JSONResponse(payment_page_representation(page))
@@ -289,4 +293,6 @@ def get_ops_payments(
     responses=AUTH_ERRORS,
 )
 def get_ops_status(container: ContainerDep, _client: OpsClient) -> JSONResponse:
-    return JSONResponse(status_representation(get_status(container)))
+    return JSONResponse(
+        status_representation(get_status(container.read_only_uow, container.settings))
+    )

@@ -155,7 +155,11 @@ def read_payment(
 ) -> Response:
     # An id that cannot exist is answered without a query: whatever a client guesses
     # (any length, any characters) costs one indexed read at most.
-    record = get_payment(container, client, payment_id) if is_payment_id(payment_id) else None
+    record = (
+        get_payment(container.read_only_uow, client, payment_id)
+        if is_payment_id(payment_id)
+        else None
+    )
     if record is None:
         raise Problem(404, "not-found", "No such payment exists for this API client.")
     headers = payment_headers(record, poll_interval=container.settings.poll_interval_seconds)
@@ -187,5 +191,5 @@ def find_payment(
         ),
     ],
 ) -> JSONResponse:
-    record = find_payment_by_key(container, client, idempotency_key)
+    record = find_payment_by_key(container.read_only_uow, client, idempotency_key)
     return JSONResponse({"data": [] if record is None else [payment_document(record)]})
