@@ -13,8 +13,10 @@ Refusals are the merchant API's (``PaymentNotFound``, ``PaymentStatusConflict``,
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from orchestrator.db.uow import UnitOfWork, UnitOfWorkFactory
 from orchestrator.domain.fingerprint import request_fingerprint
@@ -53,23 +55,13 @@ def operator_capture(
     reason: str,
 ) -> OperatorOperation:
     """Capture ``amount`` (default: all that is capturable) of the payment."""
-    reason = clean_reason(reason)
-    merchant = _merchant_of(uow, payment_id)
-    audited: list[AuditEntry] = []
-    accepted = accept_capture(
-        uow,
-        publisher,
-        settings,
-        merchant,
-        payment_id,
-        _operator_key(),
-        amount,
-        request_fingerprint(
-            "POST", f"/v1/ops/payments/{payment_id}/capture", {"amount": amount, "reason": reason}
-        ),
-        also=_audit(operator, "capture", reason, audited),
-    )
-    return _done(operator, accepted, audited)
+
+    def accept(merchant: ApiClient, key: str, fingerprint: str, also: Also) -> AcceptedOperation:
+        return accept_capture(
+            uow, publisher, settings, merchant, payment_id, key, amount, fingerprint, also=also
+        )
+
+    return _as_operator(uow, operator, payment_id, "capture", reason, {"amount": amount}, accept)
 
 
 def operator_cancel(
@@ -83,46 +75,49 @@ def operator_cancel(
     reason: str,
 ) -> OperatorOperation:
     """Cancel the payment; ``cancellation_reason`` is the provider's (Stripe's)."""
-    reason = clean_reason(reason)
-    merchant = _merchant_of(uow, payment_id)
-    audited: list[AuditEntry] = []
-    accepted = accept_cancel(
-        uow,
-        publisher,
-        settings,
-        merchant,
-        payment_id,
-        _operator_key(),
-        cancellation_reason,
-        request_fingerprint(
-            "POST",
-            f"/v1/ops/payments/{payment_id}/cancel",
-            {"cancellation_reason": cancellation_reason, "reason": reason},
-        ),
-        also=_audit(operator, "cancel", reason, audited),
-    )
-    return _done(operator, accepted, audited)
+
+    def accept(merchant: ApiClient, key: str, fingerprint: str, also: Also) -> AcceptedOperation:
+        return accept_cancel(
+            uow,
+            publisher,
+            settings,
+            merchant,
+            payment_id,
+            key,
+            cancellation_reason,
+            fingerprint,
+            also=also,
+        )
+
+    asked = {"cancellation_reason": cancellation_reason}
+    return _as_operator(uow, operator, payment_id, "cancel", reason, asked, accept)
 
 
-def _merchant_of(uow: UnitOfWorkFactory, payment_id: str) -> ApiClient:
-    """The payment's merchant, in whose name the operation runs."""
-    with uow() as unit:
-        payment = unit.payments.get(payment_id)
-        merchant = unit.clients.get(payment.client_id) if payment is not None else None
-    if merchant is None:
-        raise PaymentNotFound(payment_id)
-    return merchant
+# The merchant's accept of one kind, given the merchant, the key, the fingerprint and what to
+# write in its transaction.
+Accept = Callable[[ApiClient, str, str, Also], AcceptedOperation]
 
 
-def _operator_key() -> str:
-    return f"operator-{uuid.uuid4().hex}"
-
-
-def _audit(operator: Actor, action: str, reason: str, audited: list[AuditEntry]) -> Also:
+def _as_operator(
+    uow: UnitOfWorkFactory,
+    operator: Actor,
+    payment_id: str,
+    action: str,
+    reason: str,
+    asked: dict[str, Any],
+    accept: Accept,
+) -> OperatorOperation:
+    """The merchant's accept in the merchant's name, with a fresh key, audited with it."""
     if operator.kind is not ActorKind.OPERATOR:
         raise ValueError("operator commands need an operator actor")
+    reason = clean_reason(reason)
+    merchant = _merchant_of(uow, payment_id)
+    fingerprint = request_fingerprint(
+        "POST", f"/v1/ops/payments/{payment_id}/{action}", {**asked, "reason": reason}
+    )
+    audited: list[AuditEntry] = []
 
-    def write(unit: UnitOfWork, record: OperationRecord, now: datetime) -> None:
+    def audit(unit: UnitOfWork, record: OperationRecord, now: datetime) -> None:
         audited.append(
             unit.audit.add(
                 actor_client_id=operator.client_id,
@@ -137,19 +132,24 @@ def _audit(operator: Actor, action: str, reason: str, audited: list[AuditEntry])
             )
         )
 
-    return write
-
-
-def _done(
-    operator: Actor, accepted: AcceptedOperation, audited: list[AuditEntry]
-) -> OperatorOperation:
+    accepted = accept(merchant, f"operator-{uuid.uuid4().hex}", fingerprint, audit)
     # A fresh key is never a replay: the accept inserted the operation, and the audit row.
     assert not accepted.replayed and len(audited) == 1
     record = accepted.record
     log.warning(
-        f"operator_{record.kind.value}",
+        f"operator_{action}",
         payment_id=record.payment_id,
         operation_id=record.id,
         operator=operator.name,
     )
     return OperatorOperation(accepted, audited[0])
+
+
+def _merchant_of(uow: UnitOfWorkFactory, payment_id: str) -> ApiClient:
+    """The payment's merchant, in whose name the operation runs."""
+    with uow() as unit:
+        payment = unit.payments.get(payment_id)
+        merchant = unit.clients.get(payment.client_id) if payment is not None else None
+    if merchant is None:
+        raise PaymentNotFound(payment_id)
+    return merchant

@@ -15,33 +15,35 @@ One short transaction, in this order (as for refunds, ``services.refunds``):
 5. a capture's ``amount`` defaults to all that is capturable; more is 400;
 6. insert the operation (``INSERT … ON CONFLICT DO NOTHING`` on the key).
 
-A refusal raises inside the transaction, so nothing is stored.  After the commit the
-operation's task is published; a failed publish still answers 202 (the dispatch lease
-expires into the sweeper's hands).  The 202 body is the payment's representation.
+A refusal raises inside the transaction, so nothing is stored.  The key's protocol (replay,
+422, the publish after the commit; a failed publish still answers 202) is
+``services.operation_accept``'s, shared with refunds.  The 202 body is the payment's
+representation.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import datetime
 
-from orchestrator import metrics
 from orchestrator.db.uow import UnitOfWork, UnitOfWorkFactory
 from orchestrator.domain.model import ApiClient, PaymentRecord
 from orchestrator.domain.operations import (
     OperationKindName,
     OperationRecord,
-    OperationStatus,
     new_operation_id,
 )
 from orchestrator.domain.representation import encode_representation, payment_representation
-from orchestrator.domain.states import PaymentStatus, RecoveryPoint, WaitingFor
-from orchestrator.logging import get_logger, key_digest
-from orchestrator.services.dispatch import PublishFailed, TaskPublisher
-from orchestrator.services.idempotency import claim_key, require_same_request
-from orchestrator.services.refunds import DISPATCH_OWNER, INITIAL_LEASE_TOKEN, PaymentNotFound
+from orchestrator.domain.states import PaymentStatus, WaitingFor
+from orchestrator.logging import get_logger
+from orchestrator.services.dispatch import TaskPublisher
+from orchestrator.services.operation_accept import (
+    accept_operation,
+    dispatch_lease,
+    new_operation_values,
+)
+from orchestrator.services.refunds import PaymentNotFound
 from orchestrator.settings import Settings
 
 log = get_logger(__name__)
@@ -207,9 +209,6 @@ def _accept(
     admit: Admit,
     also: Also | None,
 ) -> AcceptedOperation:
-    key_tag = key_digest(settings.secret_key.get_secret_value(), idempotency_key)
-    accepted_body: list[bytes] = []
-
     def insert(unit: UnitOfWork, now: datetime) -> OperationRecord | None:
         payment = unit.money.lock_payment(client_id, payment_id)
         if payment is None:
@@ -226,50 +225,37 @@ def _accept(
             if held is None:  # the row lock makes this unreachable; the guard keeps it so
                 raise PaymentStatusConflict(payment, _shown(payment))
         shown = unit.payments.get(payment.id) or payment  # with its latest event sequence
-        body = encode_representation(payment_representation(shown))
-        values = _new_operation_values(
-            operation_id, kind, payment, idempotency_key, fingerprint, amount, reason
+        values = new_operation_values(
+            operation_id,
+            kind,
+            payment,
+            idempotency_key=idempotency_key,
+            fingerprint=fingerprint,
+            amount=amount,
+            reason=reason,
         )
-        values.update(
-            accepted_response=body.decode("utf-8"),
-            locked_until=now + timedelta(seconds=settings.dispatch_lease_seconds),
-            created_at=now,
-            updated_at=now,
+        values.update(dispatch_lease(settings, now))
+        # The 202 body, encoded once and stored with the claim (replays serve these bytes).
+        values["accepted_response"] = encode_representation(payment_representation(shown)).decode(
+            "utf-8"
         )
         record = unit.operations.insert_if_absent(values)
-        if record is not None:
-            accepted_body.append(body)
-            if also is not None:
-                also(unit, record, now)
+        if record is not None and also is not None:
+            also(unit, record, now)
         return record
 
-    claimed = claim_key(
+    claimed = accept_operation(
         uow,
+        publisher,
+        settings,
+        client_id=client_id,
+        kind=kind,
+        idempotency_key=idempotency_key,
+        fingerprint=fingerprint,
         insert=insert,
-        find=lambda unit: unit.operations.find_by_key(client_id, kind, idempotency_key),
     )
     record = claimed.record
-    if not claimed.created:
-        require_same_request(
-            record, record.request_fingerprint, fingerprint, client_id=client_id, key_tag=key_tag
-        )
-        return AcceptedOperation(record, operation_answer(record), replayed=True)
-
-    metrics.OPERATIONS_ACCEPTED.labels(kind=kind.value).inc()
-    log.info(
-        f"{kind.value}_accepted",
-        operation_id=record.id,
-        payment_id=payment_id,
-        amount=record.amount,
-        client_id=client_id,
-        key_hmac=key_tag,
-    )
-    try:
-        publisher.publish_operation(record.id, record.lease_token)
-    except PublishFailed as error:
-        metrics.PUBLISH_FAILURES.inc()
-        log.warning("task_publish_failed", operation_id=record.id, error=str(error))
-    return AcceptedOperation(record, accepted_body[0], replayed=False)
+    return AcceptedOperation(record, operation_answer(record), replayed=claimed.replayed)
 
 
 def get_operation(
@@ -290,40 +276,6 @@ def operation_answer(record: OperationRecord) -> bytes:
     return record.accepted_response
 
 
-def _new_operation_values(
-    operation_id: str,
-    kind: OperationKindName,
-    payment: PaymentRecord,
-    idempotency_key: str | None,
-    fingerprint: str | None,
-    amount: int | None,
-    reason: str | None,
-) -> dict[str, Any]:
-    return {
-        "id": operation_id,
-        "kind": kind.value,
-        "payment_id": payment.id,
-        "client_id": payment.client_id,
-        "idempotency_key": idempotency_key,
-        "request_fingerprint": fingerprint,
-        "status": OperationStatus.PROCESSING.value,
-        "recovery_point": RecoveryPoint.ACCEPTED.value,
-        "lease_token": INITIAL_LEASE_TOKEN,
-        "lease_owner": DISPATCH_OWNER,
-        "next_attempt_at": None,
-        "attempts": 0,
-        "unknown_outcomes": 0,
-        "step_attempts": 0,
-        "lookup_pending": False,
-        # A capture: what it takes; a cancel: the authorisation it releases (if any).
-        "amount": amount,
-        "currency": payment.request.currency,
-        "reason": reason,
-        "metadata": {},
-        "origin": "payorch",
-    }
-
-
 def request_authorization_check(
     unit: UnitOfWork, payment_id: str, *, now: datetime
 ) -> OperationRecord | None:
@@ -342,14 +294,14 @@ def request_authorization_check(
         return None
     if unit.authorizations.unfinished_operation(payment_id) is not None:
         return None  # that capture or cancel reads the intent itself
-    values = _new_operation_values(
+    values = new_operation_values(
         new_operation_id(CANCEL),
         CANCEL,
         payment,
-        None,
-        None,
-        payment.amount_capturable or None,
-        None,
+        idempotency_key=None,
+        fingerprint=None,
+        amount=payment.amount_capturable or None,
+        reason=None,
     )
     values.update(
         origin="provider",

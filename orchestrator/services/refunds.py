@@ -13,19 +13,18 @@ One short transaction, in this order:
    — the database, not this code, has the last word: an UPDATE that matches nothing rolls
    the refund back.
 
-A refusal raises inside the transaction, so nothing is stored.  After the commit the
-operation's task is published; a failed publish still answers 202 (the dispatch lease
-expires into the sweeper's hands), as for payments.
+A refusal raises inside the transaction, so nothing is stored.  The key's protocol (replay,
+422, the publish after the commit) is ``services.operation_accept``'s, shared with captures
+and cancels.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from orchestrator import metrics
 from orchestrator.db.uow import UnitOfWork, UnitOfWorkFactory
 from orchestrator.domain.model import ApiClient, PaymentRecord
 from orchestrator.domain.operations import (
@@ -37,15 +36,17 @@ from orchestrator.domain.operations import (
 from orchestrator.domain.refund_representation import refund_representation
 from orchestrator.domain.representation import encode_representation
 from orchestrator.domain.states import PaymentStatus, RecoveryPoint
-from orchestrator.logging import get_logger, key_digest
-from orchestrator.services.dispatch import PublishFailed, TaskPublisher
-from orchestrator.services.idempotency import claim_key, require_same_request
+from orchestrator.logging import get_logger
+from orchestrator.services.dispatch import TaskPublisher
+from orchestrator.services.operation_accept import (
+    accept_operation,
+    dispatch_lease,
+    new_operation_values,
+)
 from orchestrator.settings import Settings
 
 log = get_logger(__name__)
 
-DISPATCH_OWNER = "dispatch"
-INITIAL_LEASE_TOKEN = 1
 REFUND = OperationKindName.REFUND
 
 
@@ -91,7 +92,6 @@ def accept_refund(
 ) -> AcceptedRefund:
     """Raises PaymentNotFound, PaymentNotRefundable, RefundExceedsCaptured (nothing stored)
     or IdempotencyKeyReused."""
-    key_tag = key_digest(settings.secret_key.get_secret_value(), idempotency_key)
 
     def insert(unit: UnitOfWork, now: datetime) -> OperationRecord | None:
         payment = unit.money.lock_payment(client.id, payment_id)
@@ -105,9 +105,21 @@ def accept_refund(
         amount = left if request.amount is None else request.amount
         if amount <= 0 or amount > left:
             raise RefundExceedsCaptured(request.amount, left)
-        values = _new_refund_values(
-            client, payment, idempotency_key, request, fingerprint, amount, now, settings
+        values = new_operation_values(
+            new_operation_id(REFUND),
+            REFUND,
+            payment,
+            idempotency_key=idempotency_key,
+            fingerprint=fingerprint,
+            amount=amount,
+            reason=request.reason,
+            metadata=request.metadata,
         )
+        values.update(dispatch_lease(settings, now))
+        # The 202 body, encoded once and stored with the claim (replays serve these bytes).
+        values["accepted_response"] = encode_representation(
+            refund_representation(_accepted_record(values))
+        ).decode("utf-8")
         record = unit.operations.insert_if_absent(values)
         if record is None:
             return None
@@ -116,79 +128,30 @@ def accept_refund(
             raise RefundExceedsCaptured(request.amount, left)
         return record
 
-    claimed = claim_key(
+    claimed = accept_operation(
         uow,
-        insert=insert,
-        find=lambda unit: unit.operations.find_by_key(client.id, REFUND, idempotency_key),
-    )
-    record = claimed.record
-    if not claimed.created:
-        require_same_request(
-            record, record.request_fingerprint, fingerprint, client_id=client.id, key_tag=key_tag
-        )
-        return AcceptedRefund(record, replayed=True)
-
-    metrics.OPERATIONS_ACCEPTED.labels(kind=REFUND.value).inc()
-    log.info(
-        "refund_accepted",
-        operation_id=record.id,
-        payment_id=payment_id,
-        amount=record.amount,
+        publisher,
+        settings,
         client_id=client.id,
-        key_hmac=key_tag,
+        kind=REFUND,
+        idempotency_key=idempotency_key,
+        fingerprint=fingerprint,
+        insert=insert,
     )
-    try:
-        publisher.publish_operation(record.id, record.lease_token)
-    except PublishFailed as error:
-        metrics.PUBLISH_FAILURES.inc()
-        log.warning("task_publish_failed", operation_id=record.id, error=str(error))
-    return AcceptedRefund(record, replayed=False)
+    return AcceptedRefund(claimed.record, replayed=claimed.replayed)
 
 
-def _new_refund_values(
-    client: ApiClient,
-    payment: PaymentRecord,
-    idempotency_key: str,
-    request: RefundRequest,
-    fingerprint: str,
-    amount: int,
-    now: datetime,
-    settings: Settings,
-) -> dict[str, Any]:
-    values: dict[str, Any] = {
-        "id": new_operation_id(REFUND),
-        "kind": REFUND.value,
-        "payment_id": payment.id,
-        "client_id": client.id,
-        "idempotency_key": idempotency_key,
-        "request_fingerprint": fingerprint,
-        "status": OperationStatus.PROCESSING.value,
-        "recovery_point": RecoveryPoint.ACCEPTED.value,
-        "lease_token": INITIAL_LEASE_TOKEN,
-        "lease_owner": DISPATCH_OWNER,
-        "locked_until": now + timedelta(seconds=settings.dispatch_lease_seconds),
-        "next_attempt_at": None,
-        "attempts": 0,
-        "unknown_outcomes": 0,
-        "step_attempts": 0,
-        "lookup_pending": False,
-        "amount": amount,
-        "currency": payment.request.currency,
-        "reason": request.reason,
-        "metadata": dict(request.metadata),
-        "origin": "payorch",
-        "created_at": now,
-        "updated_at": now,
-    }
-    accepted = OperationRecord(
+def _accepted_record(values: dict[str, Any]) -> OperationRecord:
+    """The row ``values`` will insert, as the record its representation is made from."""
+    return OperationRecord(
         id=values["id"],
         kind=REFUND,
-        payment_id=payment.id,
-        client_id=client.id,
+        payment_id=values["payment_id"],
+        client_id=values["client_id"],
         status=OperationStatus.PROCESSING,
         recovery_point=RecoveryPoint.ACCEPTED,
-        lease_token=INITIAL_LEASE_TOKEN,
-        lease_owner=DISPATCH_OWNER,
+        lease_token=values["lease_token"],
+        lease_owner=values["lease_owner"],
         locked_until=values["locked_until"],
         next_attempt_at=None,
         attempts=0,
@@ -196,24 +159,19 @@ def _new_refund_values(
         step_attempts=0,
         lookup_pending=False,
         last_error=None,
-        amount=amount,
-        currency=payment.request.currency,
-        reason=request.reason,
-        metadata=dict(request.metadata),
-        origin="payorch",
+        amount=values["amount"],
+        currency=values["currency"],
+        reason=values["reason"],
+        metadata=values["metadata"],
+        origin=values["origin"],
         provider_object_id=None,
         provider_outcome=None,
         failure_code=None,
         failure_message=None,
-        created_at=now,
-        updated_at=now,
+        created_at=values["created_at"],
+        updated_at=values["updated_at"],
         completed_at=None,
     )
-    # The 202 body, encoded once and stored with the claim (replays serve these bytes).
-    values["accepted_response"] = encode_representation(refund_representation(accepted)).decode(
-        "utf-8"
-    )
-    return values
 
 
 def get_refund(

@@ -17,6 +17,12 @@ from pydantic import BaseModel
 from orchestrator.api.body import parse_model
 from orchestrator.api.capture_schemas import CancelCreate, CaptureCreate, OperationOut
 from orchestrator.api.deps import ContainerDep, IdempotencyKey, MerchantClient, OptionalJsonBody
+from orchestrator.api.operation_requests import (
+    PAYMENT_NOT_FOUND,
+    operation_answer,
+    operation_errors,
+    operation_fingerprint,
+)
 from orchestrator.api.problems import Problem
 from orchestrator.api.responses import (
     AUTH_ERRORS,
@@ -25,12 +31,9 @@ from orchestrator.api.responses import (
     REPLAYED,
     RETRY_AFTER,
     conditional_response,
-    json_bytes_response,
     payment,
     problem,
 )
-from orchestrator.domain.fingerprint import request_fingerprint
-from orchestrator.domain.ids import is_payment_id
 from orchestrator.domain.operation_representation import operation_bytes
 from orchestrator.domain.operations import OperationKindName, OperationStatus, kind_of
 from orchestrator.services.captures import (
@@ -50,7 +53,6 @@ router = APIRouter(tags=["payments"])
 CAPTURE = OperationKindName.CAPTURE
 CANCEL = OperationKindName.CANCEL
 
-NOT_FOUND = "No such payment exists for this API client."
 # What an accept refuses (nothing stored): ``refusal_problem`` answers each.
 REFUSALS = (
     CaptureExceedsCapturable,
@@ -93,13 +95,7 @@ def _responses(conflict: str) -> dict[int | str, dict[str, Any]]:
                 "Idempotent-Replayed": REPLAYED,
             },
         ),
-        400: problem("Idempotency-Key missing or malformed, or the body is invalid"),
-        404: problem("No such payment for this client"),
-        409: problem(conflict),
-        413: problem("Body larger than 64 KiB"),
-        415: problem("A body that is not application/json"),
-        422: problem("The Idempotency-Key was already used with a different request"),
-        **AUTH_ERRORS,
+        **operation_errors(conflict),
     }
 
 
@@ -121,10 +117,7 @@ def capture_payment(
     idempotency_key: IdempotencyKey,
 ) -> Response:
     payload = parse_model(CaptureCreate, body)
-    if not is_payment_id(payment_id):
-        raise Problem(404, "not-found", NOT_FOUND)
-    path = f"/v1/payments/{payment_id}/capture"
-    fingerprint = request_fingerprint("POST", path, payload.model_dump(mode="json"))
+    fingerprint = operation_fingerprint(payment_id, "capture", payload)
     try:
         accepted = accept_capture(
             container.uow,
@@ -160,10 +153,7 @@ def cancel_payment(
     idempotency_key: IdempotencyKey,
 ) -> Response:
     payload = parse_model(CancelCreate, body)
-    if not is_payment_id(payment_id):
-        raise Problem(404, "not-found", NOT_FOUND)
-    path = f"/v1/payments/{payment_id}/cancel"
-    fingerprint = request_fingerprint("POST", path, payload.model_dump(mode="json"))
+    fingerprint = operation_fingerprint(payment_id, "cancel", payload)
     try:
         accepted = accept_cancel(
             container.uow,
@@ -225,19 +215,20 @@ def refusal_problem(error: Exception, payment_id: str, kind: OperationKindName) 
             "for a new request, or resend the original body to get its result.",
             operation_id=error.record.id,
         )
-    return Problem(404, "not-found", NOT_FOUND)
+    return Problem(404, "not-found", PAYMENT_NOT_FOUND)
 
 
 def _answer(accepted: AcceptedOperation, payment_id: str, poll_interval: int) -> Response:
     record = accepted.record
     headers = {"Location": f"/v1/payments/{payment_id}", "Operation-Id": record.id}
-    if accepted.replayed:
-        headers["Idempotent-Replayed"] = "true"
-    if record.status.is_final:
-        return json_bytes_response(accepted.body, status_code=200, headers=headers)
     if record.status is OperationStatus.PROCESSING:
         headers["Retry-After"] = str(poll_interval)
-    return json_bytes_response(accepted.body, status_code=202, headers=headers)
+    return operation_answer(
+        accepted.body,
+        finished=record.status.is_final,
+        replayed=accepted.replayed,
+        headers=headers,
+    )
 
 
 IfNoneMatch = Annotated[

@@ -9,6 +9,7 @@ saw it and the audit row; ``Location`` is the operation's merchant URL."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter
@@ -25,6 +26,7 @@ from orchestrator.api.routes.ops import Reason
 from orchestrator.domain.currencies import MAX_AMOUNT
 from orchestrator.domain.ids import is_payment_id
 from orchestrator.domain.operation_representation import operation_representation
+from orchestrator.domain.operations import OperationKindName
 from orchestrator.engine.takeover import Actor
 from orchestrator.ops.captures import OperatorOperation, operator_cancel, operator_capture
 from orchestrator.ops.errors import InvalidReason
@@ -82,10 +84,10 @@ def post_operator_capture(
     container: ContainerDep, client: OpsClient, payment_id: str, body: JsonBody
 ) -> JSONResponse:
     payload = parse_model(OperatorCaptureRequest, body)
-    if not is_payment_id(payment_id):
-        raise Problem(404, "not-found", "No such payment exists.")
-    try:
-        done = operator_capture(
+    return _operate(
+        payment_id,
+        CAPTURE,
+        lambda: operator_capture(
             container.uow,
             container.publisher,
             container.settings,
@@ -93,12 +95,8 @@ def post_operator_capture(
             payment_id,
             amount=payload.amount,
             reason=payload.reason,
-        )
-    except InvalidReason as error:
-        raise Problem(400, "invalid-request", error.message) from None
-    except REFUSALS as refused:
-        raise refusal_problem(refused, payment_id, CAPTURE) from None
-    return _accepted(done)
+        ),
+    )
 
 
 @router.post(
@@ -112,10 +110,10 @@ def post_operator_cancel(
     container: ContainerDep, client: OpsClient, payment_id: str, body: JsonBody
 ) -> JSONResponse:
     payload = parse_model(OperatorCancelRequest, body)
-    if not is_payment_id(payment_id):
-        raise Problem(404, "not-found", "No such payment exists.")
-    try:
-        done = operator_cancel(
+    return _operate(
+        payment_id,
+        CANCEL,
+        lambda: operator_cancel(
             container.uow,
             container.publisher,
             container.settings,
@@ -123,11 +121,21 @@ def post_operator_cancel(
             payment_id,
             cancellation_reason=payload.cancellation_reason,
             reason=payload.reason,
-        )
+        ),
+    )
+
+
+def _operate(
+    payment_id: str, kind: OperationKindName, command: Callable[[], OperatorOperation]
+) -> JSONResponse:
+    if not is_payment_id(payment_id):
+        raise Problem(404, "not-found", "No such payment exists.")
+    try:
+        done = command()
     except InvalidReason as error:
         raise Problem(400, "invalid-request", error.message) from None
     except REFUSALS as refused:
-        raise refusal_problem(refused, payment_id, CANCEL) from None
+        raise refusal_problem(refused, payment_id, kind) from None
     return _accepted(done)
 
 

@@ -16,6 +16,12 @@ from orchestrator.api.deps import (
     MerchantClient,
     OptionalJsonBody,
 )
+from orchestrator.api.operation_requests import (
+    PAYMENT_NOT_FOUND,
+    operation_answer,
+    operation_errors,
+    operation_fingerprint,
+)
 from orchestrator.api.problems import Problem
 from orchestrator.api.refund_schemas import RefundCreate, RefundList, RefundOut
 from orchestrator.api.responses import (
@@ -25,10 +31,8 @@ from orchestrator.api.responses import (
     REPLAYED,
     RETRY_AFTER,
     conditional_response,
-    json_bytes_response,
     problem,
 )
-from orchestrator.domain.fingerprint import request_fingerprint
 from orchestrator.domain.ids import is_payment_id
 from orchestrator.domain.operations import OperationRecord, OperationStatus, is_refund_id
 from orchestrator.domain.refund_representation import refund_representation
@@ -94,16 +98,10 @@ def _refund(description: str, headers: dict[str, Any] | None = None) -> dict[str
             "Accepted, or a replay of a refund not finished yet (the first 202's bytes)",
             {"Location": LOCATION, "Retry-After": RETRY_AFTER, "Idempotent-Replayed": REPLAYED},
         ),
-        400: problem("Idempotency-Key missing or malformed, or the body is invalid"),
-        404: problem("No such payment for this client"),
-        413: problem("Body larger than 64 KiB"),
-        415: problem("A body that is not application/json"),
-        409: problem(
+        **operation_errors(
             "refund-exceeds-captured: more than is left to refund; payment-not-refundable: "
             "the payment has not succeeded. Nothing was stored."
         ),
-        422: problem("The Idempotency-Key was already used with a different request"),
-        **AUTH_ERRORS,
     },
 )
 def create_refund(
@@ -114,10 +112,7 @@ def create_refund(
     idempotency_key: IdempotencyKey,
 ) -> Response:
     payload = parse_model(RefundCreate, body)
-    if not is_payment_id(payment_id):
-        raise Problem(404, "not-found", "No such payment exists for this API client.")
-    path = f"/v1/payments/{payment_id}/refunds"
-    fingerprint = request_fingerprint("POST", path, payload.model_dump(mode="json"))
+    fingerprint = operation_fingerprint(payment_id, "refunds", payload)
     try:
         accepted = accept_refund(
             container.uow,
@@ -130,7 +125,7 @@ def create_refund(
             fingerprint,
         )
     except PaymentNotFound:
-        raise Problem(404, "not-found", "No such payment exists for this API client.") from None
+        raise Problem(404, "not-found", PAYMENT_NOT_FOUND) from None
     except PaymentNotRefundable as refused:
         raise Problem(
             409,
@@ -157,13 +152,13 @@ def create_refund(
             refund_id=reused.record.id,
         ) from None
     record = accepted.record
-    headers = _headers(record, container.settings.poll_interval_seconds)
-    if accepted.replayed:
-        headers["Idempotent-Replayed"] = "true"
-    if record.status.is_final:
-        return json_bytes_response(refund_bytes(record), status_code=200, headers=headers)
-    body_bytes = record.accepted_response or refund_bytes(record)
-    return json_bytes_response(body_bytes, status_code=202, headers=headers)
+    finished = record.status.is_final
+    return operation_answer(
+        refund_bytes(record) if finished else record.accepted_response or refund_bytes(record),
+        finished=finished,
+        replayed=accepted.replayed,
+        headers=_headers(record, container.settings.poll_interval_seconds),
+    )
 
 
 @router.get(
@@ -208,5 +203,5 @@ def read_payment_refunds(
 ) -> JSONResponse:
     records = list_refunds(container.uow, client, payment_id) if is_payment_id(payment_id) else None
     if records is None:
-        raise Problem(404, "not-found", "No such payment exists for this API client.")
+        raise Problem(404, "not-found", PAYMENT_NOT_FOUND)
     return JSONResponse({"data": [json.loads(refund_bytes(r)) for r in records], "has_more": False})

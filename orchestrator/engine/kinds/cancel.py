@@ -38,18 +38,21 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
 
-from orchestrator import metrics
-from orchestrator.db.repositories.operations import OperationRepository
 from orchestrator.db.uow import UnitOfWork
 from orchestrator.domain.ledger import release_lines
-from orchestrator.domain.model import Failure
+from orchestrator.domain.model import Failure, PaymentRecord
 from orchestrator.domain.operation_representation import finished_representation
 from orchestrator.domain.operations import OperationRecord, OperationStatus
 from orchestrator.domain.representation import encode_representation, payment_representation
 from orchestrator.domain.states import PaymentStatus, RecoveryPoint
-from orchestrator.engine.kinds.intent_step import IntentOperation, Next, Verdict
+from orchestrator.engine.kinds.intent_step import (
+    IntentOperation,
+    Next,
+    Verdict,
+    finish_intent_operation,
+)
+from orchestrator.engine.kinds.operation_row import OperationRowKind
 from orchestrator.engine.lease import Lease, Parked
 from orchestrator.logging import get_logger
 from orchestrator.providers.base import PaymentProvider, ProviderIntent
@@ -66,16 +69,10 @@ _OWED = frozenset(
 )
 
 
-class CancelKind:
+class CancelKind(OperationRowKind):
     """The cancel's rows and steps, for ``engine.runner.run_operation``."""
 
     name = "cancel"
-
-    def leases(self, uow: UnitOfWork) -> OperationRepository:
-        return uow.operations
-
-    def log_fields(self, record_id: str) -> dict[str, Any]:
-        return {"operation_id": record_id, "kind": self.name}
 
     def run(self, lease: Lease[OperationRecord], provider: PaymentProvider) -> None:
         if lease.record.recovery_point is RecoveryPoint.ACCEPTED:
@@ -162,10 +159,7 @@ def finish_cancel(lease: Lease[OperationRecord]) -> None:
     assert record.provider_outcome is not None
     status = OperationStatus(record.provider_outcome)
 
-    def write_finish(uow: UnitOfWork, now: datetime) -> OperationRecord | None:
-        uow.money.lock_payment(record.client_id, record.payment_id)
-        payment = uow.payments.get(record.payment_id)  # with its latest event sequence
-        assert payment is not None
+    def write_books(uow: UnitOfWork, payment: PaymentRecord, now: datetime) -> bytes:
         authorized = (
             payment.amount_capturable if payment.status is PaymentStatus.REQUIRES_CAPTURE else 0
         )
@@ -182,41 +176,29 @@ def finish_cancel(lease: Lease[OperationRecord]) -> None:
                     payment.id, CANCEL_FAILED, finished_representation(record, now), now=now
                 )
             shown = replace(payment, latest_event_sequence=sequence)
-            answer = encode_representation(payment_representation(shown))
-        else:
-            after = uow.authorizations.cancel(
-                payment.id, operation_id=record.id, failure=cancel_failure(record), now=now
-            )
-            if after is None:
-                raise Parked(f"payment {payment.id} is {payment.status.value}: not canceled")
-            uow.outcomes.add_ledger_lines(
-                payment.id,
-                release_lines(
-                    authorized=authorized,
-                    currency=record.currency,
-                    provider=payment.provider,
-                    client_id=payment.client_id,
-                ),
-                now=now,
-            )
-            uow.outcomes.restate_outcome(after, "canceled", 0, now=now)
-            sequence = uow.outcomes.add_outbox_event(
-                payment.id, "payment.canceled", payment_representation(after), now=now
-            )
-            answer = uow.authorizations.store_answer(replace(after, latest_event_sequence=sequence))
-        # Fenced last: a stale holder's whole transaction rolls back here.
-        return uow.operations.finish(
-            record.id, token=lease.token, final_response=answer.decode("utf-8"), now=now
+            return encode_representation(payment_representation(shown))
+        after = uow.authorizations.cancel(
+            payment.id, operation_id=record.id, failure=cancel_failure(record), now=now
         )
+        if after is None:
+            raise Parked(f"payment {payment.id} is {payment.status.value}: not canceled")
+        uow.outcomes.add_ledger_lines(
+            payment.id,
+            release_lines(
+                authorized=authorized,
+                currency=record.currency,
+                provider=payment.provider,
+                client_id=payment.client_id,
+            ),
+            now=now,
+        )
+        uow.outcomes.restate_outcome(after, "canceled", 0, now=now)
+        sequence = uow.outcomes.add_outbox_event(
+            payment.id, "payment.canceled", payment_representation(after), now=now
+        )
+        return uow.authorizations.store_answer(replace(after, latest_event_sequence=sequence))
 
-    lease.write(write_finish)
-    metrics.OPERATIONS_FINISHED.labels(kind="cancel", status=status.value).inc()
-    log.info(
-        "cancel_finished",
-        operation_id=record.id,
-        payment_id=record.payment_id,
-        status=status.value,
-    )
+    finish_intent_operation(lease, write_books)
 
 
 CANCEL = CancelKind()

@@ -27,10 +27,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
 
-from orchestrator import metrics
-from orchestrator.db.repositories.operations import OperationRepository
 from orchestrator.db.uow import UnitOfWork
 from orchestrator.domain.ledger import LedgerLine, capture_lines, release_lines
 from orchestrator.domain.model import Failure, PaymentRecord
@@ -38,7 +35,13 @@ from orchestrator.domain.operation_representation import finished_representation
 from orchestrator.domain.operations import OperationRecord, OperationStatus
 from orchestrator.domain.representation import encode_representation, payment_representation
 from orchestrator.domain.states import RecoveryPoint
-from orchestrator.engine.kinds.intent_step import IntentOperation, Next, Verdict
+from orchestrator.engine.kinds.intent_step import (
+    IntentOperation,
+    Next,
+    Verdict,
+    finish_intent_operation,
+)
+from orchestrator.engine.kinds.operation_row import OperationRowKind
 from orchestrator.engine.lease import Lease, Parked
 from orchestrator.logging import get_logger
 from orchestrator.providers.base import PaymentProvider, ProviderIntent
@@ -49,16 +52,10 @@ AUTHORIZATION_CANCELED = "authorization_canceled"
 CAPTURE_FAILED = "payment.capture_failed"
 
 
-class CaptureKind:
+class CaptureKind(OperationRowKind):
     """The capture's rows and steps, for ``engine.runner.run_operation``."""
 
     name = "capture"
-
-    def leases(self, uow: UnitOfWork) -> OperationRepository:
-        return uow.operations
-
-    def log_fields(self, record_id: str) -> dict[str, Any]:
-        return {"operation_id": record_id, "kind": self.name}
 
     def run(self, lease: Lease[OperationRecord], provider: PaymentProvider) -> None:
         payment = payment_of(lease)
@@ -123,12 +120,7 @@ def finish_capture(lease: Lease[OperationRecord]) -> None:
     status = OperationStatus(record.provider_outcome)
     captured = record.amount
 
-    def write_finish(uow: UnitOfWork, now: datetime) -> OperationRecord | None:
-        # The payment's row lock orders this finish with any other writer of the payment
-        # (its outbox sequence is max + 1).
-        uow.money.lock_payment(record.client_id, record.payment_id)
-        payment = uow.payments.get(record.payment_id)  # with its latest event sequence
-        assert payment is not None
+    def write_books(uow: UnitOfWork, payment: PaymentRecord, now: datetime) -> bytes:
         authorized = payment.amount_capturable
         after: PaymentRecord | None = None
         lines: list[LedgerLine] = []
@@ -175,23 +167,10 @@ def finish_capture(lease: Lease[OperationRecord]) -> None:
             )
         shown = replace(shown, latest_event_sequence=sequence)
         if after is not None:
-            answer = uow.authorizations.store_answer(shown)
-        else:
-            answer = encode_representation(payment_representation(shown))
-        # Fenced last: a stale holder's whole transaction rolls back here.
-        return uow.operations.finish(
-            record.id, token=lease.token, final_response=answer.decode("utf-8"), now=now
-        )
+            return uow.authorizations.store_answer(shown)
+        return encode_representation(payment_representation(shown))
 
-    lease.write(write_finish)
-    metrics.OPERATIONS_FINISHED.labels(kind="capture", status=status.value).inc()
-    log.info(
-        "capture_finished",
-        operation_id=record.id,
-        payment_id=record.payment_id,
-        status=status.value,
-        amount=captured,
-    )
+    finish_intent_operation(lease, write_books)
 
 
 def _payment_events(status: OperationStatus, after: PaymentRecord | None) -> list[str]:

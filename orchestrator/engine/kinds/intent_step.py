@@ -22,18 +22,25 @@ saved 500 would replay forever under the old one)::
                           code and message); moved on → the verdict, as after a timeout
     [provider_settled] finish (the kind's one fenced transaction)
 
-The kind supplies ``verdict`` (how it reads an intent), ``send`` (its call) and ``finish``.
+The kind supplies ``verdict`` (how it reads an intent), ``send`` (its call) and its books
+for ``finish_intent_operation`` (one fenced transaction under the payment's row lock).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 from typing import Protocol
 
+from orchestrator import metrics
+from orchestrator.db.uow import UnitOfWork
+from orchestrator.domain.model import PaymentRecord
 from orchestrator.domain.operations import OperationRecord, OperationStatus
 from orchestrator.domain.states import RecoveryPoint, WaitingFor
 from orchestrator.engine.lease import Lease, Parked, Waiting, describe_error
+from orchestrator.logging import get_logger
 from orchestrator.providers.base import (
     OutcomeUnknown,
     PaymentProvider,
@@ -42,6 +49,8 @@ from orchestrator.providers.base import (
     Retryable,
 )
 from orchestrator.providers.keys import RECORD_ID_METADATA_KEY
+
+log = get_logger(__name__)
 
 UNEXPECTED_STATE = "payment_intent_unexpected_state"
 _OPERATOR_ERRORS = frozenset({"idempotency_error"})
@@ -227,3 +236,38 @@ class IntentOperation:
                 now=now,
             )
         )
+
+
+# The kind's part of the finish: on the locked payment (with its latest event sequence),
+# the payment's money and status, ledger lines and outbox events; returns the operation's
+# final answer (the payment as the finish leaves it).
+WriteBooks = Callable[[UnitOfWork, PaymentRecord, datetime], bytes]
+
+
+def finish_intent_operation(lease: Lease[OperationRecord], write_books: WriteBooks) -> None:
+    """The operation's settled outcome and the kind's books: one fenced transaction."""
+    record = lease.record
+    assert record.provider_outcome is not None
+
+    def write_finish(uow: UnitOfWork, now: datetime) -> OperationRecord | None:
+        # The payment's row lock orders this finish with any other writer of the payment
+        # (its outbox sequence is max + 1).
+        uow.money.lock_payment(record.client_id, record.payment_id)
+        payment = uow.payments.get(record.payment_id)  # with its latest event sequence
+        assert payment is not None
+        answer = write_books(uow, payment, now)
+        # Fenced last: a stale holder's whole transaction rolls back here.
+        return uow.operations.finish(
+            record.id, token=lease.token, final_response=answer.decode("utf-8"), now=now
+        )
+
+    lease.write(write_finish)
+    kind = record.kind.value
+    metrics.OPERATIONS_FINISHED.labels(kind=kind, status=record.provider_outcome).inc()
+    log.info(
+        f"{kind}_finished",
+        operation_id=record.id,
+        payment_id=record.payment_id,
+        status=record.provider_outcome,
+        amount=record.amount,
+    )

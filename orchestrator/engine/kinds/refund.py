@@ -33,15 +33,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
 
 from orchestrator import metrics
-from orchestrator.db.repositories.operations import OperationRepository
 from orchestrator.db.uow import UnitOfWork
 from orchestrator.domain.operations import ORIGIN_PROVIDER, OperationRecord, OperationStatus
 from orchestrator.domain.refund_representation import refund_representation
 from orchestrator.domain.representation import encode_representation
 from orchestrator.domain.states import RecoveryPoint, WaitingFor
+from orchestrator.engine.kinds.operation_row import OperationRowKind
 from orchestrator.engine.kinds.refund_books import book_refund_outcome
 from orchestrator.engine.lease import Lease, Parked, Waiting, describe_error
 from orchestrator.logging import get_logger
@@ -67,16 +66,10 @@ _ABSENT = "absent"
 _FAILED_PAGE = "failed_page"
 
 
-class RefundKind:
+class RefundKind(OperationRowKind):
     """The refund's rows and steps, for ``engine.runner.run_operation``."""
 
     name = "refund"
-
-    def leases(self, uow: UnitOfWork) -> OperationRepository:
-        return uow.operations
-
-    def log_fields(self, record_id: str) -> dict[str, Any]:
-        return {"operation_id": record_id, "kind": self.name}
 
     def run(self, lease: Lease[OperationRecord], provider: PaymentProvider) -> None:
         _Refund(lease, provider).run()
