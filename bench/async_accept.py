@@ -87,8 +87,8 @@ def add_async_accept_route(app: FastAPI) -> None:
             try:
                 accepted = await connection.run_sync(
                     lambda sync: claim_payment(
-                        container,
                         lambda: container.bound_uow(sync),
+                        container.settings,
                         client,
                         idempotency_key,
                         payload.to_domain(),

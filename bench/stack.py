@@ -208,7 +208,7 @@ def _stack(
     upgrade(database_url)
     container = bootstrap(settings, publisher=NullPublisher())
     cleanup.callback(container.close)
-    merchant_key = create_client(container, "bench-merchant", Role.MERCHANT).api_key
+    merchant_key = create_client(container.uow, "bench-merchant", Role.MERCHANT).api_key
     yield Stack(
         settings=settings,
         env=bench_environment(values),

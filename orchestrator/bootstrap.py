@@ -68,6 +68,14 @@ class Container:
         read are given (on SQLite such a unit takes no write lock)."""
         return self.uow(read_only=True)
 
+    def statement_uow(self) -> UnitOfWork:
+        """A unit of work whose statements each commit on their own (the accept's claim)."""
+        return self.uow(single_statement=True)
+
+    def lookup_uow(self) -> UnitOfWork:
+        """A read-only unit of one statement (the authentication's read)."""
+        return self.uow(read_only=True, single_statement=True)
+
     @property
     def provider(self) -> PaymentProvider:
         """The provider, always behind the metrics wrapper (calls by operation and

@@ -179,7 +179,7 @@ class EmbeddedStack:
         self.simulator.admin.configure_webhooks(
             self.api_url + WEBHOOKS_IN_PATH, str(DEMO_SETTINGS["stripe_webhook_secret"])
         )
-        merchant = create_client(container, "demo-merchant", Role.MERCHANT)
+        merchant = create_client(container.uow, "demo-merchant", Role.MERCHANT)
         self.merchant_key = merchant.api_key
         # The merchant's webhook endpoint (env=dev: a loopback http target is allowed).
         self.receiver = DemoReceiver(fail_rate=options.webhook_fail_rate, seed=options.seed)

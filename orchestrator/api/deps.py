@@ -39,7 +39,7 @@ def current_client(
 ) -> ApiClient:
     if credentials is None:
         raise _unauthorized("Send 'Authorization: Bearer <api key>'.")
-    client = authenticate(container, credentials.credentials)
+    client = authenticate(container.lookup_uow, credentials.credentials)
     if client is None:
         raise _unauthorized("The API key is unknown or revoked.")
     request.state.client_id = client.id

@@ -39,7 +39,7 @@ def create(
 ) -> None:
     """Create a client and print its API key (shown once; only a hash is stored)."""
     container = bootstrap(load_settings(), publisher=NullPublisher())
-    issued = create_client(container, name, role)
+    issued = create_client(container.uow, name, role)
     data = {
         "id": issued.client.id,
         "name": issued.client.name,
@@ -59,7 +59,7 @@ def create(
 def list_command(as_json: JsonFlag = False) -> None:
     """List clients (key prefixes only)."""
     container = bootstrap(load_settings(), publisher=NullPublisher())
-    clients = [_describe(c) for c in list_clients(container)]
+    clients = [_describe(c) for c in list_clients(container.lookup_uow)]
     if as_json:
         print_json(clients)
         return
@@ -70,7 +70,7 @@ def list_command(as_json: JsonFlag = False) -> None:
 @app.command()
 def revoke(client_id: str, as_json: JsonFlag = False) -> None:
     """Revoke a client's key: its next request gets 401."""
-    client = revoke_client(bootstrap(load_settings(), publisher=NullPublisher()), client_id)
+    client = revoke_client(bootstrap(load_settings(), publisher=NullPublisher()).uow, client_id)
     if client is None:
         errors.print(f"no client {client_id!r}")
         raise typer.Exit(1)

@@ -20,19 +20,19 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from orchestrator import metrics
-from orchestrator.bootstrap import Container
 from orchestrator.db.uow import UnitOfWork, UnitOfWorkFactory
 from orchestrator.domain.ids import new_payment_id
 from orchestrator.domain.model import ApiClient, PaymentRecord, PaymentRequest
 from orchestrator.domain.representation import encode_representation, payment_representation
 from orchestrator.domain.states import INITIAL
 from orchestrator.logging import get_logger, key_digest
-from orchestrator.services.dispatch import PublishFailed
+from orchestrator.services.dispatch import PublishFailed, TaskPublisher
 from orchestrator.services.idempotency import (
     IdempotencyKeyReused,
     claim_key,
     require_same_request,
 )
+from orchestrator.settings import Settings
 
 log = get_logger(__name__)
 
@@ -50,29 +50,26 @@ class Accepted:
 
 
 def accept_payment(
-    container: Container,
+    uow: UnitOfWorkFactory,
+    publisher: TaskPublisher,
+    settings: Settings,
     client: ApiClient,
     idempotency_key: str,
     request: PaymentRequest,
     fingerprint: str,
 ) -> Accepted:
-    """Raises IdempotencyKeyReused when the key names a different request."""
-    accepted = claim_payment(
-        container,
-        lambda: container.uow(single_statement=True),
-        client,
-        idempotency_key,
-        request,
-        fingerprint,
-    )
-    if not accepted.replayed and container.settings.wake_up_mode == "publish":
-        publish_wake_up(container, accepted.record)
+    """``uow``: single-statement units (``Container.statement_uow``; one statement per
+    step, no BEGIN/COMMIT).  Raises IdempotencyKeyReused when the key names a different
+    request."""
+    accepted = claim_payment(uow, settings, client, idempotency_key, request, fingerprint)
+    if not accepted.replayed and settings.wake_up_mode == "publish":
+        publish_wake_up(publisher, accepted.record)
     return accepted
 
 
 def claim_payment(
-    container: Container,
     uow: UnitOfWorkFactory,
+    settings: Settings,
     client: ApiClient,
     idempotency_key: str,
     request: PaymentRequest,
@@ -80,13 +77,12 @@ def claim_payment(
 ) -> Accepted:
     """The claim on the units of work ``uow`` makes, and the replay's checks; no broker
     (``accept_payment`` publishes in ``publish`` mode).  Raises IdempotencyKeyReused."""
-    key_tag = key_digest(container.settings.secret_key.get_secret_value(), idempotency_key)
-    notify = container.settings.wake_up_mode == "notify"
+    key_tag = key_digest(settings.secret_key.get_secret_value(), idempotency_key)
+    notify = settings.wake_up_mode == "notify"
     claimed = claim_key(
-        # One statement per step (the claim, or the read of the holder): no BEGIN/COMMIT.
         uow,
         insert=lambda unit, now: _insert(
-            unit, now, container, client, idempotency_key, request, fingerprint, notify=notify
+            unit, now, settings, client, idempotency_key, request, fingerprint, notify=notify
         ),
         find=lambda unit: unit.payments.find_by_key(client.id, idempotency_key),
     )
@@ -102,10 +98,10 @@ def claim_payment(
     return Accepted(record, replayed=False)
 
 
-def publish_wake_up(container: Container, record: PaymentRecord) -> None:
+def publish_wake_up(publisher: TaskPublisher, record: PaymentRecord) -> None:
     """``publish`` mode: the task, after the commit."""
     try:
-        container.publisher.publish_process_payment(record.id, record.lease_token)
+        publisher.publish_process_payment(record.id, record.lease_token)
     except PublishFailed as error:
         # The answer is still 202: the commit above is the promise, the message only a
         # wake-up.  The dispatch lease expires into the sweeper's hands.
@@ -116,7 +112,7 @@ def publish_wake_up(container: Container, record: PaymentRecord) -> None:
 def _insert(
     uow: UnitOfWork,
     now: datetime,
-    container: Container,
+    settings: Settings,
     client: ApiClient,
     idempotency_key: str,
     request: PaymentRequest,
@@ -124,11 +120,11 @@ def _insert(
     *,
     notify: bool,
 ) -> PaymentRecord | None:
-    values = _new_record_values(container, client, idempotency_key, request, fingerprint)
+    values = _new_record_values(client, idempotency_key, request, fingerprint)
     values.update(
         created_at=now,
         updated_at=now,
-        locked_until=now + timedelta(seconds=container.settings.dispatch_lease_seconds),
+        locked_until=now + timedelta(seconds=settings.dispatch_lease_seconds),
     )
     record = _new_record(values, request)
     # The 202 body, encoded once and stored with the claim: every replay while the payment
@@ -143,7 +139,6 @@ def _insert(
 
 
 def _new_record_values(
-    container: Container,
     client: ApiClient,
     idempotency_key: str,
     request: PaymentRequest,

@@ -13,8 +13,7 @@ import hmac
 import secrets
 from dataclasses import dataclass
 
-from orchestrator.bootstrap import Container
-from orchestrator.db.uow import UnitOfWork
+from orchestrator.db.uow import UnitOfWork, UnitOfWorkFactory
 from orchestrator.domain.ids import new_client_id
 from orchestrator.domain.model import ApiClient, Role
 
@@ -31,29 +30,31 @@ def hash_key(api_key: str) -> str:
     return hashlib.sha256(api_key.encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def create_client(container: Container, name: str, role: Role) -> IssuedKey:
+def create_client(uow: UnitOfWorkFactory, name: str, role: Role) -> IssuedKey:
     api_key = KEY_PREFIX + secrets.token_urlsafe(32)
-    with container.uow() as uow:
-        client = uow.clients.add(
+    with uow() as unit:
+        client = unit.clients.add(
             id=new_client_id(),
             name=name,
             role=role,
             key_hash=hash_key(api_key),
             key_prefix=api_key[:12],
-            now=uow.now(),
+            now=unit.now(),
         )
-        uow.commit()
+        unit.commit()
     return IssuedKey(client=client, api_key=api_key)
 
 
-def authenticate(container: Container, api_key: str) -> ApiClient | None:
+def authenticate(uow: UnitOfWorkFactory, api_key: str) -> ApiClient | None:
     """The active client owning ``api_key``, or None.  Revocation takes effect at once:
-    there is no cache between this read and the database."""
+    there is no cache between this read and the database.
+
+    ``uow``: any factory works; the API passes read-only single-statement units
+    (``Container.lookup_uow``: no BEGIN/ROLLBACK around the one read on PostgreSQL)."""
     if not plausible_key(api_key):
         return None
-    # One statement: no BEGIN/ROLLBACK around it on PostgreSQL (two round trips saved).
-    with container.uow(read_only=True, single_statement=True) as uow:
-        return active_client(uow, api_key)
+    with uow() as unit:
+        return active_client(unit, api_key)
 
 
 def plausible_key(api_key: str) -> bool:
@@ -71,13 +72,13 @@ def active_client(uow: UnitOfWork, api_key: str) -> ApiClient | None:
     return client
 
 
-def list_clients(container: Container) -> list[ApiClient]:
-    with container.uow(read_only=True) as uow:
-        return uow.clients.list()
+def list_clients(uow: UnitOfWorkFactory) -> list[ApiClient]:
+    with uow() as unit:
+        return unit.clients.list()
 
 
-def revoke_client(container: Container, client_id: str) -> ApiClient | None:
-    with container.uow() as uow:
-        client = uow.clients.revoke(client_id, uow.now())
-        uow.commit()
+def revoke_client(uow: UnitOfWorkFactory, client_id: str) -> ApiClient | None:
+    with uow() as unit:
+        client = unit.clients.revoke(client_id, unit.now())
+        unit.commit()
     return client

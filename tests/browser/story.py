@@ -35,7 +35,7 @@ def _run(api: Api, payment_id: str) -> None:
 
 def write_story(api: Api) -> Story:
     container = api.container
-    shop = create_client(container, "acme-shop", Role.MERCHANT).client
+    shop = create_client(container.uow, "acme-shop", Role.MERCHANT).client
     operator = Actor.operator("cli_oncall", "alice (on call)")
 
     succeeded = accept(container, shop, "order-1001", amount=4200).id

@@ -18,7 +18,7 @@ VISA = "pm_card_visa"
 
 
 def new_merchant(container: Container, name: str = "merchant") -> ApiClient:
-    return create_client(container, name, Role.MERCHANT).client
+    return create_client(container.uow, name, Role.MERCHANT).client
 
 
 def accept(
@@ -58,7 +58,15 @@ def accept(
     }
     body.update({name: value for name, value in sent.items() if value is not None})
     fingerprint = request_fingerprint("POST", "/v1/payments", body)
-    return accept_payment(container, client, key, request, fingerprint).record
+    return accept_payment(
+        container.statement_uow,
+        container.publisher,
+        container.settings,
+        client,
+        key,
+        request,
+        fingerprint,
+    ).record
 
 
 def force(container: Container, payment_id: str, **values: Any) -> PaymentRecord:

@@ -300,8 +300,8 @@ def running_stack(
         "PAYORCH_DB_MAX_OVERFLOW": "2",
         **{f"PAYORCH_{k.upper()}": _env_value(v) for k, v in values.items()},
     }
-    merchant_key = create_client(container, "merchant", Role.MERCHANT).api_key
-    ops_key = create_client(container, "ops", Role.OPS).api_key
+    merchant_key = create_client(container.uow, "merchant", Role.MERCHANT).api_key
+    ops_key = create_client(container.uow, "ops", Role.OPS).api_key
     stop_dispatcher = threading.Event()
     dispatcher_thread = None
     if dispatcher and settings.wake_up_mode == "notify":

@@ -72,9 +72,9 @@ def running_api(database_url: str, **overrides: Any) -> Iterator[Api]:
     publisher = RecordingPublisher()
     provider = FakeProvider()
     container = build_container(database_url, publisher=publisher, provider=provider, **overrides)
-    a = create_client(container, "merchant a", Role.MERCHANT)
-    b = create_client(container, "merchant b", Role.MERCHANT)
-    ops = create_client(container, "operator", Role.OPS)
+    a = create_client(container.uow, "merchant a", Role.MERCHANT)
+    b = create_client(container.uow, "merchant b", Role.MERCHANT)
+    ops = create_client(container.uow, "operator", Role.OPS)
     try:
         with ServerThread(create_app(container)) as server:
             yield Api(

@@ -69,8 +69,8 @@ def api(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
         db_max_overflow=10,
         wake_up=wake_up,
     )
-    keys = [create_client(container, name, Role.MERCHANT).api_key for name in ("a", "b")]
-    ops_key = create_client(container, "ops", Role.OPS).api_key
+    keys = [create_client(container.uow, name, Role.MERCHANT).api_key for name in ("a", "b")]
+    ops_key = create_client(container.uow, "ops", Role.OPS).api_key
     stop = threading.Event()
     thread = None
     if wake_up == "notify":
@@ -365,7 +365,7 @@ def test_a_broker_outage_during_accept_still_answers_202_with_a_durable_record(
     container = build_container(
         database_url, publisher=CeleryPublisher(celery), broker_url=dead_broker
     )
-    key = create_client(container, "m", Role.MERCHANT).api_key
+    key = create_client(container.uow, "m", Role.MERCHANT).api_key
     try:
         with (
             ServerThread(create_app(container)) as server,

@@ -103,7 +103,7 @@ def test_a_new_api_key_is_printed_whole_on_its_own_line(cli: Cli) -> None:
     keys = [line for line in lines if _API_KEY.match(line)]
     assert len(keys) == 1, lines
     assert "…" not in "".join(lines)
-    client = authenticate(cli.container, keys[0])  # whole: it authenticates
+    client = authenticate(cli.container.lookup_uow, keys[0])  # whole: it authenticates
     assert client is not None and client.name == "a-merchant-with-a-rather-long-name"
     assert any(client.id in line for line in lines), lines
 
@@ -112,7 +112,7 @@ def test_client_ids_fold_instead_of_being_cut(cli: Cli, tmp_path: Path) -> None:
     url = sqlite_url(tmp_path)
     container = build_container(url)
     try:
-        only = create_client(container, "only-client", Role.OPS).client
+        only = create_client(container.uow, "only-client", Role.OPS).client
     finally:
         container.close()
     lines = in_terminal(

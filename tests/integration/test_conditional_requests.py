@@ -117,8 +117,8 @@ def api(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     container = build_container(
         url, publisher=publisher, provider=FakeProvider(), lease_seconds=LEASE_SECONDS
     )
-    merchant_key = create_client(container, "shop", Role.MERCHANT).api_key
-    ops_key = create_client(container, "oncall", Role.OPS).api_key
+    merchant_key = create_client(container.uow, "shop", Role.MERCHANT).api_key
+    ops_key = create_client(container.uow, "oncall", Role.OPS).api_key
     try:
         with ServerThread(create_app(container)) as server:
             yield Api(container, server.url, publisher, merchant_key, ops_key)
@@ -255,7 +255,7 @@ def test_the_etag_changes_with_every_change_and_not_with_a_heartbeat(api):
 
 def test_another_clients_payment_is_404_whatever_the_if_none_match(api):
     payment_id = api.post("etag-scoped").json()["id"]
-    other = create_client(api.container, "other-shop", Role.MERCHANT).api_key
+    other = create_client(api.container.uow, "other-shop", Role.MERCHANT).api_key
     with api._client(other) as client:
         response = client.get(f"/v1/payments/{payment_id}", headers={"If-None-Match": "*"})
     assert response.status_code == 404

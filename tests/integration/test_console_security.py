@@ -181,7 +181,7 @@ def test_revoking_the_ops_key_ends_its_sessions(api: Api) -> None:
     with closing(client):
         with api.container.uow() as uow:
             ops = next(c for c in uow.clients.list() if c.name == "operator")
-        revoke_client(api.container, ops.id)
+        revoke_client(api.container.uow, ops.id)
         assert client.get("/ops/").status_code == 303
 
 

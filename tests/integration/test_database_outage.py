@@ -99,7 +99,7 @@ def _records_by_key(container: Container) -> dict[str, list[str]]:
 def test_the_api_answers_503_during_an_outage_and_loses_nothing_after_it(
     container: Container, provider: FakeProvider, control: ServiceControl
 ) -> None:
-    key = create_client(container, "outage-merchant", Role.MERCHANT).api_key
+    key = create_client(container.uow, "outage-merchant", Role.MERCHANT).api_key
     with (
         ServerThread(create_app(container)) as server,
         httpx.Client(
@@ -202,7 +202,7 @@ def test_an_unreachable_database_is_a_503_bounded_by_the_connect_timeout() -> No
 def test_a_task_that_cannot_reach_the_database_changes_nothing(
     container: Container, provider: FakeProvider, control: ServiceControl
 ) -> None:
-    merchant = create_client(container, "m", Role.MERCHANT).client
+    merchant = create_client(container.uow, "m", Role.MERCHANT).client
     record = accept(container, merchant, "claim-during-outage")
 
     with control.postgres_stopped(), pytest.raises(DBAPIError):
@@ -268,7 +268,7 @@ def test_a_worker_that_loses_the_database_mid_payment_leaves_it_for_the_sweeper(
         publisher=publisher,  # type: ignore[arg-type]
     )
     try:
-        merchant = create_client(container, "m", Role.MERCHANT).client
+        merchant = create_client(container.uow, "m", Role.MERCHANT).client
         record = accept(container, merchant, "charged-then-outage")
 
         try:

@@ -50,7 +50,7 @@ def api(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     with start_in_thread(SimulatorConfig()) as simulator:
         provider = make_provider(simulator.url)
         container = build_container(url, provider=provider, stripe_webhook_secret=SECRET)
-        ops_key = create_client(container, "ops", Role.OPS).api_key
+        ops_key = create_client(container.uow, "ops", Role.OPS).api_key
         with ServerThread(create_app(container)) as server:
             simulator.admin.configure_webhooks(server.url + PATH, SECRET)
             yield Api(server.url, container, simulator, ops_key)

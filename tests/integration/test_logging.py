@@ -82,7 +82,7 @@ def traffic(
     database_url = make_postgres_database()
     upgrade(database_url)
     setup = build_container(database_url, migrate=False)
-    merchant = create_client(setup, "log-merchant", Role.MERCHANT)
+    merchant = create_client(setup.uow, "log-merchant", Role.MERCHANT)
     setup.close()
     run = uuid.uuid4().hex[:8]
     keys = {

@@ -278,7 +278,7 @@ def test_a_prefork_worker_serves_its_childrens_metrics_on_its_own_port(
         container = build_container(database_url, broker_url=broker_url)
         container.publisher = CeleryPublisher(create_celery_app(container.settings))
         try:
-            merchant = create_client(container, "metrics-worker", Role.MERCHANT).client
+            merchant = create_client(container.uow, "metrics-worker", Role.MERCHANT).client
             port = free_port()
             worker = processes.payorch(
                 "worker",

@@ -95,8 +95,8 @@ def api(
         url = request.getfixturevalue("make_postgres_database")()
     publisher = RecordingPublisher()
     container = build_container(url, publisher=publisher, lease_seconds=LEASE_SECONDS)
-    merchant = create_client(container, "shop", Role.MERCHANT)
-    ops = create_client(container, "oncall-alice", Role.OPS)
+    merchant = create_client(container.uow, "shop", Role.MERCHANT)
+    ops = create_client(container.uow, "oncall-alice", Role.OPS)
     try:
         with ServerThread(create_app(container)) as server:
             yield OpsApi(

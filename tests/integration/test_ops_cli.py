@@ -57,7 +57,7 @@ class Cli:
 def cli(make_postgres_database, broker_url) -> Iterator[Cli]:
     database_url = make_postgres_database()
     container = build_container(database_url, lease_seconds=LEASE_SECONDS)
-    merchant = create_client(container, "shop", Role.MERCHANT).client
+    merchant = create_client(container.uow, "shop", Role.MERCHANT).client
     try:
         yield Cli(container, merchant, cli_environment(database_url, broker_url), broker_url)
     finally:

@@ -23,7 +23,7 @@ def test_payments_show_list_and_status_answer_in_tables_and_json(make_postgres_d
     database_url = make_postgres_database()
     container = build_container(database_url)
     try:
-        shop = create_client(container, "shop", Role.MERCHANT).client
+        shop = create_client(container.uow, "shop", Role.MERCHANT).client
         stuck = accept(container, shop, "cli-stuck", amount=1234)
         expire_leases(container, [stuck.id], ago=timedelta(minutes=1))
         parked = accept(container, shop, "cli-parked")

@@ -364,7 +364,7 @@ def test_the_operators_payment_page_lists_the_events_about_the_payment(api: Api)
     payment = accept(api.container, merchant, record_id())
     intent_id = f"pi_shown{time.monotonic_ns()}"
     force(api.container, payment.id, provider_payment_id=intent_id)
-    ops_key = create_client(api.container, f"ops-{record_id()}", Role.OPS).api_key
+    ops_key = create_client(api.container.uow, f"ops-{record_id()}", Role.OPS).api_key
     first, second = (_signed_post_about(api, intent_id) for _ in range(2))
 
     detail = httpx.get(

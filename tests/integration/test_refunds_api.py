@@ -65,8 +65,8 @@ def api(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     container = build_container(
         url, publisher=publisher, provider=provider, db_pool_size=30, db_max_overflow=30
     )
-    first = create_client(container, "a", Role.MERCHANT)
-    other = create_client(container, "b", Role.MERCHANT)
+    first = create_client(container.uow, "a", Role.MERCHANT)
+    other = create_client(container.uow, "b", Role.MERCHANT)
     with ServerThread(create_app(container)) as server:
         yield Api(
             container, server.url, publisher, provider, first.client, first.api_key, other.api_key

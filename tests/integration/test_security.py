@@ -68,7 +68,7 @@ def _payorch(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_keys_are_random_256_bit_tokens_stored_only_as_sha256(api: Api) -> None:
-    issued = [create_client(api.container, f"shape-{n}", Role.MERCHANT) for n in range(3)]
+    issued = [create_client(api.container.uow, f"shape-{n}", Role.MERCHANT) for n in range(3)]
     keys = [i.api_key for i in issued]
     assert all(KEY_SHAPE.fullmatch(key) for key in keys), keys
     assert len(set(keys)) == 3
@@ -83,13 +83,13 @@ def test_keys_are_random_256_bit_tokens_stored_only_as_sha256(api: Api) -> None:
 
 
 def test_a_revoked_key_gets_401_on_its_next_request(api: Api) -> None:
-    issued = create_client(api.container, "short-lived", Role.MERCHANT)
+    issued = create_client(api.container.uow, "short-lived", Role.MERCHANT)
     with api.client(issued.api_key) as client:
         created = post_payment(client, "before-revocation")
         assert created.status_code == 202
         assert client.get(f"/v1/payments/{created.json()['id']}").status_code == 200
 
-        revoke_client(api.container, issued.client.id)
+        revoke_client(api.container.uow, issued.client.id)
 
         assert_problem(client.get(f"/v1/payments/{created.json()['id']}"), 401, "unauthorized")
         assert_problem(post_payment(client, "before-revocation"), 401, "unauthorized")

@@ -209,7 +209,9 @@ async def sign_in(request: Request, container: ContainerDep) -> Response:
             error="The sign-in form expired or was not sent by this browser; try again.",
             status=403,
         )
-    client = await run_in_threadpool(authenticate, container, form.get("api_key", "").strip())
+    client = await run_in_threadpool(
+        authenticate, container.lookup_uow, form.get("api_key", "").strip()
+    )
     if client is None or client.role is not Role.OPS:
         error = (
             "This is a merchant key. The console needs an API key with the 'ops' role."

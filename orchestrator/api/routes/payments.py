@@ -84,7 +84,13 @@ def create_payment(
     payload, fingerprint = validated_payment(body)
     try:
         accepted = accept_payment(
-            container, client, idempotency_key, payload.to_domain(), fingerprint
+            container.statement_uow,
+            container.publisher,
+            container.settings,
+            client,
+            idempotency_key,
+            payload.to_domain(),
+            fingerprint,
         )
     except IdempotencyKeyReused as reused:
         raise key_reused(reused) from None
