@@ -14,12 +14,17 @@ real work; these settings keep the broker from fighting it.
 
 from __future__ import annotations
 
-from typing import Any
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from celery import Celery
 
 from orchestrator.services.dispatch import PublishFailed
 from orchestrator.settings import Settings
+
+if TYPE_CHECKING:
+    from orchestrator.broker_batch import BatchPublisher
 
 PAYMENTS_QUEUE = "payorch.payments"
 PROCESS_PAYMENT = "payorch.process_payment"
@@ -92,6 +97,23 @@ class CeleryPublisher:
 
     def __init__(self, app: Celery) -> None:
         self._app = app
+        # One BatchPublisher (its own connection and channel) per thread that batches.
+        self._batches = threading.local()
+
+    def publish_process_payments(self, wakeups: Sequence[tuple[str, int]]) -> None:
+        """Many ``process_payment`` wake-ups, one wait for their confirms (the dispatcher;
+        orchestrator.broker_batch).  Raises BatchPublishFailed."""
+        from orchestrator.broker_batch import BatchPublisher
+
+        batch: BatchPublisher | None = getattr(self._batches, "publisher", None)
+        if batch is None:
+            batch = self._batches.publisher = BatchPublisher(self._app)
+        batch.publish([(PROCESS_PAYMENT, payment_id, token) for payment_id, token in wakeups])
+
+    def close_batches(self) -> None:
+        batch: BatchPublisher | None = getattr(self._batches, "publisher", None)
+        if batch is not None:
+            batch.close()
 
     def publish_process_payment(self, payment_id: str, lease_token: int) -> None:
         try:

@@ -8,6 +8,7 @@ nesting into a RecursionError.  Here every failure becomes a 4xx problem.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from fastapi import Request
@@ -37,29 +38,46 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-async def read_json_body(request: Request) -> Any:
+@dataclass(frozen=True)
+class RawBody:
+    """The body as received, refusals deferred (``json_from_raw`` raises them): the accept
+    route reads the body before it authenticates, and must still answer 401 first."""
+
+    media_type: str
+    data: bytes
+    too_large: bool
+
+
+async def read_raw_body(request: Request) -> RawBody:
+    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise Problem(413, "payload-too-large", f"The body must be at most {MAX_BODY_BYTES} bytes.")
-    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        return RawBody(media_type, b"", too_large=True)  # not read at all
     if media_type != "application/json":
-        raise Problem(
-            415,
-            "unsupported-media-type",
-            "Send the body as JSON with 'Content-Type: application/json'.",
-        )
+        return RawBody(media_type, b"", too_large=False)  # refused (415) unread
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > MAX_BODY_BYTES:
-            raise Problem(
-                413, "payload-too-large", f"The body must be at most {MAX_BODY_BYTES} bytes."
-            )
+            return RawBody(media_type, b"", too_large=True)
         chunks.append(chunk)
-    raw = b"".join(chunks)
+    return RawBody(media_type, b"".join(chunks), too_large=False)
+
+
+def json_from_raw(body: RawBody) -> Any:
+    """The JSON value of ``body``, or the problem: 413, 415, then 400 (not UTF-8, not
+    JSON, a repeated key, nested too deeply)."""
+    if body.too_large:
+        raise Problem(413, "payload-too-large", f"The body must be at most {MAX_BODY_BYTES} bytes.")
+    if body.media_type != "application/json":
+        raise Problem(
+            415,
+            "unsupported-media-type",
+            "Send the body as JSON with 'Content-Type: application/json'.",
+        )
     try:
-        text = raw.decode("utf-8")
+        text = body.data.decode("utf-8")
     except UnicodeDecodeError:
         raise Problem(400, "invalid-request", "The body is not valid UTF-8.") from None
     try:
@@ -72,6 +90,10 @@ async def read_json_body(request: Request) -> Any:
         raise Problem(400, "invalid-request", "The body is nested too deeply.") from None
     except ValueError as error:
         raise Problem(400, "invalid-request", f"The body is not valid JSON: {error}") from None
+
+
+async def read_json_body(request: Request) -> Any:
+    return json_from_raw(await read_raw_body(request))
 
 
 async def read_optional_json_body(request: Request) -> Any:

@@ -7,11 +7,33 @@ the record's dispatch lease expires and the sweeper re-queues it.
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 
 class PublishFailed(Exception):
     """The broker did not confirm the message; the record is durable regardless."""
+
+
+class BatchPublishFailed(PublishFailed):
+    """Only the first ``confirmed`` wake-ups of the batch were confirmed by the broker."""
+
+    def __init__(self, message: str, confirmed: int) -> None:
+        super().__init__(message)
+        self.confirmed = confirmed
+
+
+@runtime_checkable
+class BatchTaskPublisher(Protocol):
+    """A publisher that confirms many wake-ups at once (the dispatcher uses it when its
+    publisher has it)."""
+
+    def publish_process_payments(self, wakeups: Sequence[tuple[str, int]]) -> None:
+        """Publish every (payment id, lease token); return once all are confirmed.
+        Raises BatchPublishFailed, which says how many from the start were confirmed."""
+
+    def close_batches(self) -> None:
+        """Close the calling thread's batch connection (the dispatcher, when it stops)."""
 
 
 class TaskPublisher(Protocol):

@@ -1,0 +1,109 @@
+"""``POST /v1/payments`` without FastAPI's dependency solving: the accept path's handler.
+
+The route is declared like every other (``routes.payments.create_payment``'s signature:
+bearer security, the ``Idempotency-Key`` header, the body), so the OpenAPI document is
+FastAPI's own.  Requests are served by ``accept_request`` instead (``AcceptRoute``): the
+body read on the event loop, then one thread hop for everything that blocks or costs CPU
+(authentication, the validation, the claim).  Measured: the five dependencies' solving
+and a second thread hop cost about as much CPU as the bench's whole bare route
+(bench/RESULTS.md §8).
+
+The answers and their order are the declared route's: 401/403 (authentication and role),
+then 413/415/400 (the body as JSON), then 400 ``invalid-idempotency-key``, then 400 for
+the fields, then the claim.  Hazard: a change to the declared signature changes only the
+document, not this handler; tests/integration/test_accept_api.py and test_schemathesis.py
+hold the two together.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import structlog
+from fastapi import Request
+from fastapi.responses import Response
+from fastapi.routing import APIRoute
+from starlette.concurrency import run_in_threadpool
+
+from orchestrator.api.body import RawBody, json_from_raw, read_raw_body
+from orchestrator.api.problems import Problem
+from orchestrator.bootstrap import Container
+from orchestrator.domain.model import ApiClient, Role
+from orchestrator.services.api_keys import authenticate
+
+# The declared header's rule (deps.IdempotencyKey): 1-255 printable ASCII characters.
+_IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7E]{1,255}")
+
+Handler = Callable[[Request], Coroutine[Any, Any, Response]]
+# (container, client, idempotency key, JSON body) -> the answer; runs in the thread.
+Accept = Callable[[Container, ApiClient, str, Any], Response]
+
+
+def unauthorized(detail: str) -> Problem:
+    return Problem(401, "unauthorized", detail, headers={"WWW-Authenticate": "Bearer"})
+
+
+def bearer_credentials(authorization: str | None) -> str | None:
+    """What fastapi.security.HTTPBearer(auto_error=False) gives: the credentials of a
+    ``Bearer`` header (any letter case), else None."""
+    if not authorization:
+        return None
+    scheme, _, credentials = authorization.partition(" ")
+    credentials = credentials.strip()
+    if not scheme or not credentials or scheme.lower() != "bearer":
+        return None
+    return credentials
+
+
+def merchant(container: Container, request: Request) -> ApiClient:
+    """deps.current_client + deps.merchant_client, in the caller's thread."""
+    credentials = bearer_credentials(request.headers.get("authorization"))
+    if credentials is None:
+        raise unauthorized("Send 'Authorization: Bearer <api key>'.")
+    client = authenticate(container.lookup_uow, credentials)
+    if client is None:
+        raise unauthorized("The API key is unknown or revoked.")
+    request.state.client_id = client.id  # the access log's
+    structlog.contextvars.bind_contextvars(client_id=client.id)
+    if client.role is not Role.MERCHANT:
+        raise Problem(403, "forbidden", "Payments are created and read with a merchant key.")
+    return client
+
+
+def idempotency_key(value: str | None) -> str:
+    if value is None or _IDEMPOTENCY_KEY.fullmatch(value) is None:
+        raise Problem(
+            400,
+            "invalid-idempotency-key",
+            "Send an 'Idempotency-Key' header of 1-255 printable ASCII characters, unique "
+            "per logical payment.",
+        )
+    return value
+
+
+def _serve(accept: Accept, container: Container, request: Request, raw: RawBody) -> Response:
+    client = merchant(container, request)
+    body = json_from_raw(raw)
+    key = idempotency_key(request.headers.get("idempotency-key"))
+    return accept(container, client, key, body)
+
+
+def accept_handler(accept: Accept) -> Handler:
+    async def accept_request(request: Request) -> Response:
+        container: Container = request.app.state.container
+        raw = await read_raw_body(request)
+        return await run_in_threadpool(_serve, accept, container, request, raw)
+
+    return accept_request
+
+
+def accept_route(accept: Accept) -> type[APIRoute]:
+    """An APIRoute class that documents the endpoint it is given and serves ``accept``."""
+
+    class AcceptRoute(APIRoute):
+        def get_route_handler(self) -> Handler:
+            return accept_handler(accept)
+
+    return AcceptRoute
