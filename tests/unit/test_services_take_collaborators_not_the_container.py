@@ -7,9 +7,9 @@ collaborators (``container.uow``, ``container.read_only_uow``, ``container.publi
 source (every ``import``, lazy and ``TYPE_CHECKING`` ones included, and every function's
 parameters) of the service layers.
 
-``KNOWN_EXCEPTIONS`` still take the container (the accept hot path and API-key
-authentication, being reworked elsewhere).  The set may only shrink: a module that no
-longer needs its place in it fails the last test until it is removed from it.
+``KNOWN_EXCEPTIONS`` would still take the container (none left: the accept path and API-key
+authentication take theirs too).  The set may only shrink: a module that no longer needs
+its place in it fails the last test until it is removed from it.
 """
 
 from __future__ import annotations
@@ -19,9 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICE_LAYERS = ("orchestrator/services", "orchestrator/ops", "orchestrator/events")
-KNOWN_EXCEPTIONS = frozenset(
-    {"orchestrator/services/accept.py", "orchestrator/services/api_keys.py"}
-)
+KNOWN_EXCEPTIONS: frozenset[str] = frozenset()
 COMPOSITION_ROOT = "orchestrator.bootstrap"
 
 
