@@ -7,6 +7,11 @@
     intent_step.py  what capture and cancel share: one call on the intent, query first
     refund.py       one refund of a succeeded payment (lease on its operation row)
     refund_sync.py  record the refunds made at the provider outside payorch (its own row)
+    refund_reads.py what refund and refund_sync share: an intent's refunds page by page,
+                    and what a provider refund's status means
+    refund_books.py what they share in the finish: money, ledger, event, stored answer
+    operation_row.py  what every kind on an operation row shares: its lease's place, its
+                    log fields, and (OperationSteps) what one run of a kind's steps holds
 
 ``run_kind`` picks the kind an id names and runs it under the engine.
 """

@@ -31,17 +31,16 @@ Hazards, and what guards them:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 
 from orchestrator import metrics
 from orchestrator.db.uow import UnitOfWork
 from orchestrator.domain.operations import ORIGIN_PROVIDER, OperationRecord, OperationStatus
-from orchestrator.domain.refund_representation import refund_representation
-from orchestrator.domain.representation import encode_representation
 from orchestrator.domain.states import RecoveryPoint, WaitingFor
-from orchestrator.engine.kinds.operation_row import OperationRowKind
-from orchestrator.engine.kinds.refund_books import book_refund_outcome
+from orchestrator.engine.kinds.operation_row import OperationRowKind, OperationSteps
+from orchestrator.engine.kinds.refund_books import book_refund_outcome, final_refund_response
+from orchestrator.engine.kinds.refund_reads import judge_refund, refund_pages
 from orchestrator.engine.lease import Lease, Parked, Waiting, describe_error
 from orchestrator.logging import get_logger
 from orchestrator.providers.base import (
@@ -57,17 +56,14 @@ log = get_logger(__name__)
 
 # The n of payorch-{id}-refund-{n}: fixed, see the module docstring.
 REFUND_KEY_ATTEMPT = 1
-PAGE_SIZE = 100
 _OPERATOR_ERRORS = frozenset({"idempotency_error"})
 _OPERATOR_HTTP_STATUSES = frozenset({401, 403})
-_PENDING = frozenset({"pending", "requires_action"})
-_FAILED = frozenset({"failed", "canceled"})
 _ABSENT = "absent"
 _FAILED_PAGE = "failed_page"
 
 
 class RefundKind(OperationRowKind):
-    """The refund's rows and steps, for ``engine.runner.run_operation``."""
+    """The refund's steps, for ``engine.runner.run_operation``."""
 
     name = "refund"
 
@@ -78,15 +74,7 @@ class RefundKind(OperationRowKind):
 REFUND = RefundKind()
 
 
-@dataclass
-class _Refund:
-    lease: Lease[OperationRecord]
-    provider: PaymentProvider
-
-    @property
-    def record(self) -> OperationRecord:
-        return self.lease.record
-
+class _Refund(OperationSteps):
     def run(self) -> None:
         intent_id = self._intent_id()
         while True:
@@ -138,27 +126,15 @@ class _Refund:
         """Our refund among the intent's refunds (matched by our id in its metadata), or
         ``_ABSENT`` when the whole list was read and it is not there, ``_FAILED_PAGE`` when
         a page failed (an unknown outcome, never "absent")."""
-        cursor: str | None = None
-        while True:
-            self.lease.renew()
-            try:
-                page = self.provider.list_refunds(intent_id, starting_after=cursor, limit=PAGE_SIZE)
-            except Retryable as error:
-                self.lease.wait(error.retry_after, f"lookup: {describe_error(error)}")
-                return _FAILED_PAGE
-            except OutcomeUnknown as error:
-                # A failed page proves nothing: the lookup stays owed.
-                self.note_unknown(error)
-                self.lease.wait(None, f"lookup: {describe_error(error)}")
-                return _FAILED_PAGE
-            except Permanent as error:
-                raise Parked(f"cannot list refunds: {describe_error(error)}") from error
+        pages = refund_pages(
+            self.lease, self.provider, intent_id, label="lookup", on_unknown=self.note_unknown
+        )
+        for page in pages:
+            if page is None:
+                return _FAILED_PAGE  # a failed page proves nothing: the lookup stays owed
             for refund in page.refunds:
                 if refund.metadata.get(REFUND_ID_METADATA_KEY) == self.record.id:
                     return refund
-            if not page.has_more or not page.refunds:
-                break
-            cursor = page.refunds[-1].id
         self.lease.write(
             lambda uow, now: uow.operations.end_lookup(
                 self.lease.id, token=self.lease.token, now=now
@@ -212,31 +188,28 @@ class _Refund:
 
     def act_on(self, refund: ProviderRefund, intent_id: str) -> None:
         self.check_ours(refund, intent_id)
-        if refund.status == "succeeded":
-            self.settle(OperationStatus.SUCCEEDED, refund.id)
-        elif refund.status in _FAILED:
+        verdict = judge_refund(refund)
+        if verdict.outcome is not None:
             self.settle(
-                OperationStatus.FAILED,
+                verdict.outcome,
                 refund.id,
-                failure_code=refund.failure_reason or f"refund_{refund.status}",
-                failure_message=f"the provider's refund {refund.id} is {refund.status}",
+                failure_code=verdict.failure_code,
+                failure_message=verdict.failure_message,
             )
-        elif refund.status in _PENDING:
-            if self.record.provider_object_id != refund.id:
-                self.lease.write(
-                    lambda uow, now: uow.operations.record_provider_object(
-                        self.lease.id, token=self.lease.token, provider_object_id=refund.id, now=now
-                    )
+            return
+        if self.record.provider_object_id != refund.id:
+            self.lease.write(
+                lambda uow, now: uow.operations.record_provider_object(
+                    self.lease.id, token=self.lease.token, provider_object_id=refund.id, now=now
                 )
-            # Nothing to do until the provider settles it: no lease held meanwhile, and not
-            # a failed attempt; the re-check (or an event) reads it again by id.
-            raise Waiting(
-                self.lease.settings.processing_recheck_seconds,
-                f"provider refund {refund.id} is {refund.status}",
-                WaitingFor.PROVIDER,
             )
-        else:
-            raise Parked(f"provider refund {refund.id} has an unknown status {refund.status!r}")
+        # Nothing to do until the provider settles it: no lease held meanwhile, and not a
+        # failed attempt; the re-check (or an event) reads it again by id.
+        raise Waiting(
+            self.lease.settings.processing_recheck_seconds,
+            f"provider refund {refund.id} is {refund.status}",
+            WaitingFor.PROVIDER,
+        )
 
     def check_ours(self, refund: ProviderRefund, intent_id: str) -> None:
         problems = []
@@ -309,11 +282,10 @@ class _Refund:
                 completed_at=now,
                 updated_at=now,
             )
-            document = refund_representation(final)
             finished = uow.operations.finish(
                 record.id,
                 token=self.lease.token,
-                final_response=encode_representation(document).decode("utf-8"),
+                final_response=final_refund_response(final),
                 now=now,
             )
             if finished is None:

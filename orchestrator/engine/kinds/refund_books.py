@@ -1,7 +1,7 @@
 """A refund's effect on the books, written in its finishing transaction: the payment's
-refund money, the ledger lines and the merchant event.  Shared by the refund kind (a refund
-asked through payorch) and the refund sync (a refund made at the provider by someone else),
-so both move money the same way."""
+refund money, the ledger lines and the merchant event, and the refund's stored answer.
+Shared by the refund kind (a refund asked through payorch) and the refund sync (a refund
+made at the provider by someone else), so both move money, and answer, the same way."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from orchestrator.db.uow import UnitOfWork
 from orchestrator.domain.ledger import refund_lines
 from orchestrator.domain.operations import OperationRecord, OperationStatus
 from orchestrator.domain.refund_representation import refund_representation
+from orchestrator.domain.representation import encode_representation
 
 
 def book_refund_outcome(
@@ -41,3 +42,9 @@ def book_refund_outcome(
         refund_representation(refund),
         now=now,
     )
+
+
+def final_refund_response(refund: OperationRecord) -> str:
+    """The finished refund's answer of record (``final_response``): what
+    ``GET /v1/refunds/{id}`` serves, byte for byte, once the refund is final."""
+    return encode_representation(refund_representation(refund)).decode("utf-8")

@@ -44,12 +44,10 @@ Hazards, and what guards them:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from orchestrator import metrics
-from orchestrator.db.repositories.operations import OperationRepository
 from orchestrator.db.uow import UnitOfWork
 from orchestrator.domain.model import PaymentRecord
 from orchestrator.domain.operations import (
@@ -59,26 +57,18 @@ from orchestrator.domain.operations import (
     OperationStatus,
     new_operation_id,
 )
-from orchestrator.domain.refund_representation import refund_representation
 from orchestrator.domain.representation import encode_representation
 from orchestrator.domain.states import PaymentStatus, RecoveryPoint
-from orchestrator.engine.kinds.refund_books import book_refund_outcome
-from orchestrator.engine.lease import Deferred, Lease, Parked, describe_error
+from orchestrator.engine.kinds.operation_row import OperationRowKind, OperationSteps
+from orchestrator.engine.kinds.refund_books import book_refund_outcome, final_refund_response
+from orchestrator.engine.kinds.refund_reads import judge_refund, refund_pages
+from orchestrator.engine.lease import Deferred, Lease, Parked
 from orchestrator.logging import get_logger
-from orchestrator.providers.base import (
-    OutcomeUnknown,
-    PaymentProvider,
-    Permanent,
-    ProviderRefund,
-    Retryable,
-)
+from orchestrator.providers.base import PaymentProvider, ProviderRefund
 from orchestrator.providers.keys import REFUND_ID_METADATA_KEY
 
 log = get_logger(__name__)
 
-PAGE_SIZE = 100
-_PENDING = frozenset({"pending", "requires_action"})
-_FAILED = frozenset({"failed", "canceled"})
 _PROCESSING = OperationStatus.PROCESSING
 # Payments with no captured money: whatever the provider lists is not a refund of theirs.
 _NOTHING_TO_REFUND = frozenset(
@@ -86,16 +76,10 @@ _NOTHING_TO_REFUND = frozenset(
 )
 
 
-class RefundSyncKind:
-    """The refund sync's rows and steps, for ``engine.runner.run_operation``."""
+class RefundSyncKind(OperationRowKind):
+    """The refund sync's steps, for ``engine.runner.run_operation``."""
 
     name = "refund_sync"
-
-    def leases(self, uow: UnitOfWork) -> OperationRepository:
-        return uow.operations
-
-    def log_fields(self, record_id: str) -> dict[str, Any]:
-        return {"operation_id": record_id, "kind": self.name}
 
     def run(self, lease: Lease[OperationRecord], provider: PaymentProvider) -> None:
         _RefundSync(lease, provider).run()
@@ -104,15 +88,7 @@ class RefundSyncKind:
 REFUND_SYNC = RefundSyncKind()
 
 
-@dataclass
-class _RefundSync:
-    lease: Lease[OperationRecord]
-    provider: PaymentProvider
-
-    @property
-    def record(self) -> OperationRecord:
-        return self.lease.record
-
+class _RefundSync(OperationSteps):
     def run(self) -> None:
         if self.record.recovery_point is not RecoveryPoint.ACCEPTED:
             return  # finished by someone else; the fence would refuse us anyway
@@ -151,23 +127,10 @@ class _RefundSync:
         """Every refund of the intent.  A failed page is read again (a list moves nothing);
         the backoff hands the work back to the row when it grows long."""
         refunds: list[ProviderRefund] = []
-        cursor: str | None = None
-        while True:
-            self.lease.renew()
-            try:
-                page = self.provider.list_refunds(intent_id, starting_after=cursor, limit=PAGE_SIZE)
-            except Retryable as error:
-                self.lease.wait(error.retry_after, f"list refunds: {describe_error(error)}")
-                continue
-            except OutcomeUnknown as error:
-                self.lease.wait(None, f"list refunds: {describe_error(error)}")
-                continue
-            except Permanent as error:
-                raise Parked(f"cannot list refunds: {describe_error(error)}") from error
-            refunds.extend(page.refunds)
-            if not page.has_more or not page.refunds:
-                return refunds
-            cursor = page.refunds[-1].id
+        for page in refund_pages(self.lease, self.provider, intent_id, label="list refunds"):
+            if page is not None:  # a failed page is simply asked for again
+                refunds.extend(page.refunds)
+        return refunds
 
     # -- one provider refund, one fenced transaction ------------------------------------
 
@@ -254,10 +217,8 @@ class _RefundSync:
                 f"provider refund {refund.id} is in {refund.currency}, the payment in "
                 f"{payment.request.currency}"
             )
-        failed = refund.status in _FAILED
-        pending = refund.status in _PENDING
-        if not (failed or pending or refund.status == "succeeded"):
-            raise Parked(f"provider refund {refund.id} has an unknown status {refund.status!r}")
+        verdict = judge_refund(refund)
+        failed = verdict.outcome is OperationStatus.FAILED
         if not failed and uow.money.reserve_refund(payment.id, refund.amount) is None:
             # Rolled back with this transaction: nothing is recorded yet.
             raise Deferred(
@@ -269,14 +230,12 @@ class _RefundSync:
         values = _provider_refund_values(payment, refund, now, recheck_at=self._recheck(now))
         if failed:
             values.update(
-                failure_code=refund.failure_reason or f"refund_{refund.status}",
-                failure_message=f"the provider's refund {refund.id} is {refund.status}",
+                failure_code=verdict.failure_code, failure_message=verdict.failure_message
             )
-        if not pending:
-            final = _final_values(values, failed=failed, now=now)
-            values.update(final)
+        if verdict.outcome is not None:
+            values.update(_final_values(values, verdict.outcome, now=now))
         row = uow.operations.insert(values)
-        if not pending:
+        if not verdict.pending:
             book_refund_outcome(uow, row, provider=payment.provider, now=now, reserved=False)
         return row
 
@@ -359,9 +318,10 @@ def _provider_refund_values(
     }
 
 
-def _final_values(values: dict[str, Any], *, failed: bool, now: datetime) -> dict[str, Any]:
+def _final_values(
+    values: dict[str, Any], status: OperationStatus, *, now: datetime
+) -> dict[str, Any]:
     """The columns of a refund row that is final at first sight, with its stored answer."""
-    status = OperationStatus.FAILED if failed else OperationStatus.SUCCEEDED
     final: dict[str, Any] = {
         "status": status.value,
         "provider_outcome": status.value,
@@ -370,8 +330,7 @@ def _final_values(values: dict[str, Any], *, failed: bool, now: datetime) -> dic
         "next_attempt_at": None,
         "completed_at": now,
     }
-    document = refund_representation(_as_record({**values, **final}))
-    final["final_response"] = encode_representation(document).decode("utf-8")
+    final["final_response"] = final_refund_response(_as_record({**values, **final}))
     return final
 
 
