@@ -1,9 +1,10 @@
 """The dispatcher: PostgreSQL NOTIFY in, Celery task out (``PAYORCH_WAKE_UP=notify``).
 
-The accept's INSERT sends ``NOTIFY payorch_wake, '<payment id>:<lease token>'``, which
-PostgreSQL delivers only when the row committed.  One dispatcher LISTENs on a connection
-of its own and publishes ``process_payment`` for each notification, so the API's request
-never waits for the broker.
+The accept's INSERT sends ``NOTIFY payorch_wake, '<id>:<lease token>'``, which PostgreSQL
+delivers only when the row committed.  One dispatcher LISTENs on a connection of its own
+and publishes for each notification the task its id names (``process_payment`` for a
+payment, ``process_operation`` for a capture, cancel or refund), so the API's request never
+waits for the broker.
 
 Every way a wake-up can be lost ends at the sweeper, one dispatch lease after the accept:
 no dispatcher listening at commit time (PostgreSQL drops the notification), a dispatcher
@@ -36,12 +37,14 @@ import sqlalchemy as sa
 
 from orchestrator import metrics
 from orchestrator.db.wake import WAKE_CHANNEL, parse_wake_payload
+from orchestrator.domain.ids import is_payment_id
 from orchestrator.logging import get_logger
 from orchestrator.services.dispatch import (
     BatchPublishFailed,
     BatchTaskPublisher,
     PublishFailed,
     TaskPublisher,
+    publish_wake_up,
 )
 
 log = get_logger(__name__)
@@ -64,11 +67,16 @@ BATCH = 500
 # wait): a wake-up waits at most this much longer; per wake-up the dispatcher's CPU falls
 # with the batch's size (bench/RESULTS.md §8).
 LINGER_SECONDS = 0.005
-# Catch-up on (re)connection: the payments still under their first dispatch lease.
+# Catch-up on (re)connection: the payments and operations (captures, cancels, refunds)
+# still under their first dispatch lease.
 _WAITING = (
-    "SELECT id, lease_token FROM payments WHERE status = 'processing' "
-    "AND recovery_point = 'accepted' AND lease_owner = 'dispatch' "
-    "AND locked_until > now() ORDER BY locked_until LIMIT %s"
+    "SELECT id, lease_token FROM ("
+    "SELECT id, lease_token, locked_until FROM payments WHERE status = 'processing' "
+    "AND recovery_point = 'accepted' AND lease_owner = 'dispatch' AND locked_until > now() "
+    "UNION ALL "
+    "SELECT id, lease_token, locked_until FROM operations WHERE status = 'processing' "
+    "AND recovery_point = 'accepted' AND lease_owner = 'dispatch' AND locked_until > now()"
+    ") AS waiting ORDER BY locked_until LIMIT %s"
 )
 CATCH_UP_LIMIT = 1000
 
@@ -177,21 +185,28 @@ class Dispatcher:
         if isinstance(self._publisher, BatchTaskPublisher):
             return self._publish_batches(self._publisher)
         while self._pending:
-            payment_id, token = self._pending[0]
-            try:
-                self._publisher.publish_process_payment(payment_id, token)
-            except PublishFailed as error:
-                metrics.PUBLISH_FAILURES.inc()
-                log.warning(
-                    "task_publish_failed",
-                    payment_id=payment_id,
-                    dispatcher=self.name,
-                    held=len(self._pending),
-                    error=str(error),
-                )
+            if not self._publish_head():
                 return False
-            self._pending.popleft()
-            metrics.WAKEUPS_DISPATCHED.inc()
+        return True
+
+    def _publish_head(self) -> bool:
+        """The first held wake-up as its own message: a payment's ``process_payment``, or
+        an operation's (cap_, cnl_, rfd_) ``process_operation``.  False when it failed."""
+        record_id, token = self._pending[0]
+        try:
+            publish_wake_up(self._publisher, record_id, token)
+        except PublishFailed as error:
+            metrics.PUBLISH_FAILURES.inc()
+            log.warning(
+                "task_publish_failed",
+                payment_id=record_id,
+                dispatcher=self.name,
+                held=len(self._pending),
+                error=str(error),
+            )
+            return False
+        self._pending.popleft()
+        metrics.WAKEUPS_DISPATCHED.inc()
         return True
 
     def _publish_batches(self, publisher: BatchTaskPublisher) -> bool:
@@ -200,7 +215,17 @@ class Dispatcher:
         its confirm came; the unconfirmed rest of a failed batch is retried as it is (a
         duplicate of one that did arrive is fenced by its lease token)."""
         while self._pending:
-            batch = list(itertools.islice(self._pending, BATCH))
+            if not is_payment_id(self._pending[0][0]):
+                # An operation's wake-up: not a process_payment batch's (rare: one each).
+                if not self._publish_head():
+                    return False
+                continue
+            batch = list(
+                itertools.takewhile(
+                    lambda wakeup: is_payment_id(wakeup[0]),
+                    itertools.islice(self._pending, BATCH),
+                )
+            )
             try:
                 publisher.publish_process_payments(batch)
                 confirmed = len(batch)

@@ -209,7 +209,7 @@ def _accept(
     admit: Admit,
     also: Also | None,
 ) -> AcceptedOperation:
-    def insert(unit: UnitOfWork, now: datetime) -> OperationRecord | None:
+    def insert(unit: UnitOfWork, now: datetime, wake: bool) -> OperationRecord | None:
         payment = unit.money.lock_payment(client_id, payment_id)
         if payment is None:
             raise PaymentNotFound(payment_id)
@@ -239,7 +239,7 @@ def _accept(
         values["accepted_response"] = encode_representation(payment_representation(shown)).decode(
             "utf-8"
         )
-        record = unit.operations.insert_if_absent(values)
+        record = unit.operations.insert_if_absent(values, wake=wake)
         if record is not None and also is not None:
             also(unit, record, now)
         return record

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+from orchestrator.domain.ids import is_payment_id
+
 
 class PublishFailed(Exception):
     """The broker did not confirm the message; the record is durable regardless."""
@@ -47,6 +49,15 @@ class TaskPublisher(Protocol):
 
     def broker_reachable(self) -> bool:
         """For readiness checks: can a publish reach the broker right now?"""
+
+
+def publish_wake_up(publisher: TaskPublisher, record_id: str, lease_token: int) -> None:
+    """The task for the id's kind: a payment's charge (``pay_…``), or an operation
+    (``cap_…``, ``cnl_…``, ``rfd_…``: the kind is in the id).  Raises PublishFailed."""
+    if is_payment_id(record_id):
+        publisher.publish_process_payment(record_id, lease_token)
+    else:
+        publisher.publish_operation(record_id, lease_token)
 
 
 class NullPublisher:

@@ -3,8 +3,11 @@
 
     claim the key (``claim_key``: the kind's insert in one transaction, under the payment's
     row lock; ``INSERT … ON CONFLICT DO NOTHING`` on (client, kind, key))
-      ├── inserted → count it, log it, publish the task after the commit (a failed publish
-      │              still answers 202: the dispatch lease expires into the sweeper's hands)
+      ├── inserted → count it, log it, wake a worker: with ``WAKE_UP=notify`` the insert's
+      │              statement sends the NOTIFY the dispatcher publishes from (as for
+      │              payments, ``services.accept``), else publish after the commit.  A lost
+      │              wake-up (no listener, a failed publish) still answers 202: the dispatch
+      │              lease expires into the sweeper's hands
       └── taken    → the same request is a replay of the operation that holds the key;
                      another request under it is ``IdempotencyKeyReused`` (422)
 
@@ -35,8 +38,9 @@ DISPATCH_OWNER = "dispatch"
 INITIAL_LEASE_TOKEN = 1
 
 # The kind's insert, in the claim's transaction: the new operation, or None when the key is
-# taken (the operation holding it answers).
-Insert = Callable[[UnitOfWork, datetime], OperationRecord | None]
+# taken (the operation holding it answers).  Its last argument is ``wake``: the insert sends
+# the wake-up NOTIFY in its statement (``OperationRepository.insert_if_absent``).
+Insert = Callable[[UnitOfWork, datetime, bool], OperationRecord | None]
 
 
 @dataclass(frozen=True)
@@ -58,9 +62,12 @@ def accept_operation(
 ) -> Claimed:
     """Raises what ``insert`` raises (nothing stored) or IdempotencyKeyReused."""
     key_tag = key_digest(settings.secret_key.get_secret_value(), idempotency_key)
+    # notify (PostgreSQL's default): the insert's statement wakes the dispatcher, which
+    # publishes; publish: the API publishes after its commit (SQLite always does).
+    notify = settings.wake_up_mode == "notify"
     claimed = claim_key(
         uow,
-        insert=insert,
+        insert=lambda unit, now: insert(unit, now, notify),
         find=lambda unit: unit.operations.find_by_key(client_id, kind, idempotency_key),
     )
     record = claimed.record
@@ -79,6 +86,8 @@ def accept_operation(
         client_id=client_id,
         key_hmac=key_tag,
     )
+    if notify:
+        return Claimed(record, replayed=False)
     try:
         publisher.publish_operation(record.id, record.lease_token)
     except PublishFailed as error:

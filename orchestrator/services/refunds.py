@@ -93,7 +93,7 @@ def accept_refund(
     """Raises PaymentNotFound, PaymentNotRefundable, RefundExceedsCaptured (nothing stored)
     or IdempotencyKeyReused."""
 
-    def insert(unit: UnitOfWork, now: datetime) -> OperationRecord | None:
+    def insert(unit: UnitOfWork, now: datetime, wake: bool) -> OperationRecord | None:
         payment = unit.money.lock_payment(client.id, payment_id)
         if payment is None:
             raise PaymentNotFound(payment_id)
@@ -120,7 +120,8 @@ def accept_refund(
         values["accepted_response"] = encode_representation(
             refund_representation(_accepted_record(values))
         ).decode("utf-8")
-        record = unit.operations.insert_if_absent(values)
+        # A refusal below rolls the NOTIFY back with the row: it is sent on commit only.
+        record = unit.operations.insert_if_absent(values, wake=wake)
         if record is None:
             return None
         if unit.money.reserve_refund(payment.id, amount) is None:

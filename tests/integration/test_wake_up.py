@@ -19,9 +19,13 @@ import pytest
 
 from orchestrator.db.wake import WAKE_CHANNEL
 from orchestrator.engine.dispatcher import Dispatcher, libpq_url, start_in_thread
+from orchestrator.services.captures import accept_capture
 from orchestrator.services.dispatch import PublishFailed, TaskPublisher
+from tests.fakes.provider import FakeProvider
 from tests.fakes.publisher import RecordingPublisher
+from tests.harness.captures import authorized_payment, capture_fingerprint
 from tests.harness.containers import build_container
+from tests.harness.refunds import request_refund, succeeded_payment
 from tests.harness.seeds import accept, new_merchant
 from tests.harness.stack import Stack, running_stack
 
@@ -199,3 +203,133 @@ def test_one_dispatcher_is_active_and_a_standby_takes_over_when_it_stops(
 
     assert first.published == [(record.id, 1)]
     assert later.id not in {p[0] for p in first.published}
+
+
+# -- captures, cancels, refunds: the same wake-up ------------------------------------------
+
+
+class TaskRecordingPublisher:
+    """Remembers which task each wake-up was published as."""
+
+    def __init__(self) -> None:
+        self.published: list[tuple[str, str, int]] = []
+
+    def publish_process_payment(self, payment_id: str, lease_token: int) -> None:
+        self.published.append(("process_payment", payment_id, lease_token))
+
+    def publish_operation(self, operation_id: str, lease_token: int) -> None:
+        self.published.append(("process_operation", operation_id, lease_token))
+
+    def broker_reachable(self) -> bool:
+        return True
+
+
+class BatchRecordingPublisher(TaskRecordingPublisher):
+    """A publisher with batches (as the production one): payments may come in batches."""
+
+    def publish_process_payments(self, wakeups) -> None:
+        for payment_id, token in wakeups:
+            self.publish_process_payment(payment_id, token)
+
+    def close_batches(self) -> None:
+        pass
+
+
+def _capture(container, merchant, payment_id: str, key: str):
+    return accept_capture(
+        container.uow,
+        container.publisher,
+        container.settings,
+        merchant,
+        payment_id,
+        key,
+        None,
+        capture_fingerprint(payment_id, None),
+    )
+
+
+def test_an_operation_accept_notifies_once_on_commit_and_publishes_nothing_itself(
+    make_postgres_database,
+):
+    database_url = make_postgres_database()
+    publisher = RecordingPublisher()
+    container = build_container(
+        database_url, publisher=publisher, provider=FakeProvider(), wake_up="notify"
+    )
+    try:
+        merchant = new_merchant(container, "notify-operations")
+        authorized = authorized_payment(container, merchant, "to-capture")
+        paid = succeeded_payment(container, merchant, "to-refund")
+        with psycopg.connect(libpq_url(database_url), autocommit=True) as listener:
+            listener.execute(f"LISTEN {WAKE_CHANNEL}")
+            capture = _capture(container, merchant, authorized.id, "capture-once")
+            replay = _capture(container, merchant, authorized.id, "capture-once")
+            refund = request_refund(container, merchant, paid.id, "refund-once", amount=100)
+            heard = [n.payload for n in listener.notifies(timeout=5, stop_after=2)]
+            heard += [n.payload for n in listener.notifies(timeout=0.5)]
+    finally:
+        container.close()
+
+    assert replay.replayed and replay.record.id == capture.record.id
+    assert heard == [f"{capture.record.id}:1", f"{refund.record.id}:1"]
+    assert publisher.published == []
+
+
+@pytest.mark.parametrize("broker_kind", [TaskRecordingPublisher, BatchRecordingPublisher])
+def test_the_dispatcher_publishes_an_operations_task_and_catches_up_on_waiting_ones(
+    make_postgres_database, broker_kind
+):
+    database_url = make_postgres_database()
+    container = build_container(database_url, provider=FakeProvider(), wake_up="notify")
+    broker = broker_kind()
+    try:
+        merchant = new_merchant(container, "dispatch-operations")
+        early = authorized_payment(container, merchant, "before-the-dispatcher")
+        late = authorized_payment(container, merchant, "while-it-listens")
+        waiting = _capture(container, merchant, early.id, "capture-before")
+        with dispatching(database_url, broker, "operations") as dispatcher:
+            assert dispatcher.listening.wait(60)
+            heard = _capture(container, merchant, late.id, "capture-while")
+            wait_until(
+                "both captures published",
+                lambda: {p[1] for p in broker.published} >= {waiting.record.id, heard.record.id},
+            )
+    finally:
+        container.close()
+
+    operations = [p for p in broker.published if p[1].startswith("cap_")]
+    assert sorted(operations) == sorted(
+        [
+            ("process_operation", waiting.record.id, 1),
+            ("process_operation", heard.record.id, 1),
+        ]
+    )
+
+
+def test_a_lost_capture_wake_up_is_processed_by_the_sweeper_after_the_dispatch_lease(
+    lost_stack, processes
+):
+    stack = lost_stack
+    stack.start_worker(processes)
+    with sweeping(stack):
+        accepted = stack.pay("lost-capture-wake-up", amount=1400, capture_method="manual")
+        wait_until(
+            "the payment is authorised",
+            lambda: stack.payment(accepted["id"])["status"] == "requires_capture",
+            timeout=120,
+        )
+        # Nobody LISTENs: the capture's NOTIFY is dropped, and no task is published.
+        with stack.client() as client:
+            answer = client.post(
+                f"/v1/payments/{accepted['id']}/capture",
+                json={},
+                headers={"Idempotency-Key": "lost-capture"},
+            )
+        assert answer.status_code == 202, answer.text
+        capture_id = answer.headers["Operation-Id"]
+        final = stack.wait_final(accepted["id"], timeout=120)
+
+    assert final["status"] == "succeeded" and final["amount_captured"] == 1400
+    assert stack.simulator.admin.movements()["captures"]["by_record"] == {accepted["id"]: 1}
+    # The sweeper's takeover (token 2), then a worker's claim (3): recovered, not woken.
+    assert stack.operation(capture_id).lease_token >= 3

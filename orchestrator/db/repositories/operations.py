@@ -11,6 +11,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from orchestrator.db.repositories.lease_columns import NEEDS_ATTENTION, PROCESSING, LeaseColumns
 from orchestrator.db.tables import operations
+from orchestrator.db.wake import WAKE_CHANNEL
 from orchestrator.domain.operations import OperationKindName, OperationRecord, OperationStatus
 from orchestrator.domain.states import RecoveryPoint, WaitingFor
 
@@ -76,16 +77,32 @@ class OperationRepository(LeaseColumns[OperationRecord]):
 
     # -- the claim and the reads ----------------------------------------------------------
 
-    def insert_if_absent(self, values: dict[str, Any]) -> OperationRecord | None:
+    def insert_if_absent(
+        self, values: dict[str, Any], *, wake: bool = False
+    ) -> OperationRecord | None:
         """``INSERT … ON CONFLICT (client_id, kind, idempotency_key) DO NOTHING``: None
-        means the key is taken (a replay, or a reuse with another request)."""
+        means the key is taken (a replay, or a reuse with another request).
+
+        ``wake`` (PostgreSQL): the same statement sends the payments' NOTIFY
+        (``db.wake``: ``'<operation id>:<lease token>'``) for the row it inserted,
+        delivered only when the accept commits; a taken key inserts nothing and notifies
+        nothing."""
         insert = postgresql.insert if self._conn.dialect.name == "postgresql" else sqlite.insert
-        row = self._conn.execute(
+        claim = (
             insert(operations)
             .values(**values)
             .on_conflict_do_nothing(index_elements=["client_id", "kind", "idempotency_key"])
             .returning(*operations.c)
-        ).first()
+        )
+        if not wake:
+            row = self._conn.execute(claim).first()
+            return None if row is None else to_operation(row)
+        claimed = claim.cte("claimed")
+        notify = sa.func.pg_notify(
+            sa.literal(WAKE_CHANNEL),
+            claimed.c.id + sa.literal(":") + sa.cast(claimed.c.lease_token, sa.Text),
+        )
+        row = self._conn.execute(sa.select(claimed, notify.label("payorch_wake"))).first()
         return None if row is None else to_operation(row)
 
     def find_by_key(
