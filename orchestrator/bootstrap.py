@@ -21,6 +21,7 @@ from orchestrator.db.clock import Clock, DatabaseClock
 from orchestrator.db.engine import create_engine
 from orchestrator.db.uow import UnitOfWork
 from orchestrator.domain.history import ProviderCallRecord
+from orchestrator.engine import call_log
 from orchestrator.engine.runner import Runner
 from orchestrator.engine.sweep import Sweeper
 from orchestrator.events.endpoints import EndpointService
@@ -117,7 +118,11 @@ class Container:
         )
 
     def record_provider_call(self, call: ProviderCallRecord) -> None:
-        """Store one provider call, in its own short transaction after the call returned."""
+        """Store one provider call: inside an engine run, with the run's next fenced write
+        (``engine.call_log``); elsewhere in its own short transaction after the call
+        returned."""
+        if call_log.hold(call):
+            return
         with self.uow() as uow:
             uow.history.add_provider_call(call, now=uow.now())
             uow.commit()

@@ -35,6 +35,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from orchestrator.db.uow import UnitOfWork, UnitOfWorkFactory
 from orchestrator.domain.backoff import backoff_delay
 from orchestrator.domain.states import WaitingFor
+from orchestrator.engine import call_log
 from orchestrator.logging import get_logger
 from orchestrator.settings import Settings
 
@@ -163,12 +164,25 @@ class Lease(Generic[R]):
 
     def write(self, change: Callable[[UnitOfWork, datetime], R | None]) -> R:
         """Run ``change`` in one short transaction and commit it, or raise ``Fenced`` (and
-        roll back) when it found our token stale.  The only writer after the claim."""
-        with self.uow() as uow:
-            written = change(uow, uow.now())
-            if written is None:
-                raise Fenced()
-            uow.commit()
+        roll back) when it found our token stale.  The only writer after the claim.
+
+        The provider-call rows held since the last write (``engine.call_log``) go into the
+        same transaction: the write that follows a call is what stores its answer, so the
+        call's evidence costs no transaction of its own.  A change that does not commit
+        (fenced, a database error) leaves them to be written alone."""
+        calls = call_log.take()
+        try:
+            with self.uow() as uow:
+                now = uow.now()
+                written = change(uow, now)
+                if written is None:
+                    raise Fenced()
+                for call in calls:
+                    uow.history.add_provider_call(call, now=now)
+                uow.commit()
+        except BaseException:
+            call_log.write_alone(calls, self.uow)
+            raise
         self.record = written
         return written
 
@@ -189,12 +203,16 @@ class Lease(Generic[R]):
         with self.uow() as uow:
             return uow.now()
 
+    def within_budget(self) -> bool:
+        """Whether one more provider call fits in the task's soft time limit."""
+        settings = self.settings
+        elapsed = time.monotonic() - self.started
+        return elapsed + settings.provider_timeout_seconds <= settings.task_soft_time_limit
+
     def check_budget(self) -> None:
         """Stop starting provider calls that could outlive the task's soft time limit:
         the work waits in the row instead, and the lease stays meaningful."""
-        settings = self.settings
-        elapsed = time.monotonic() - self.started
-        if elapsed + settings.provider_timeout_seconds > settings.task_soft_time_limit:
+        if not self.within_budget():
             raise Deferred(0.0, "task time budget spent")
 
     def wait(self, retry_after: float | None, reason: str) -> None:

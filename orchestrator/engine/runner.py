@@ -33,6 +33,7 @@ from typing import Any, Protocol
 
 from orchestrator import metrics
 from orchestrator.db.uow import UnitOfWork, UnitOfWorkFactory
+from orchestrator.engine import call_log
 from orchestrator.engine.lease import (
     Deferred,
     Fenced,
@@ -98,6 +99,25 @@ def run_operation(
     ``interruptions`` are exceptions that mean "stop now and hand the work back" (Celery's
     SoftTimeLimitExceeded): the record is deferred for the sweeper instead of waiting for
     its lease to expire."""
+    # Provider-call rows ride along with the next fenced write (``engine.call_log``); what
+    # the run still holds when it ends (an error no write followed) is written alone.
+    with call_log.collecting():
+        try:
+            return _run(runner, kind, record_id, lease_token, owner, sleep, rng, interruptions)
+        finally:
+            call_log.write_alone(call_log.take(), runner.uow)
+
+
+def _run(
+    runner: Runner,
+    kind: OperationKind[R],
+    record_id: str,
+    lease_token: int,
+    owner: str | None,
+    sleep: Callable[[float], None],
+    rng: random.Random | None,
+    interruptions: tuple[type[BaseException], ...],
+) -> ProcessResult:
     owner = owner or default_owner()
     started = time.monotonic()
     fields = kind.log_fields(record_id)

@@ -5,7 +5,8 @@ provider's status or error, and the latency.
 Hazards it must not create:
 
 * the row is written *after* the call returned, by a sink that opens its own short unit of
-  work: no transaction is ever open across the network call;
+  work or, inside an engine run, hands it to the run's next fenced write
+  (``engine.call_log``): no transaction is ever open across the network call;
 * recording is evidence, not protocol: a failed write (database blip) is logged and
   swallowed, so it can never change what the worker does with the provider's answer;
 * the provider's exception propagates unchanged (the worker's query-first logic depends

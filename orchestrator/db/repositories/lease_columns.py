@@ -109,8 +109,8 @@ class LeaseColumns(Generic[R]):
         """Where an operator's retry may start: needs_attention, not finished."""
         raise NotImplementedError
 
-    def _claim_values(self) -> dict[str, Any]:
-        """Columns of this table a claim also resets."""
+    def _claim_values(self, now: datetime) -> dict[str, Any]:
+        """Columns of this table a claim also sets (in the claim's one statement)."""
         return {}
 
     # -- the fenced write -----------------------------------------------------------------
@@ -180,7 +180,7 @@ class LeaseColumns(Generic[R]):
             next_attempt_at=None,
             attempts=c.attempts + 1,
             updated_at=now,
-            **self._claim_values(),
+            **self._claim_values(now),
         )
 
     def renew(

@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from orchestrator.db.repositories.lease_columns import LeaseColumns, LeaseState, lease_state_of
 from orchestrator.db.repositories.rows import to_payment
 from orchestrator.db.tables import payments
+from orchestrator.db.types import UtcDateTime
 from orchestrator.domain.model import Failure, PaymentRecord
 from orchestrator.domain.representation import encode_representation
 from orchestrator.domain.states import (
@@ -49,10 +50,30 @@ class LeaseRepository(LeaseColumns[PaymentRecord]):
     def _retryable(self) -> sa.ColumnElement[bool]:
         return _guard(Event.RETRIED)
 
-    def _claim_values(self) -> dict[str, Any]:
+    def _claim_values(self, now: datetime) -> dict[str, Any]:
         # A wake-up that arrives from now on, while we hold the lease, is kept in woken_at
         # so that our own wait (``wait``) ends at once instead of at the re-check.
-        return {"woken_at": None}
+        # A claim of a payment whose next step is a create (accepted, no lookup owed) also
+        # stamps the create attempt, as ``renew_for_create`` would: the claim is then the
+        # write committed before that create, and the run's first create needs no
+        # transaction of its own (``engine.kinds.charge``).  A run that ends before
+        # sending it (parked, deferred) only widened the lookup's window: safe.
+        creating = sa.and_(
+            c.recovery_point == RecoveryPoint.ACCEPTED.value, c.lookup_pending.is_(False)
+        )
+        stamp = sa.literal(now, UtcDateTime())
+        return {
+            "woken_at": None,
+            "first_create_at": sa.case(
+                (creating, sa.func.coalesce(c.first_create_at, stamp)), else_=c.first_create_at
+            ),
+            "last_create_at": sa.case((creating, stamp), else_=c.last_create_at),
+        }
+
+    @staticmethod
+    def claim_stamped_create(record: PaymentRecord) -> bool:
+        """Whether the claim that returned ``record`` stamped a create attempt (above)."""
+        return record.recovery_point is RecoveryPoint.ACCEPTED and not record.lookup_pending
 
     def renew(
         self,
@@ -150,8 +171,23 @@ class LeaseRepository(LeaseColumns[PaymentRecord]):
         )
 
     def mark_intent_created(
-        self, payment_id: str, *, token: int, provider_payment_id: str, now: datetime
+        self,
+        payment_id: str,
+        *,
+        token: int,
+        provider_payment_id: str,
+        now: datetime,
+        confirm_until: datetime | None = None,
     ) -> PaymentRecord | None:
+        """Store the intent (``intent_created``).  With ``confirm_until`` the same statement
+        is also the confirm's renewal (``renew(next_confirm=True)``): the lease moves to
+        ``confirm_until`` and the next confirm number is taken, durable before it is sent."""
+        values: dict[str, Any] = {}
+        if confirm_until is not None:
+            values = {
+                "locked_until": confirm_until,
+                "confirm_attempts": c.confirm_attempts + 1,
+            }
         return self._update_one(
             None,
             sa.and_(c.id == payment_id, c.lease_token == token, _guard(Event.INTENT_CREATED)),
@@ -161,6 +197,7 @@ class LeaseRepository(LeaseColumns[PaymentRecord]):
             lookup_cursor=None,
             lookup_pages=0,
             updated_at=now,
+            **values,
         )
 
     def record_unknown_outcome(

@@ -11,6 +11,9 @@ record's recovery point::
 
 * The lease is renewed before every provider call, and the confirm number is taken in
   that same transaction, so the key ``payorch-{id}-confirm-{n}`` is durable before sent.
+* The happy path is three transactions, one before each provider call and one after the
+  last; none can be merged with another, because each write before a call must be
+  committed before that call (see ``_Charge`` for where each one is).
 * An unknown outcome (timeout, connection error, 5xx) is never answered with a blind
   resend: the next confirm happens only after a retrieve proved the intent unconfirmed.
 * Every intent we read is compared with the record (``domain.intent_match``) before it is
@@ -88,7 +91,9 @@ class ChargeKind:
         return {"payment_id": record_id}
 
     def run(self, lease: Lease[PaymentRecord], provider: PaymentProvider) -> None:
-        _Charge(lease, provider).run()
+        _Charge(
+            lease, provider, create_stamped=LeaseRepository.claim_stamped_create(lease.record)
+        ).run()
 
 
 CHARGE = ChargeKind()
@@ -107,12 +112,43 @@ def process_payment(
 
 @dataclass
 class _Charge:
-    """One run of the charge's steps for one claimed payment."""
+    """One run of the charge's steps for one claimed payment.
+
+    The transactions of the happy path (a create, a confirm that succeeds), and why none
+    can be merged further::
+
+        T1  the claim (``runner``): lease, fencing token, attempt, and, at ``accepted``,
+            the create attempt's stamp (``LeaseRepository._claim_values``)
+                must commit before the create: it is the lease we call under and the
+                stamp that bounds the lookup of a create whose outcome is lost
+            -- create (key payorch-{id}-create) --
+        T2  the create's provider-call row, the intent id (``intent_created``), the
+            lease renewed and the confirm number n taken (``mark_intent_created``)
+                must commit before the confirm: n is the confirm's key, and a crash
+                after the confirm must find the intent id to query first
+            -- confirm (key payorch-{id}-confirm-{n}) --
+        T3  the confirm's provider-call row, the settlement and the finish (status,
+            outcome, ledger, outbox, COMPLETED) (``finish``)
+                the only write after the last call
+
+    Before this, the renewals, the provider-call rows and the settlement were transactions
+    of their own (eight).  The settlement is no longer committed before the finish on the
+    happy path: a worker that dies between the confirm and T3 leaves ``intent_created``
+    with ``confirm_attempts`` > 0, and its successor queries first (one retrieve more, no
+    money moved).  A finish that must park writes the settlement first, as before.
+    """
 
     lease: Lease[PaymentRecord]
     provider: PaymentProvider
     # The intent this run last read and found to be ours: confirming it needs no new read.
     checked_intent_id: str | None = None
+    # The claim stamped this run's first create (T1): no renewal of its own before it.
+    create_stamped: bool = False
+    # The write that stored the intent also took the confirm number (T2).
+    confirm_taken: bool = False
+    # What the provider settled, not yet written (``record_settlement``'s arguments): the
+    # finish writes it in its own transaction (T3).
+    settlement: dict[str, Any] | None = None
 
     @property
     def record(self) -> PaymentRecord:
@@ -121,13 +157,13 @@ class _Charge:
     def run(self) -> None:
         while True:
             point = self.record.recovery_point
+            if self.settlement is not None or point is RecoveryPoint.PROVIDER_SETTLED:
+                self.finish()
+                return
             if point is RecoveryPoint.ACCEPTED:
                 self.create_intent()
             elif point is RecoveryPoint.INTENT_CREATED:
                 self.drive_intent()
-            elif point is RecoveryPoint.PROVIDER_SETTLED:
-                self.finish()
-                return
             else:
                 return  # completed by someone else; the fence would refuse us anyway
 
@@ -142,12 +178,16 @@ class _Charge:
         record = self.record
         lease = self.lease
         lease.check_budget()
-        # Renew, and stamp the attempt (database clock) that bounds the lookup's window.
-        lease.write(
-            lambda uow, now: uow.leases.renew_for_create(
-                record.id, token=lease.token, now=now, lease_until=lease.until(now)
+        if self.create_stamped:
+            # The claim renewed and stamped this attempt (T1), committed.
+            self.create_stamped = False
+        else:
+            # Renew, and stamp the attempt (database clock) that bounds the lookup's window.
+            lease.write(
+                lambda uow, now: uow.leases.renew_for_create(
+                    record.id, token=lease.token, now=now, lease_until=lease.until(now)
+                )
             )
-        )
         try:
             intent = self.provider.create_intent(
                 record_id=record.id,
@@ -177,7 +217,11 @@ class _Charge:
             self._settle_permanent(error, intent_id=None)
             return
         self.check_ours(intent)
-        self.mark_intent_created(intent)
+        # T2: with the intent stored, renew and take the confirm number that drive_intent
+        # would take next (it confirms at once an intent this run has read, unconfirmed).
+        self.mark_intent_created(
+            intent, take_confirm=self.record.confirm_attempts == 0 and lease.within_budget()
+        )
 
     def resolve_lost_create(self) -> None:
         """The bounded, resumable lookup (``services.intent_lookup``), then what it proved."""
@@ -269,34 +313,14 @@ class _Charge:
         lease = self.lease
         # Query first when a confirm may have been sent, and before confirming an intent this
         # run has not read and compared with the record (resumed after a crash or takeover).
-        if self.record.confirm_attempts > 0 or self.checked_intent_id != intent_id:
-            lease.renew()
-            try:
-                intent = self.provider.retrieve_intent(intent_id)
-            except Retryable as error:
-                lease.wait(error.retry_after, describe_error(error))
+        if self.confirm_taken:
+            # T2 renewed and took this confirm's number with the intent it just read.
+            self.confirm_taken = False
+        else:
+            query_first = self.record.confirm_attempts > 0 or self.checked_intent_id != intent_id
+            if query_first and self.query_first(intent_id) is not Next.CONFIRM:
                 return
-            except OutcomeUnknown as error:
-                self.note_unknown(error)
-                lease.wait(None, describe_error(error))
-                return
-            except Permanent as error:
-                raise Parked(f"cannot read intent {intent_id}: {describe_error(error)}") from error
-            if self._act_on(intent) is not Next.CONFIRM:
-                return
-
-        # Renew and take the next confirm number in one transaction: the key is durable
-        # before it is sent.
-        lease.check_budget()
-        lease.write(
-            lambda uow, now: uow.leases.renew(
-                lease.id,
-                token=lease.token,
-                now=now,
-                lease_until=lease.until(now),
-                next_confirm=True,
-            )
-        )
+            self.take_confirm()
         attempt = self.record.confirm_attempts
         try:
             intent = self.provider.confirm_intent(
@@ -330,6 +354,38 @@ class _Charge:
             self._settle_permanent(error, intent_id=intent_id)
             return
         self._act_on(intent)
+
+    def query_first(self, intent_id: str) -> Next | None:
+        """Retrieve the intent and act on what it says (None: the read failed, waited)."""
+        lease = self.lease
+        lease.renew()
+        try:
+            intent = self.provider.retrieve_intent(intent_id)
+        except Retryable as error:
+            lease.wait(error.retry_after, describe_error(error))
+            return None
+        except OutcomeUnknown as error:
+            self.note_unknown(error)
+            lease.wait(None, describe_error(error))
+            return None
+        except Permanent as error:
+            raise Parked(f"cannot read intent {intent_id}: {describe_error(error)}") from error
+        return self._act_on(intent)
+
+    def take_confirm(self) -> None:
+        """Renew and take the next confirm number in one transaction: the key is durable
+        before it is sent."""
+        lease = self.lease
+        lease.check_budget()
+        lease.write(
+            lambda uow, now: uow.leases.renew(
+                lease.id,
+                token=lease.token,
+                now=now,
+                lease_until=lease.until(now),
+                next_confirm=True,
+            )
+        )
 
     def _act_on(self, intent: ProviderIntent) -> Next:
         """The provider's truth about our intent, read (``domain.intent_outcome``)."""
@@ -486,12 +542,18 @@ class _Charge:
             )
         )
 
-    def mark_intent_created(self, intent: ProviderIntent) -> None:
-        self.lease.write(
+    def mark_intent_created(self, intent: ProviderIntent, *, take_confirm: bool = False) -> None:
+        lease = self.lease
+        lease.write(
             lambda uow, now: uow.leases.mark_intent_created(
-                self.lease.id, token=self.lease.token, provider_payment_id=intent.id, now=now
+                lease.id,
+                token=lease.token,
+                provider_payment_id=intent.id,
+                now=now,
+                confirm_until=lease.until(now) if take_confirm else None,
             )
         )
+        self.confirm_taken = take_confirm
 
     def note_unknown(self, error: Exception, *, owe_lookup: bool = False) -> None:
         """Count an unknown outcome; out of attempts -> needs_attention.  ``owe_lookup``: a
@@ -510,8 +572,11 @@ class _Charge:
     def settle(
         self, reading: Reading, intent_id: str | None, intent: ProviderIntent | None = None
     ) -> None:
-        """Store what the provider settled (``provider_settled``): a worker that dies before
-        finishing leaves a record that needs no further provider call."""
+        """What the provider settled (``provider_settled``), for the finish to write with
+        the final status in one transaction (T3).  Nothing runs between this and the finish
+        (``run``); a worker that dies before that commit left ``confirm_attempts`` > 0
+        (or, at ``accepted``, a create to re-send under its key), so its successor reads
+        the provider's truth again before anything else: no money moves twice."""
         assert reading.outcome is not None
         outcome = reading.outcome
         settled_amount: int | None = None
@@ -526,19 +591,14 @@ class _Charge:
             # Manual capture: what the provider authorised (and a capture may take).
             settled_amount = intent.amount_capturable
             settled_currency = intent.currency.lower()
-        self.lease.write(
-            lambda uow, now: uow.leases.record_settlement(
-                self.lease.id,
-                token=self.lease.token,
-                outcome=outcome,
-                provider_payment_id=intent_id,
-                provider_charge_id=reading.charge_id,
-                failure=reading.failure,
-                now=now,
-                settled_amount=settled_amount,
-                settled_currency=settled_currency,
-            )
-        )
+        self.settlement = {
+            "outcome": outcome,
+            "provider_payment_id": intent_id,
+            "provider_charge_id": reading.charge_id,
+            "failure": reading.failure,
+            "settled_amount": settled_amount,
+            "settled_currency": settled_currency,
+        }
 
     def _settle_failure(self, error: Declined, *, intent_id: str | None) -> None:
         failure = Failure(code=error.code, decline_code=error.decline_code, message=error.message)
@@ -554,69 +614,106 @@ class _Charge:
 
     def finish(self) -> None:
         """The payment's final status is written here, and only here: one fenced
-        transaction with the outcome row, the ledger lines and the outbox event."""
-        record = self.record
+        transaction with the settlement (when this run read it), the outcome row, the
+        ledger lines and the outbox event.  A finish that must park commits the
+        settlement alone first, so the parked record keeps what the provider said."""
+        settlement, self.settlement = self.settlement, None
+        if settlement is None:
+            problem = _finish_problem(self.record)
+            if problem is not None:
+                raise Parked(problem)
+        parked: list[str] = []
+
+        def write(uow: UnitOfWork, now: datetime) -> PaymentRecord | None:
+            record = self.record
+            if settlement is not None:
+                settled = uow.leases.record_settlement(
+                    record.id, token=self.lease.token, now=now, **settlement
+                )
+                if settled is None:
+                    return None
+                record = settled
+                problem = _finish_problem(record)
+                if problem is not None:
+                    parked.append(problem)
+                    return record  # the settlement commits; the park follows
+            return self._write_finish(uow, now, record)
+
+        finished = self.lease.write(write)
+        if parked:
+            raise Parked(parked[0])
+        metrics.PAYMENTS_FINISHED.labels(status=finished.status.value).inc()
+        log.info("payment_finished", payment_id=finished.id, status=finished.status.value)
+
+    def _write_finish(
+        self, uow: UnitOfWork, now: datetime, record: PaymentRecord
+    ) -> PaymentRecord | None:
         outcome = record.provider_outcome
         assert outcome is not None
         status = PaymentStatus(outcome.value)
-        amount, currency = record.request.amount, record.request.currency
-        moved = outcome in (Outcome.SUCCEEDED, Outcome.REQUIRES_CAPTURE)
-        if moved and record.settled_amount is not None:
-            # Never finish a success at an amount the provider did not move: the checks
-            # before confirm make this unreachable, and this keeps it so.
-            amount, currency = record.settled_amount, record.settled_currency or currency
-            if (amount, currency) != (record.request.amount, record.request.currency):
-                raise Parked(
-                    f"provider moved {amount} {currency}, the payment asked for "
-                    f"{record.request.amount} {record.request.currency}"
-                )
-
+        amount, currency = _finish_amount(record)
         captured = amount if outcome is Outcome.SUCCEEDED else 0
         capturable = amount if outcome is Outcome.REQUIRES_CAPTURE else 0
 
-        def write_finish(uow: UnitOfWork, now: datetime) -> PaymentRecord | None:
-            final = replace(
-                record,
-                # The stored answer reflects the event this finish writes (same lock, same
-                # number): a GET of the unchanged payment is these very bytes.
-                latest_event_sequence=uow.outcomes.next_event_sequence(record.id),
-                status=status,
-                recovery_point=RecoveryPoint.COMPLETED,
-                lease_owner=None,
-                locked_until=None,
-                next_attempt_at=None,
-                completed_at=None if outcome is Outcome.REQUIRES_CAPTURE else now,
-                updated_at=now,
-                amount_captured=captured,
-                amount_capturable=capturable,
-            )
-            response = payment_representation(final)
-            finished = uow.leases.finish(
-                record.id,
-                token=self.lease.token,
-                status=status,
-                response_body=response,
-                now=now,
-                amount_captured=captured,
-                amount_capturable=capturable,
-            )
-            if finished is None:
-                return None
-            uow.outcomes.add_outcome(finished, now=now)
-            uow.outcomes.add_ledger_lines(
-                record.id,
-                lines_for(
-                    outcome,
-                    amount=amount,
-                    currency=currency,
-                    provider=record.provider,
-                    client_id=record.client_id,
-                ),
-                now=now,
-            )
-            uow.outcomes.add_outbox_event(record.id, f"payment.{status.value}", response, now=now)
-            return finished
+        final = replace(
+            record,
+            # The stored answer reflects the event this finish writes (same lock, same
+            # number): a GET of the unchanged payment is these very bytes.
+            latest_event_sequence=uow.outcomes.next_event_sequence(record.id),
+            status=status,
+            recovery_point=RecoveryPoint.COMPLETED,
+            lease_owner=None,
+            locked_until=None,
+            next_attempt_at=None,
+            completed_at=None if outcome is Outcome.REQUIRES_CAPTURE else now,
+            updated_at=now,
+            amount_captured=captured,
+            amount_capturable=capturable,
+        )
+        response = payment_representation(final)
+        finished = uow.leases.finish(
+            record.id,
+            token=self.lease.token,
+            status=status,
+            response_body=response,
+            now=now,
+            amount_captured=captured,
+            amount_capturable=capturable,
+        )
+        if finished is None:
+            return None
+        uow.outcomes.add_outcome(finished, now=now)
+        uow.outcomes.add_ledger_lines(
+            record.id,
+            lines_for(
+                outcome,
+                amount=amount,
+                currency=currency,
+                provider=record.provider,
+                client_id=record.client_id,
+            ),
+            now=now,
+        )
+        uow.outcomes.add_outbox_event(record.id, f"payment.{status.value}", response, now=now)
+        return finished
 
-        self.lease.write(write_finish)
-        metrics.PAYMENTS_FINISHED.labels(status=status.value).inc()
-        log.info("payment_finished", payment_id=record.id, status=status.value)
+
+def _finish_amount(record: PaymentRecord) -> tuple[int, str]:
+    """What the finish books: what the provider moved, if it says."""
+    amount, currency = record.request.amount, record.request.currency
+    moved = record.provider_outcome in (Outcome.SUCCEEDED, Outcome.REQUIRES_CAPTURE)
+    if moved and record.settled_amount is not None:
+        amount, currency = record.settled_amount, record.settled_currency or currency
+    return amount, currency
+
+
+def _finish_problem(record: PaymentRecord) -> str | None:
+    """Never finish a success at an amount the provider did not move: the checks before
+    confirm make this unreachable, and this keeps it so."""
+    amount, currency = _finish_amount(record)
+    if (amount, currency) != (record.request.amount, record.request.currency):
+        return (
+            f"provider moved {amount} {currency}, the payment asked for "
+            f"{record.request.amount} {record.request.currency}"
+        )
+    return None
