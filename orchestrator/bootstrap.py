@@ -37,6 +37,7 @@ from orchestrator.settings import Settings
 if TYPE_CHECKING:
     from celery import Celery
 
+    from orchestrator.domain.model import ApiClient
     from orchestrator.providers.base import PaymentProvider, ProviderEvent
     from orchestrator.services.provider_events import ParseEvent
 
@@ -54,6 +55,9 @@ class Container:
     # Verifies and reads a provider's webhook (POST /v1/providers/stripe/webhooks).
     parse_provider_event: ParseEvent = field(default_factory=lambda: parse_stripe_event)
     _provider: PaymentProvider | None = field(default=None, repr=False)
+    _direct_clients: Callable[[str], tuple[ApiClient, str] | None] | None = field(
+        default=None, repr=False
+    )
     _provider_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def uow(self, *, read_only: bool = False, single_statement: bool = False) -> UnitOfWork:
@@ -76,6 +80,19 @@ class Container:
     def lookup_uow(self) -> UnitOfWork:
         """A read-only unit of one statement (the authentication's read)."""
         return self.uow(read_only=True, single_statement=True)
+
+    def find_client(self, key_hash: str) -> tuple[ApiClient, str] | None:
+        """The authentication's read by key hash (api_keys.authenticate_by): on PostgreSQL
+        a prepared statement on the pooled psycopg connection (orchestrator.db.direct),
+        on SQLite the unit of work."""
+        if self._direct_clients is None:
+            if self.engine.dialect.name != "postgresql":
+                with self.lookup_uow() as unit:
+                    return unit.clients.find_by_key_hash(key_hash)
+            from orchestrator.db.direct import DirectClientLookup
+
+            self._direct_clients = DirectClientLookup(self.engine)
+        return self._direct_clients(key_hash)
 
     @property
     def provider(self) -> PaymentProvider:

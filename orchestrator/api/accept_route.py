@@ -31,7 +31,7 @@ from orchestrator.api.body import RawBody, json_from_raw, read_raw_body
 from orchestrator.api.problems import Problem
 from orchestrator.bootstrap import Container
 from orchestrator.domain.model import ApiClient, Role
-from orchestrator.services.api_keys import authenticate
+from orchestrator.services.api_keys import authenticate_by
 
 # The declared header's rule (deps.IdempotencyKey): 1-255 printable ASCII characters.
 _IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7E]{1,255}")
@@ -62,7 +62,7 @@ def merchant(container: Container, request: Request) -> ApiClient:
     credentials = bearer_credentials(request.headers.get("authorization"))
     if credentials is None:
         raise unauthorized("Send 'Authorization: Bearer <api key>'.")
-    client = authenticate(container.lookup_uow, credentials)
+    client = authenticate_by(container.find_client, credentials)
     if client is None:
         raise unauthorized("The API key is unknown or revoked.")
     request.state.client_id = client.id  # the access log's

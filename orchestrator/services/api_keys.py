@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from orchestrator.db.uow import UnitOfWork, UnitOfWorkFactory
@@ -57,13 +58,30 @@ def authenticate(uow: UnitOfWorkFactory, api_key: str) -> ApiClient | None:
         return active_client(unit, api_key)
 
 
+# A key hash -> the client and its stored hash, or None (ClientRepository.find_by_key_hash's
+# answer; Container.find_client).
+FindClient = Callable[[str], "tuple[ApiClient, str] | None"]
+
+
+def authenticate_by(find: FindClient, api_key: str) -> ApiClient | None:
+    """As ``authenticate``, with the read given as a function (the accept path's: on
+    PostgreSQL a prepared statement on the pooled connection, orchestrator.db.direct)."""
+    if not plausible_key(api_key):
+        return None
+    candidate = hash_key(api_key)
+    return _active(find(candidate), candidate)
+
+
 def plausible_key(api_key: str) -> bool:
     return api_key.startswith(KEY_PREFIX) and len(api_key) <= 200
 
 
 def active_client(uow: UnitOfWork, api_key: str) -> ApiClient | None:
     candidate = hash_key(api_key)
-    found = uow.clients.find_by_key_hash(candidate)
+    return _active(uow.clients.find_by_key_hash(candidate), candidate)
+
+
+def _active(found: tuple[ApiClient, str] | None, candidate: str) -> ApiClient | None:
     if found is None:
         return None
     client, stored = found

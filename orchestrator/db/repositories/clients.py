@@ -12,7 +12,7 @@ from orchestrator.domain.model import ApiClient, Role
 
 # Every authenticated request runs this: built once, with a bound parameter (no statement
 # construction or cache key per request).
-_BY_KEY_HASH = sa.select(api_clients).where(api_clients.c.key_hash == sa.bindparam("key_hash"))
+BY_KEY_HASH = sa.select(api_clients).where(api_clients.c.key_hash == sa.bindparam("key_hash"))
 
 
 class ClientRepository:
@@ -38,7 +38,7 @@ class ClientRepository:
 
     def find_by_key_hash(self, key_hash: str) -> tuple[ApiClient, str] | None:
         """The client and its stored hash (for a constant-time comparison by the caller)."""
-        row = self._conn.execute(_BY_KEY_HASH, {"key_hash": key_hash}).first()
+        row = self._conn.execute(BY_KEY_HASH, {"key_hash": key_hash}).first()
         return None if row is None else (to_client(row), row.key_hash)
 
     def get(self, client_id: str) -> ApiClient | None:
