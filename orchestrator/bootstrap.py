@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -37,6 +37,7 @@ from orchestrator.settings import Settings
 if TYPE_CHECKING:
     from celery import Celery
 
+    from orchestrator.db.direct import DirectClaim
     from orchestrator.domain.model import ApiClient
     from orchestrator.providers.base import PaymentProvider, ProviderEvent
     from orchestrator.services.provider_events import ParseEvent
@@ -55,6 +56,7 @@ class Container:
     # Verifies and reads a provider's webhook (POST /v1/providers/stripe/webhooks).
     parse_provider_event: ParseEvent = field(default_factory=lambda: parse_stripe_event)
     _provider: PaymentProvider | None = field(default=None, repr=False)
+    _direct_claim: DirectClaim | None = field(default=None, repr=False)
     _direct_clients: Callable[[str], tuple[ApiClient, str] | None] | None = field(
         default=None, repr=False
     )
@@ -93,6 +95,18 @@ class Container:
 
             self._direct_clients = DirectClientLookup(self.engine)
         return self._direct_clients(key_hash)
+
+    def claim_insert(self, uow: UnitOfWork, values: dict[str, Any], notify: bool) -> bool:
+        """The accept's ``INSERT … ON CONFLICT DO NOTHING`` (services.accept.InsertIfAbsent):
+        on PostgreSQL on the unit's psycopg connection (orchestrator.db.direct), on SQLite
+        through the repository."""
+        if uow.dialect != "postgresql":
+            return uow.payments.insert_if_absent(values, wake=notify)
+        if self._direct_claim is None:
+            from orchestrator.db.direct import DirectClaim
+
+            self._direct_claim = DirectClaim(self.engine)
+        return self._direct_claim.insert_if_absent(uow.connection, values, wake=notify)
 
     @property
     def provider(self) -> PaymentProvider:

@@ -122,6 +122,12 @@ class UnitOfWork:
             self._now = None
 
     @property
+    def connection(self) -> sa.Connection:
+        """The unit's connection (orchestrator.db.direct runs the claim on its driver's)."""
+        assert self._connection is not None, "unit of work used outside 'with'"
+        return self._connection
+
+    @property
     def dialect(self) -> str:
         assert self._connection is not None, "unit of work used outside 'with'"
         return self._connection.dialect.name

@@ -15,6 +15,7 @@ and when the dispatch lease expires the sweeper re-queues it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -42,6 +43,15 @@ INITIAL_LEASE_TOKEN = 1
 
 __all__ = ["Accepted", "IdempotencyKeyReused", "accept_payment", "claim_payment"]
 
+# (the claim's unit of work, the row's values, notify?) -> inserted?  The claim's INSERT …
+# ON CONFLICT DO NOTHING run another way (orchestrator.db.direct, Container.claim_insert);
+# by default the unit of work's repository runs it.
+InsertIfAbsent = Callable[[UnitOfWork, dict[str, Any], bool], bool]
+
+
+def repository_insert(uow: UnitOfWork, values: dict[str, Any], notify: bool) -> bool:
+    return uow.payments.insert_if_absent(values, wake=notify)
+
 
 @dataclass(frozen=True)
 class Accepted:
@@ -57,11 +67,14 @@ def accept_payment(
     idempotency_key: str,
     request: PaymentRequest,
     fingerprint: str,
+    insert: InsertIfAbsent = repository_insert,
 ) -> Accepted:
     """``uow``: single-statement units (``Container.statement_uow``; one statement per
     step, no BEGIN/COMMIT).  Raises IdempotencyKeyReused when the key names a different
     request."""
-    accepted = claim_payment(uow, settings, client, idempotency_key, request, fingerprint)
+    accepted = claim_payment(
+        uow, settings, client, idempotency_key, request, fingerprint, insert=insert
+    )
     if not accepted.replayed and settings.wake_up_mode == "publish":
         publish_wake_up(publisher, accepted.record)
     return accepted
@@ -74,6 +87,8 @@ def claim_payment(
     idempotency_key: str,
     request: PaymentRequest,
     fingerprint: str,
+    *,
+    insert: InsertIfAbsent = repository_insert,
 ) -> Accepted:
     """The claim on the units of work ``uow`` makes, and the replay's checks; no broker
     (``accept_payment`` publishes in ``publish`` mode).  Raises IdempotencyKeyReused."""
@@ -82,7 +97,7 @@ def claim_payment(
     claimed = claim_key(
         uow,
         insert=lambda unit, now: _insert(
-            unit, now, settings, client, idempotency_key, request, fingerprint, notify=notify
+            unit, now, settings, client, idempotency_key, request, fingerprint, notify, insert
         ),
         find=lambda unit: unit.payments.find_by_key(client.id, idempotency_key),
     )
@@ -117,8 +132,8 @@ def _insert(
     idempotency_key: str,
     request: PaymentRequest,
     fingerprint: str,
-    *,
     notify: bool,
+    insert: InsertIfAbsent,
 ) -> PaymentRecord | None:
     values = _new_record_values(client, idempotency_key, request, fingerprint)
     values.update(
@@ -132,7 +147,7 @@ def _insert(
     # merchant polls the payment's URL for its current state).
     body = encode_representation(payment_representation(record))
     values["accepted_response"] = body.decode("utf-8")
-    if not uow.payments.insert_if_absent(values, wake=notify):
+    if not insert(uow, values, notify):
         return None
     # The row holds exactly these values (the statement returns only its id).
     return replace(record, accepted_response=body)

@@ -77,6 +77,7 @@ def accept(container: Container, client: ApiClient, idempotency_key: str, body: 
             idempotency_key,
             payload.to_domain(),
             fingerprint,
+            container.claim_insert,
         )
     except IdempotencyKeyReused as reused:
         raise key_reused(reused) from None

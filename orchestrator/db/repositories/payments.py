@@ -47,6 +47,10 @@ def _insert_if_absent(dialect: str, columns: tuple[str, ...], wake: bool) -> sa.
     return sa.select(claimed.c.id, notify.label("payorch_wake"))
 
 
+# The claim's statement, for orchestrator.db.direct (the same SQL on psycopg itself).
+insert_if_absent_statement = _insert_if_absent
+
+
 def _with_latest_event_sequence() -> sa.Select[Any]:
     """The payment and the highest sequence of its merchant events, in one statement (the
     unique (payment_id, sequence) index answers the max without touching the table)."""
