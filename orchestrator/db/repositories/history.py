@@ -28,37 +28,42 @@ from orchestrator.domain.history import (
 MAX_HISTORY_ROWS = 500
 
 
+# Built once with bound parameters: a row for every provider call (see
+# ``lease_columns._PREBUILT``).  A retrieve names only the provider's object: its payment
+# is found in the same statement.
+_CALL_INSERT = provider_calls.insert()
+_CALL_INSERT_BY_OBJECT = provider_calls.insert().values(
+    payment_id=sa.select(payments.c.id)
+    .where(payments.c.provider_payment_id == sa.bindparam("p_object"))
+    .limit(1)
+    .scalar_subquery()
+)
+
+
 class HistoryRepository:
     def __init__(self, connection: sa.Connection) -> None:
         self._conn = connection
 
     def add_provider_call(self, call: ProviderCallRecord, *, now: datetime) -> None:
-        payment_id: sa.ColumnElement[str | None] | str | None = call.payment_id
-        if payment_id is None and call.provider_object_id is not None:
-            # A retrieve names only the provider's object: find its payment here, in the
-            # same statement, rather than asking the caller to look it up first.
-            payment_id = (
-                sa.select(payments.c.id)
-                .where(payments.c.provider_payment_id == call.provider_object_id)
-                .limit(1)
-                .scalar_subquery()
+        values: dict[str, object] = {
+            "operation": call.operation,
+            "method": call.method,
+            "path": call.path[:300],
+            "idempotency_key": call.idempotency_key,
+            "outcome": call.outcome,
+            "http_status": call.http_status,
+            "provider_object_id": call.provider_object_id,
+            "provider_status": call.provider_status,
+            "error": None if call.error is None else call.error[:500],
+            "latency_ms": call.latency_ms,
+            "created_at": now,
+        }
+        if call.payment_id is None and call.provider_object_id is not None:
+            self._conn.execute(
+                _CALL_INSERT_BY_OBJECT, {**values, "p_object": call.provider_object_id}
             )
-        self._conn.execute(
-            provider_calls.insert().values(
-                payment_id=payment_id,
-                operation=call.operation,
-                method=call.method,
-                path=call.path[:300],
-                idempotency_key=call.idempotency_key,
-                outcome=call.outcome,
-                http_status=call.http_status,
-                provider_object_id=call.provider_object_id,
-                provider_status=call.provider_status,
-                error=None if call.error is None else call.error[:500],
-                latency_ms=call.latency_ms,
-                created_at=now,
-            )
-        )
+        else:
+            self._conn.execute(_CALL_INSERT, {**values, "payment_id": call.payment_id})
 
     def provider_calls(self, payment_id: str) -> list[ProviderCall]:
         rows = self._conn.execute(

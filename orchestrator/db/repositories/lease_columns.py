@@ -14,6 +14,7 @@ overwrite the new holder's work, whatever its clock says.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Generic, Protocol, TypeVar
@@ -70,6 +71,23 @@ class Leased(Protocol):
 
 R = TypeVar("R", bound=Leased)
 
+# The hot statements (a charge's every step), built once per table and name with bound
+# parameters (``LeaseColumns._prebuilt``).  Building an ``UPDATE … RETURNING`` per call,
+# with its values as literals, cost more CPU than executing it: SQLAlchemy's coercions
+# and cache key over every value.  A prebuilt statement's cache key is computed once
+# (it is memoized on the object), its compiled form is SQLAlchemy's cached one, and
+# psycopg prepares it server-side after a few uses per connection.
+_PREBUILT: dict[tuple[str, str], sa.Update] = {}
+
+# The lease event row, one statement for every table.
+_HISTORY_INSERT = lease_events.insert()
+
+
+def param(name: str, column: sa.ColumnElement[Any]) -> sa.BindParameter[Any]:
+    """A bound parameter typed like ``column`` (named ``p_…``: SQLAlchemy reserves the
+    column names for an UPDATE's own SET parameters)."""
+    return sa.bindparam(f"p_{name}", type_=column.type)
+
 
 def lease_state_of(record: Leased, now: datetime) -> LeaseState | None:
     """The one state ``record`` is listed under (None once finished)."""
@@ -109,8 +127,9 @@ class LeaseColumns(Generic[R]):
         """Where an operator's retry may start: needs_attention, not finished."""
         raise NotImplementedError
 
-    def _claim_values(self, now: datetime) -> dict[str, Any]:
-        """Columns of this table a claim also sets (in the claim's one statement)."""
+    def _claim_values(self, now: sa.ColumnElement[datetime]) -> dict[str, Any]:
+        """Columns of this table a claim also sets (in the claim's one statement); ``now``
+        is the claim's bound instant."""
         return {}
 
     # -- the fenced write -----------------------------------------------------------------
@@ -129,21 +148,52 @@ class LeaseColumns(Generic[R]):
             self._record_history(record, history)
         return record
 
+    def _prebuilt(
+        self,
+        name: str,
+        build: Callable[[], tuple[sa.ColumnElement[bool], dict[str, Any]]],
+    ) -> sa.Update:
+        """The statement ``name`` of this table, built once from ``build``'s WHERE and SET
+        (every value in them a bound parameter, see ``param``)."""
+        key = (self.table.name, name)
+        statement = _PREBUILT.get(key)
+        if statement is None:
+            where, values = build()
+            statement = self.table.update().where(where).values(**values)
+            statement = statement.returning(*self.table.c)
+            _PREBUILT[key] = statement
+        return statement
+
+    def _update_prebuilt(
+        self, history: str | None, statement: sa.Update, params: dict[str, Any]
+    ) -> R | None:
+        """``_update_one`` for a prebuilt statement and its parameters."""
+        row = self._conn.execute(statement, params).first()
+        if row is None:
+            return None
+        record = self._to_record(row)
+        if history is not None:
+            self._record_history(record, history)
+        return record
+
     def _record_history(self, record: R, event: str) -> None:
         """The lease history row, in the same transaction as the change it describes: it
         commits or rolls back with it, so the history never shows a change that did not
         happen (a fenced-out finish leaves no ``finish`` row)."""
+        ids = self._history_ids(record)
         self._conn.execute(
-            lease_events.insert().values(
-                **self._history_ids(record),
-                event=event,
-                owner=record.lease_owner,
-                lease_token=record.lease_token,
-                locked_until=record.locked_until,
-                status=str(record.status),
-                recovery_point=str(record.recovery_point),
-                created_at=record.updated_at,
-            )
+            _HISTORY_INSERT,
+            {
+                "payment_id": ids.get("payment_id"),
+                "operation_id": ids.get("operation_id"),
+                "event": event,
+                "owner": record.lease_owner,
+                "lease_token": record.lease_token,
+                "locked_until": record.locked_until,
+                "status": str(record.status),
+                "recovery_point": str(record.recovery_point),
+                "created_at": record.updated_at,
+            },
         )
 
     def _held(self, record_id: str, token: int) -> sa.ColumnElement[bool]:
@@ -166,21 +216,36 @@ class LeaseColumns(Generic[R]):
         lease.  Bumps the fencing token and counts the attempt.  None: someone else holds
         it, it is deferred to later, or it is finished."""
         c = self.table.c
-        return self._update_one(
-            "claim",
-            sa.and_(
-                c.id == record_id,
+
+        def build() -> tuple[sa.ColumnElement[bool], dict[str, Any]]:
+            at = param("now", c.updated_at)
+            where = sa.and_(
+                c.id == param("id", c.id),
                 c.status == PROCESSING,
-                sa.or_(c.lease_token == carried_token, c.locked_until <= now),
-                sa.or_(c.next_attempt_at.is_(None), c.next_attempt_at <= now),
-            ),
-            lease_token=c.lease_token + 1,
-            lease_owner=owner,
-            locked_until=lease_until,
-            next_attempt_at=None,
-            attempts=c.attempts + 1,
-            updated_at=now,
-            **self._claim_values(now),
+                sa.or_(c.lease_token == param("carried", c.lease_token), c.locked_until <= at),
+                sa.or_(c.next_attempt_at.is_(None), c.next_attempt_at <= at),
+            )
+            values = {
+                "lease_token": c.lease_token + 1,
+                "lease_owner": param("owner", c.lease_owner),
+                "locked_until": param("until", c.locked_until),
+                "next_attempt_at": None,
+                "attempts": c.attempts + 1,
+                "updated_at": at,
+                **self._claim_values(at),
+            }
+            return where, values
+
+        return self._update_prebuilt(
+            "claim",
+            self._prebuilt("claim", build),
+            {
+                "p_id": record_id,
+                "p_carried": carried_token,
+                "p_owner": owner,
+                "p_until": lease_until,
+                "p_now": now,
+            },
         )
 
     def renew(

@@ -8,10 +8,14 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from orchestrator.db.repositories.lease_columns import LeaseColumns, LeaseState, lease_state_of
+from orchestrator.db.repositories.lease_columns import (
+    LeaseColumns,
+    LeaseState,
+    lease_state_of,
+    param,
+)
 from orchestrator.db.repositories.rows import to_payment
 from orchestrator.db.tables import payments
-from orchestrator.db.types import UtcDateTime
 from orchestrator.domain.model import Failure, PaymentRecord
 from orchestrator.domain.representation import encode_representation
 from orchestrator.domain.states import (
@@ -50,7 +54,7 @@ class LeaseRepository(LeaseColumns[PaymentRecord]):
     def _retryable(self) -> sa.ColumnElement[bool]:
         return _guard(Event.RETRIED)
 
-    def _claim_values(self, now: datetime) -> dict[str, Any]:
+    def _claim_values(self, now: sa.ColumnElement[datetime]) -> dict[str, Any]:
         # A wake-up that arrives from now on, while we hold the lease, is kept in woken_at
         # so that our own wait (``wait``) ends at once instead of at the re-check.
         # A claim of a payment whose next step is a create (accepted, no lookup owed) also
@@ -61,13 +65,12 @@ class LeaseRepository(LeaseColumns[PaymentRecord]):
         creating = sa.and_(
             c.recovery_point == RecoveryPoint.ACCEPTED.value, c.lookup_pending.is_(False)
         )
-        stamp = sa.literal(now, UtcDateTime())
         return {
             "woken_at": None,
             "first_create_at": sa.case(
-                (creating, sa.func.coalesce(c.first_create_at, stamp)), else_=c.first_create_at
+                (creating, sa.func.coalesce(c.first_create_at, now)), else_=c.first_create_at
             ),
-            "last_create_at": sa.case((creating, stamp), else_=c.last_create_at),
+            "last_create_at": sa.case((creating, now), else_=c.last_create_at),
         }
 
     @staticmethod
@@ -182,22 +185,37 @@ class LeaseRepository(LeaseColumns[PaymentRecord]):
         """Store the intent (``intent_created``).  With ``confirm_until`` the same statement
         is also the confirm's renewal (``renew(next_confirm=True)``): the lease moves to
         ``confirm_until`` and the next confirm number is taken, durable before it is sent."""
-        values: dict[str, Any] = {}
-        if confirm_until is not None:
-            values = {
-                "locked_until": confirm_until,
-                "confirm_attempts": c.confirm_attempts + 1,
+        confirm = confirm_until is not None
+
+        def build() -> tuple[sa.ColumnElement[bool], dict[str, Any]]:
+            where = sa.and_(
+                c.id == param("id", c.id),
+                c.lease_token == param("token", c.lease_token),
+                _guard(Event.INTENT_CREATED),
+            )
+            values: dict[str, Any] = {
+                "provider_payment_id": param("intent", c.provider_payment_id),
+                "recovery_point": RecoveryPoint.INTENT_CREATED.value,
+                "lookup_pending": False,
+                "lookup_cursor": None,
+                "lookup_pages": 0,
+                "updated_at": param("now", c.updated_at),
             }
-        return self._update_one(
+            if confirm:
+                values["locked_until"] = param("until", c.locked_until)
+                values["confirm_attempts"] = c.confirm_attempts + 1
+            return where, values
+
+        return self._update_prebuilt(
             None,
-            sa.and_(c.id == payment_id, c.lease_token == token, _guard(Event.INTENT_CREATED)),
-            provider_payment_id=provider_payment_id,
-            recovery_point=RecoveryPoint.INTENT_CREATED.value,
-            lookup_pending=False,
-            lookup_cursor=None,
-            lookup_pages=0,
-            updated_at=now,
-            **values,
+            self._prebuilt("intent_created+confirm" if confirm else "intent_created", build),
+            {
+                "p_id": payment_id,
+                "p_token": token,
+                "p_intent": provider_payment_id,
+                "p_now": now,
+                "p_until": confirm_until,
+            },
         )
 
     def record_unknown_outcome(
@@ -242,24 +260,50 @@ class LeaseRepository(LeaseColumns[PaymentRecord]):
     ) -> PaymentRecord | None:
         """Store what the provider settled (recovery point ``provider_settled``), so a worker
         that dies before finishing leaves a record that needs no further provider call."""
-        return self._update_one(
+
+        def build() -> tuple[sa.ColumnElement[bool], dict[str, Any]]:
+            where = sa.and_(
+                c.id == param("id", c.id),
+                c.lease_token == param("token", c.lease_token),
+                _guard(Event.PROVIDER_SETTLED),
+            )
+            values = {
+                "recovery_point": RecoveryPoint.PROVIDER_SETTLED.value,
+                "provider_outcome": param("outcome", c.provider_outcome),
+                "provider_payment_id": sa.func.coalesce(
+                    param("intent", c.provider_payment_id), c.provider_payment_id
+                ),
+                "provider_charge_id": param("charge", c.provider_charge_id),
+                "failure_code": param("failure_code", c.failure_code),
+                "decline_code": param("decline_code", c.decline_code),
+                "failure_message": param("failure_message", c.failure_message),
+                "settled_amount": param("settled_amount", c.settled_amount),
+                "settled_currency": param("settled_currency", c.settled_currency),
+                # The wait, if any, is over.
+                "waiting_for": None,
+                "waiting_since": None,
+                "next_action": None,
+                "client_secret": None,
+                "updated_at": param("now", c.updated_at),
+            }
+            return where, values
+
+        return self._update_prebuilt(
             None,
-            sa.and_(c.id == payment_id, c.lease_token == token, _guard(Event.PROVIDER_SETTLED)),
-            recovery_point=RecoveryPoint.PROVIDER_SETTLED.value,
-            provider_outcome=outcome.value,
-            provider_payment_id=sa.func.coalesce(provider_payment_id, c.provider_payment_id),
-            provider_charge_id=provider_charge_id,
-            failure_code=failure.code if failure else None,
-            decline_code=failure.decline_code if failure else None,
-            failure_message=failure.message[:1000] if failure else None,
-            settled_amount=settled_amount,
-            settled_currency=settled_currency,
-            # The wait, if any, is over.
-            waiting_for=None,
-            waiting_since=None,
-            next_action=None,
-            client_secret=None,
-            updated_at=now,
+            self._prebuilt("settlement", build),
+            {
+                "p_id": payment_id,
+                "p_token": token,
+                "p_outcome": outcome.value,
+                "p_intent": provider_payment_id,
+                "p_charge": provider_charge_id,
+                "p_failure_code": failure.code if failure else None,
+                "p_decline_code": failure.decline_code if failure else None,
+                "p_failure_message": failure.message[:1000] if failure else None,
+                "p_settled_amount": settled_amount,
+                "p_settled_currency": settled_currency,
+                "p_now": now,
+            },
         )
 
     def finish(
@@ -279,24 +323,47 @@ class LeaseRepository(LeaseColumns[PaymentRecord]):
 
         The final answer is stored twice: as the document (JSONB, for SQL) and as the exact
         text every replay and GET serves (``final_response``), since JSONB reorders keys."""
-        return self._update_one(
+
+        def build() -> tuple[sa.ColumnElement[bool], dict[str, Any]]:
+            at = param("now", c.updated_at)
+            where = sa.and_(
+                c.id == param("id", c.id),
+                c.lease_token == param("token", c.lease_token),
+                _guard(Event.FINISHED),
+            )
+            values = {
+                "status": param("status", c.status),
+                "recovery_point": RecoveryPoint.COMPLETED.value,
+                "response_body": param("body", c.response_body),
+                "final_response": param("final", c.final_response),
+                "amount_captured": param("captured", c.amount_captured),
+                "amount_capturable": param("capturable", c.amount_capturable),
+                "lease_owner": None,
+                "locked_until": None,
+                "next_attempt_at": None,
+                "waiting_for": None,
+                "waiting_since": None,
+                "next_action": None,
+                "client_secret": None,
+                "completed_at": param("completed", c.completed_at),
+                "updated_at": at,
+            }
+            return where, values
+
+        return self._update_prebuilt(
             "finish",
-            sa.and_(c.id == payment_id, c.lease_token == token, _guard(Event.FINISHED)),
-            status=status.value,
-            recovery_point=RecoveryPoint.COMPLETED.value,
-            response_body=response_body,
-            final_response=encode_representation(response_body).decode("utf-8"),
-            amount_captured=amount_captured,
-            amount_capturable=amount_capturable,
-            lease_owner=None,
-            locked_until=None,
-            next_attempt_at=None,
-            waiting_for=None,
-            waiting_since=None,
-            next_action=None,
-            client_secret=None,
-            completed_at=None if status is PaymentStatus.REQUIRES_CAPTURE else now,
-            updated_at=now,
+            self._prebuilt("finish", build),
+            {
+                "p_id": payment_id,
+                "p_token": token,
+                "p_status": status.value,
+                "p_body": response_body,
+                "p_final": encode_representation(response_body).decode("utf-8"),
+                "p_captured": amount_captured,
+                "p_capturable": amount_capturable,
+                "p_completed": None if status is PaymentStatus.REQUIRES_CAPTURE else now,
+                "p_now": now,
+            },
         )
 
     def record_action_required(

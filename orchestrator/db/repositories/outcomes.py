@@ -12,6 +12,18 @@ from orchestrator.domain.ledger import LedgerLine
 from orchestrator.domain.model import PaymentRecord
 from orchestrator.events.ids import new_event_id
 
+# Built once with bound parameters (see ``lease_columns._PREBUILT``): the finish runs them
+# for every payment.
+_OUTCOME_INSERT = payment_outcomes.insert()
+_OUTBOX_INSERT = outbox_events.insert()
+_LEDGER_INSERT = ledger_lines.insert()
+_LOCK_PAYMENT = (
+    sa.select(payments.c.id).where(payments.c.id == sa.bindparam("p_id")).with_for_update()
+)
+_LAST_SEQUENCE = sa.select(sa.func.coalesce(sa.func.max(outbox_events.c.sequence), 0)).where(
+    outbox_events.c.payment_id == sa.bindparam("p_id")
+)
+
 
 class OutcomeRepository:
     def __init__(self, connection: sa.Connection) -> None:
@@ -20,19 +32,20 @@ class OutcomeRepository:
     def add_outcome(self, record: PaymentRecord, *, now: datetime) -> None:
         assert record.provider_outcome is not None, "finish needs a settled outcome"
         self._conn.execute(
-            payment_outcomes.insert().values(
-                payment_id=record.id,
-                client_id=record.client_id,
-                provider=record.provider,
-                provider_payment_id=record.provider_payment_id,
-                provider_charge_id=record.provider_charge_id,
-                outcome=record.provider_outcome.value,
-                amount=record.request.amount,
-                currency=record.request.currency,
-                failure_code=record.failure.code if record.failure else None,
-                decline_code=record.failure.decline_code if record.failure else None,
-                created_at=now,
-            )
+            _OUTCOME_INSERT,
+            {
+                "payment_id": record.id,
+                "client_id": record.client_id,
+                "provider": record.provider,
+                "provider_payment_id": record.provider_payment_id,
+                "provider_charge_id": record.provider_charge_id,
+                "outcome": record.provider_outcome.value,
+                "amount": record.request.amount,
+                "currency": record.request.currency,
+                "failure_code": record.failure.code if record.failure else None,
+                "decline_code": record.failure.decline_code if record.failure else None,
+                "created_at": now,
+            },
         )
 
     def restate_outcome(
@@ -68,7 +81,7 @@ class OutcomeRepository:
         if not lines:
             return
         self._conn.execute(
-            ledger_lines.insert(),
+            _LEDGER_INSERT,
             [
                 {
                     "payment_id": payment_id,
@@ -89,33 +102,37 @@ class OutcomeRepository:
         finishes would compute the same max + 1 and fail on the unique (payment_id,
         sequence).  Read committed: the max, a new statement after the lock was granted,
         sees the other writer's committed event."""
-        self._conn.execute(
-            sa.select(payments.c.id).where(payments.c.id == payment_id).with_for_update()
-        )
-        previous = self._conn.execute(
-            sa.select(sa.func.coalesce(sa.func.max(outbox_events.c.sequence), 0)).where(
-                outbox_events.c.payment_id == payment_id
-            )
-        ).scalar_one()
+        self._conn.execute(_LOCK_PAYMENT, {"p_id": payment_id})
+        previous = self._conn.execute(_LAST_SEQUENCE, {"p_id": payment_id}).scalar_one()
         return int(previous) + 1
 
     def add_outbox_event(
-        self, payment_id: str, event_type: str, payload: dict[str, Any], *, now: datetime
+        self,
+        payment_id: str,
+        event_type: str,
+        payload: dict[str, Any],
+        *,
+        now: datetime,
+        sequence: int | None = None,
     ) -> int:
         """Write the event with the payment's next sequence (returned).  A payment
         representation in it says ``latest_event_sequence`` = this event's own sequence:
-        the event is the newest change it describes."""
-        sequence = self.next_event_sequence(payment_id)
+        the event is the newest change it describes.  ``sequence``: the number this
+        transaction already took with ``next_event_sequence`` (the row lock is still
+        held, so it is still the next one)."""
+        if sequence is None:
+            sequence = self.next_event_sequence(payment_id)
         if payload.get("object") == "payment" and "latest_event_sequence" in payload:
             payload = {**payload, "latest_event_sequence": sequence}
         self._conn.execute(
-            outbox_events.insert().values(
-                payment_id=payment_id,
-                event_type=event_type,
-                payload=payload,
-                created_at=now,
-                public_id=new_event_id(),
-                sequence=sequence,
-            )
+            _OUTBOX_INSERT,
+            {
+                "payment_id": payment_id,
+                "event_type": event_type,
+                "payload": payload,
+                "created_at": now,
+                "public_id": new_event_id(),
+                "sequence": sequence,
+            },
         )
         return sequence

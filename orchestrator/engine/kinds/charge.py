@@ -655,11 +655,12 @@ class _Charge:
         captured = amount if outcome is Outcome.SUCCEEDED else 0
         capturable = amount if outcome is Outcome.REQUIRES_CAPTURE else 0
 
+        # The stored answer reflects the event this finish writes (same lock, same number):
+        # a GET of the unchanged payment is these very bytes.
+        sequence = uow.outcomes.next_event_sequence(record.id)
         final = replace(
             record,
-            # The stored answer reflects the event this finish writes (same lock, same
-            # number): a GET of the unchanged payment is these very bytes.
-            latest_event_sequence=uow.outcomes.next_event_sequence(record.id),
+            latest_event_sequence=sequence,
             status=status,
             recovery_point=RecoveryPoint.COMPLETED,
             lease_owner=None,
@@ -694,7 +695,9 @@ class _Charge:
             ),
             now=now,
         )
-        uow.outcomes.add_outbox_event(record.id, f"payment.{status.value}", response, now=now)
+        uow.outcomes.add_outbox_event(
+            record.id, f"payment.{status.value}", response, now=now, sequence=sequence
+        )
         return finished
 
 
