@@ -138,6 +138,13 @@ class Merchants:
 
     async def run(self) -> Traffic:
         limits = httpx.Limits(max_connections=self.max_in_flight, max_keepalive_connections=20)
+        # At most max_in_flight requests are handed to httpx at once; the rest wait here.
+        # httpcore's pool rescans every queued request against every connection each time a
+        # connection frees up: with hundreds queued (every send of a 600-payment storm on a
+        # CPU-starved machine) that scan held the GIL of this process, which is also the
+        # API's, and the API stopped answering (py-spy: the merchants' thread in
+        # _assign_requests_to_connections, every API thread idle).
+        self._slots = asyncio.Semaphore(self.max_in_flight)
         async with httpx.AsyncClient(
             base_url=self.api_url,
             headers={"Authorization": f"Bearer {self.api_key}"},
@@ -177,9 +184,10 @@ class Merchants:
         last = "no answer"
         for tries in range(1, MAX_TRIES + 1):
             try:
-                response = await client.post(
-                    "/v1/payments", json=payment.body, headers={"Idempotency-Key": payment.key}
-                )
+                async with self._slots:
+                    response = await client.post(
+                        "/v1/payments", json=payment.body, headers={"Idempotency-Key": payment.key}
+                    )
             except httpx.TransportError as error:  # connect errors, timeouts, resets
                 last = repr(error)
             else:
