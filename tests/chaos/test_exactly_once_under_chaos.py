@@ -216,7 +216,10 @@ def restart_broker_under_traffic(
             return now - down >= 3.0 and len(during) >= 10
 
         try:
-            wait_until("accepts while the broker is down", enough_accepted_while_down, 30)
+            # Ended by the condition; the bound only has to outlast a starved machine, where
+            # the API works through the sends queued before the outage before it answers
+            # the new ones (at load 14-16, 30 s was not enough).
+            wait_until("accepts while the broker is down", enough_accepted_while_down, 300)
         finally:
             chaos.broker_down = (down, time.monotonic())
     chaos.note(f"RabbitMQ stopped for {chaos.broker_down[1] - chaos.broker_down[0]:.1f}s")
