@@ -118,7 +118,13 @@ def measure_latency(
         "peak_rss_mib": round(rss_mib, 1),
         "rss_mib_per_100_in_flight": round(rss_mib * 100 / in_flight, 1) if in_flight else None,
         "sleep_peak_rss_mib": round(sleep_sampler.peak_rss_bytes / MIB, 1),
+        # What the pool itself costs per task (Celery, kombu, logging): the floor under
+        # the payment's own CPU.
+        "sleep_worker_cpu_ms_per_task": round(sleep_sampler.cpu_seconds * 1000 / payments_count, 2),
         "worker_cpu_ms_per_payment": round(sampler.cpu_seconds * 1000 / payments_count, 2),
+        "worker_system_cpu_ms_per_payment": round(
+            sampler.system_seconds * 1000 / payments_count, 2
+        ),
         "drain_seconds": round(drain_seconds, 2),
         "database": database,
         "database_per_payment": dbcount.per_payment(database, payments_count),

@@ -24,10 +24,11 @@ class GroupUsage:
     processes: int
     rss_bytes: int
     cpu_seconds: float  # user + system of the live members (exited children are lost)
+    system_seconds: float = 0.0  # the kernel's part of cpu_seconds
 
 
 def group_usage(leader: int) -> GroupUsage:
-    count, rss, ticks = 0, 0, 0
+    count, rss, ticks, system = 0, 0, 0, 0
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             text = stat.read_text()
@@ -40,8 +41,11 @@ def group_usage(leader: int) -> GroupUsage:
             continue
         count += 1
         ticks += int(fields[11]) + int(fields[12])
+        system += int(fields[12])
         rss += int(fields[21]) * _PAGE
-    return GroupUsage(processes=count, rss_bytes=rss, cpu_seconds=ticks / _TICKS)
+    return GroupUsage(
+        processes=count, rss_bytes=rss, cpu_seconds=ticks / _TICKS, system_seconds=system / _TICKS
+    )
 
 
 @dataclass
@@ -91,6 +95,12 @@ class Sampler:
         if self.first is None or self.last is None:
             return 0.0
         return self.last.cpu_seconds - self.first.cpu_seconds
+
+    @property
+    def system_seconds(self) -> float:
+        if self.first is None or self.last is None:
+            return 0.0
+        return self.last.system_seconds - self.first.system_seconds
 
     @property
     def peak_in_flight(self) -> int:

@@ -7,6 +7,7 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
+from orchestrator.db import prebuilt
 from orchestrator.db.tables import (
     lease_events,
     ledger_lines,
@@ -59,11 +60,11 @@ class HistoryRepository:
             "created_at": now,
         }
         if call.payment_id is None and call.provider_object_id is not None:
-            self._conn.execute(
-                _CALL_INSERT_BY_OBJECT, {**values, "p_object": call.provider_object_id}
+            prebuilt.execute(
+                self._conn, _CALL_INSERT_BY_OBJECT, {**values, "p_object": call.provider_object_id}
             )
         else:
-            self._conn.execute(_CALL_INSERT, {**values, "payment_id": call.payment_id})
+            prebuilt.execute(self._conn, _CALL_INSERT, {**values, "payment_id": call.payment_id})
 
     def provider_calls(self, payment_id: str) -> list[ProviderCall]:
         rows = self._conn.execute(

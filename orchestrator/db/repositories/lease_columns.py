@@ -21,6 +21,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import sqlalchemy as sa
 
+from orchestrator.db import prebuilt
 from orchestrator.db.tables import lease_events
 
 PROCESSING = "processing"
@@ -167,8 +168,9 @@ class LeaseColumns(Generic[R]):
     def _update_prebuilt(
         self, history: str | None, statement: sa.Update, params: dict[str, Any]
     ) -> R | None:
-        """``_update_one`` for a prebuilt statement and its parameters."""
-        row = self._conn.execute(statement, params).first()
+        """``_update_one`` for a prebuilt statement and its parameters (on psycopg itself on
+        PostgreSQL: ``orchestrator.db.prebuilt``)."""
+        row = prebuilt.first(self._conn, statement, params)
         if row is None:
             return None
         record = self._to_record(row)
@@ -181,7 +183,8 @@ class LeaseColumns(Generic[R]):
         commits or rolls back with it, so the history never shows a change that did not
         happen (a fenced-out finish leaves no ``finish`` row)."""
         ids = self._history_ids(record)
-        self._conn.execute(
+        prebuilt.execute(
+            self._conn,
             _HISTORY_INSERT,
             {
                 "payment_id": ids.get("payment_id"),

@@ -33,7 +33,10 @@ c = payments.c
 def _guard(event: Event) -> sa.ColumnElement[bool]:
     """The state machine's source states for ``event``, as SQL."""
     status, points = allowed_sources(event)
-    return sa.and_(c.status == status.value, c.recovery_point.in_([p.value for p in points]))
+    # ``=`` joined by OR, not ``IN (…)``: an IN list of literals is an expanding parameter,
+    # rendered per execution, which a prebuilt statement cannot be (``db.prebuilt``).
+    point = sa.or_(*(c.recovery_point == p.value for p in points))
+    return sa.and_(c.status == status.value, point)
 
 
 __all__ = ["LeaseRepository", "LeaseState", "lease_state_of"]

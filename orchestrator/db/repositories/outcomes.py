@@ -7,6 +7,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from orchestrator.db import prebuilt
 from orchestrator.db.tables import ledger_lines, outbox_events, payment_outcomes, payments
 from orchestrator.domain.ledger import LedgerLine
 from orchestrator.domain.model import PaymentRecord
@@ -31,7 +32,8 @@ class OutcomeRepository:
 
     def add_outcome(self, record: PaymentRecord, *, now: datetime) -> None:
         assert record.provider_outcome is not None, "finish needs a settled outcome"
-        self._conn.execute(
+        prebuilt.execute(
+            self._conn,
             _OUTCOME_INSERT,
             {
                 "payment_id": record.id,
@@ -80,7 +82,8 @@ class OutcomeRepository:
     def add_ledger_lines(self, payment_id: str, lines: list[LedgerLine], *, now: datetime) -> None:
         if not lines:
             return
-        self._conn.execute(
+        prebuilt.execute_many(
+            self._conn,
             _LEDGER_INSERT,
             [
                 {
@@ -102,8 +105,8 @@ class OutcomeRepository:
         finishes would compute the same max + 1 and fail on the unique (payment_id,
         sequence).  Read committed: the max, a new statement after the lock was granted,
         sees the other writer's committed event."""
-        self._conn.execute(_LOCK_PAYMENT, {"p_id": payment_id})
-        previous = self._conn.execute(_LAST_SEQUENCE, {"p_id": payment_id}).scalar_one()
+        prebuilt.execute(self._conn, _LOCK_PAYMENT, {"p_id": payment_id})
+        previous = prebuilt.scalar(self._conn, _LAST_SEQUENCE, {"p_id": payment_id})
         return int(previous) + 1
 
     def add_outbox_event(
@@ -124,7 +127,8 @@ class OutcomeRepository:
             sequence = self.next_event_sequence(payment_id)
         if payload.get("object") == "payment" and "latest_event_sequence" in payload:
             payload = {**payload, "latest_event_sequence": sequence}
-        self._conn.execute(
+        prebuilt.execute(
+            self._conn,
             _OUTBOX_INSERT,
             {
                 "payment_id": payment_id,

@@ -1,0 +1,148 @@
+"""The worker's prebuilt statements on psycopg itself (orchestrator.db.prebuilt) answer as
+SQLAlchemy's execution does: the same row, the same types, SQLAlchemy's exceptions, a lost
+connection invalidated, every statement seen by ``before_cursor_execute``.  Real
+PostgreSQL, and SQLite through SQLAlchemy."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+from sqlalchemy import event
+
+from orchestrator.bootstrap import Container
+from orchestrator.db import prebuilt
+from orchestrator.db.tables import ledger_lines, payment_outcomes, payments
+from tests.harness.containers import build_container
+from tests.harness.seeds import accept, new_merchant
+
+BY_ID = sa.select(payments).where(payments.c.id == sa.bindparam("p_id"))
+MARK = (
+    payments.update()
+    .where(payments.c.id == sa.bindparam("p_id"))
+    .values(last_error=sa.bindparam("p_error"), next_action=None)
+    .returning(payments.c.id, payments.c.last_error, payments.c.next_action)
+)
+OUTCOME = payment_outcomes.insert()
+LEDGER = ledger_lines.insert()
+
+
+@pytest.fixture
+def container(database_url: str) -> Iterator[Container]:
+    built = build_container(database_url)
+    yield built
+    built.close()
+
+
+def _payment(container: Container) -> str:
+    return accept(container, new_merchant(container), "prebuilt-1").id
+
+
+def _outcome(payment_id: str, provider_payment_id: str) -> dict[str, Any]:
+    return {
+        "payment_id": payment_id,
+        "client_id": "cli_x",
+        "provider": "stripe",
+        "provider_payment_id": provider_payment_id,
+        "provider_charge_id": None,
+        "outcome": "succeeded",
+        "amount": 1000,
+        "currency": "usd",
+        "failure_code": None,
+        "decline_code": None,
+        "created_at": datetime.now(UTC),
+    }
+
+
+def test_a_row_reads_as_sqlalchemy_reads_it(container: Container) -> None:
+    payment_id = _payment(container)
+    with container.engine.connect() as connection:
+        expected = dict(connection.execute(BY_ID, {"p_id": payment_id}).one()._mapping)
+        found = prebuilt.first(connection, BY_ID, {"p_id": payment_id})
+    assert found is not None and dict(found) == expected
+    assert found["created_at"].utcoffset() is not None  # UTC-aware through the processors
+    assert isinstance(found["metadata"], dict)  # the JSON document, decoded
+
+
+def test_values_go_through_the_bind_processors_and_none_is_stored(container: Container) -> None:
+    payment_id = _payment(container)
+    with container.engine.begin() as connection:
+        row = prebuilt.first(connection, MARK, {"p_id": payment_id, "p_error": "x" * 10})
+        assert row == {"id": payment_id, "last_error": "x" * 10, "next_action": None}
+        assert prebuilt.first(connection, MARK, {"p_id": "pay_none", "p_error": ""}) is None
+        now = datetime.now(UTC)
+        lines = [
+            {
+                "payment_id": payment_id,
+                "account": a,
+                "amount": n,
+                "currency": "usd",
+                "created_at": now,
+            }
+            for a, n in (("a", 10), ("b", -10))
+        ]
+        prebuilt.execute_many(connection, LEDGER, lines)
+    with container.engine.connect() as connection:
+        stored = connection.execute(
+            sa.select(ledger_lines.c.account, ledger_lines.c.amount)
+            .where(ledger_lines.c.payment_id == payment_id)
+            .order_by(ledger_lines.c.account)
+        ).all()
+    assert [tuple(r) for r in stored] == [("a", 10), ("b", -10)]
+
+
+def test_a_constraint_violation_is_sqlalchemys_integrity_error_and_rolls_back(
+    container: Container,
+) -> None:
+    payment_id = _payment(container)
+    values = _outcome(payment_id, "pi_1")
+    with container.engine.connect() as connection:
+        with connection.begin():
+            prebuilt.execute(connection, OUTCOME, values)
+        with pytest.raises(sa.exc.IntegrityError), connection.begin():
+            prebuilt.execute(connection, OUTCOME, values)  # one outcome per payment
+        # Rolled back, and the same connection works on.
+        count = sa.select(sa.func.count()).select_from(payment_outcomes)
+        assert prebuilt.scalar(connection, count, {}) == 1
+
+
+@pytest.mark.postgres
+def test_a_lost_connection_is_invalidated_as_sqlalchemy_would(make_postgres_database) -> None:
+    container = build_container(make_postgres_database())
+    try:
+        payment_id = _payment(container)
+        with container.engine.connect() as connection:
+            pid = prebuilt.scalar(connection, sa.select(sa.func.pg_backend_pid()), {})
+            url = container.engine.url.set(drivername="postgresql")
+            with psycopg.connect(url.render_as_string(hide_password=False)) as admin:
+                admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+                admin.commit()
+            with pytest.raises(sa.exc.OperationalError) as raised:
+                prebuilt.first(connection, BY_ID, {"p_id": payment_id})
+            assert raised.value.connection_invalidated
+            assert connection.invalidated
+        with container.engine.connect() as connection:  # the pool hands out a live one
+            assert prebuilt.first(connection, BY_ID, {"p_id": payment_id}) is not None
+    finally:
+        container.close()
+
+
+def test_every_statement_is_seen_by_before_cursor_execute(container: Container) -> None:
+    payment_id = _payment(container)
+    seen: list[str] = []
+
+    def count(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        seen.append(statement.split(None, 1)[0].upper())
+
+    event.listen(container.engine, "before_cursor_execute", count)
+    try:
+        with container.engine.begin() as connection:
+            prebuilt.first(connection, BY_ID, {"p_id": payment_id})
+            prebuilt.execute(connection, MARK, {"p_id": payment_id, "p_error": "e"})
+    finally:
+        event.remove(container.engine, "before_cursor_execute", count)
+    assert [word for word in seen if word != "BEGIN"] == ["SELECT", "UPDATE"]  # SQLite's BEGIN
