@@ -24,8 +24,8 @@ from typing import Any
 import psycopg
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
-from sqlalchemy.sql.compiler import SQLCompiler
 
+from orchestrator.db import prebuilt
 from orchestrator.db.repositories.clients import BY_KEY_HASH
 from orchestrator.db.repositories.payments import insert_if_absent_statement
 from orchestrator.db.repositories.rows import to_client
@@ -85,55 +85,18 @@ class DirectClientLookup:
 
 
 class DirectClaim:
-    """The accept's claim (``PaymentRepository.insert_if_absent``'s statement, compiled once
-    per column set by SQLAlchemy) executed on the psycopg connection under a unit of work's
-    SQLAlchemy connection: the unit of work still provides the pool checkout, autocommit
-    and the database clock; only SQLAlchemy's per-execution layer is skipped (~0.3 ms of
-    CPU per accept).  The values go through their columns' bind processors (UTC
-    timestamps, JSONB), as SQLAlchemy would send them."""
+    """The accept's claim (``PaymentRepository.insert_if_absent``'s statement, built once
+    per column set) executed on the psycopg connection under a unit of work's SQLAlchemy
+    connection (``orchestrator.db.prebuilt``, as the worker's statements): the unit of work
+    still provides the pool checkout, autocommit and the database clock; only SQLAlchemy's
+    per-execution layer is skipped (~0.3 ms of CPU per accept).  The values go through their
+    columns' bind processors (UTC timestamps, JSONB), as SQLAlchemy would send them."""
 
     def __init__(self, engine: Engine) -> None:
         assert engine.dialect.name == "postgresql", "direct statements are PostgreSQL's"
-        self._dialect = engine.dialect
-        self._compiled: dict[tuple[tuple[str, ...], bool], _Compiled] = {}
 
     def insert_if_absent(
         self, connection: sa.Connection, values: dict[str, Any], *, wake: bool
     ) -> bool:
-        key = (tuple(sorted(values)), wake)
-        compiled = self._compiled.get(key)
-        if compiled is None:
-            statement = insert_if_absent_statement("postgresql", *key)
-            compiled = self._compiled[key] = _Compiled(statement, self._dialect)
-        params = compiled.params(values)
-        driver: psycopg.Connection[Any] = connection.connection.driver_connection  # type: ignore[assignment]
-        try:
-            return driver.execute(compiled.sql, params, prepare=True).fetchone() is not None
-        except psycopg.Error as error:
-            connection.invalidate(error)
-            raise sa.exc.DBAPIError.instance(
-                compiled.sql, params, error, psycopg.Error, connection_invalidated=True
-            ) from error
-
-
-class _Compiled:
-    def __init__(self, statement: sa.Executable, dialect: sa.Dialect) -> None:
-        assert isinstance(statement, sa.ClauseElement)
-        compiled = statement.compile(dialect=dialect)
-        assert isinstance(compiled, SQLCompiler)
-        self.sql = compiled.string
-        self._fixed: dict[str, Any] = {}
-        self._processors: dict[str, Processor] = {}
-        for bind, name in compiled.bind_names.items():
-            process = bind.type.dialect_impl(dialect).bind_processor(dialect)
-            if bind.value is not None:  # a literal of the statement (the NOTIFY channel)
-                self._fixed[name] = bind.value if process is None else process(bind.value)
-            else:
-                self._processors[name] = process
-
-    def params(self, values: dict[str, Any]) -> dict[str, Any]:
-        params = dict(self._fixed)
-        for name, value in values.items():
-            process = self._processors[name]
-            params[name] = value if process is None else process(value)
-        return params
+        statement = insert_if_absent_statement("postgresql", tuple(sorted(values)), wake)
+        return prebuilt.first(connection, statement, values) is not None
