@@ -73,6 +73,9 @@ def measure_production(
             total=payments_count,
         )
     )
+    # As deployed: the accepts only NOTIFY; the sweeper's dispatcher turns the wake-ups into
+    # tasks (without one, nothing would publish them: the run timed out).
+    stack.start_sweeper()
     worker = stack.start_worker(worker_concurrency, name="worker-payments")
     _wait(
         "the payments to finish",
