@@ -4,12 +4,13 @@ The worker's every step runs the same dozen statements, each built once with bou
 parameters (``lease_columns._PREBUILT``, the history and outcome inserts).  Through
 SQLAlchemy's execution layer each execution still paid for an execution context, the
 result's setup, and psycopg's column descriptions (SQLAlchemy reads ``cursor.description``
-of every result: 55 ``Column`` objects for each ``UPDATE payments … RETURNING``): two
-thirds of the worker's database CPU, measured in one thread with cProfile (bench/RESULTS.md
-§10).  Here a statement is compiled once per dialect by SQLAlchemy (the same SQL it would
-send), its values go through their columns' bind processors (UTC timestamps, JSONB) and
-its rows through their result processors, and it runs on the unit of work's own psycopg
-connection as a prepared statement: same transaction, same pool checkout.
+of every result: 55 ``Column`` objects for each ``UPDATE payments … RETURNING``).  In one
+thread without Celery and HTTP a payment cost 11.5 to 14.9 ms of CPU that way and 6.7 to
+9.2 ms this way, alternating runs (bench/RESULTS.md §10).  Here a statement is compiled
+once per dialect by SQLAlchemy (the same SQL it would send), its values go through their
+columns' bind processors (UTC timestamps, JSONB) and its rows through their result
+processors, and it runs on the unit of work's own psycopg connection as a prepared
+statement: same transaction, same pool checkout.
 
 What stays SQLAlchemy's:
 
