@@ -172,6 +172,27 @@ def test_a_dispatcher_started_late_wakes_the_payments_accepted_before_it(
         assert stack.record(accepted["id"]).lease_token == 2
 
 
+def test_a_late_dispatcher_catches_up_on_a_backlog_larger_than_a_thousand(make_postgres_database):
+    # The catch-up once stopped at 1,000: the rest of a burst accepted while no dispatcher
+    # listened waited out its whole dispatch lease for the sweeper.
+    database_url = make_postgres_database()
+    container = build_container(database_url, wake_up="notify")
+    publisher = RecordingPublisher()
+    try:
+        merchant = new_merchant(container, "backlog-merchant")
+        backlog = {accept(container, merchant, f"backlog-{n}").id for n in range(1_200)}
+        with dispatching(database_url, publisher, "late-backlog") as dispatcher:
+            assert dispatcher.listening.wait(60)
+            wait_until(
+                "the whole backlog published",
+                lambda: {p[0] for p in publisher.published} >= backlog,
+            )
+    finally:
+        container.close()
+
+    assert sorted(publisher.published) == sorted((payment_id, 1) for payment_id in backlog)
+
+
 def test_one_dispatcher_is_active_and_a_standby_takes_over_when_it_stops(
     make_postgres_database,
 ):
