@@ -10,6 +10,7 @@ Round trips on PostgreSQL with psycopg 3, per kind of event:
     statement       one (every execute: SELECT, INSERT, UPDATE, ...)
     begin           one: psycopg sends ``BEGIN`` on its own before the first statement
     commit/rollback one each
+    (none of the last two in autocommit: a unit of one statement)
     pre-ping        one per checkout when ``pool_pre_ping`` is on (a ``SELECT 1``)
 
 The statements are also counted by their first word, so the clock reads (``SELECT
@@ -81,16 +82,19 @@ def install() -> None:
         _bump(_statement_kind(statement))
 
     @event.listens_for(sa.engine.Engine, "begin")
-    def _begin(_conn: Any) -> None:
-        _bump("begins")
+    def _begin(conn: Any) -> None:
+        if not _autocommit(conn):
+            _bump("begins")
 
     @event.listens_for(sa.engine.Engine, "commit")
-    def _commit(_conn: Any) -> None:
-        _bump("commits")
+    def _commit(conn: Any) -> None:
+        if not _autocommit(conn):
+            _bump("commits")
 
     @event.listens_for(sa.engine.Engine, "rollback")
-    def _rollback(_conn: Any) -> None:
-        _bump("rollbacks")
+    def _rollback(conn: Any) -> None:
+        if not _autocommit(conn):
+            _bump("rollbacks")
 
     @event.listens_for(sa.pool.Pool, "checkout")
     def _checkout(_dbapi: Any, _record: Any, proxy: Any) -> None:
@@ -111,6 +115,12 @@ def install() -> None:
     @event.listens_for(sa.pool.Pool, "connect")
     def _connect(_dbapi: Any, _record: Any) -> None:
         _bump("connects")
+
+
+def _autocommit(conn: Any) -> bool:
+    """A unit of one statement (``UnitOfWork(single_statement=True)``) runs in autocommit:
+    psycopg sends no BEGIN and no COMMIT for it, though SQLAlchemy still fires the events."""
+    return bool(getattr(conn.connection.dbapi_connection, "autocommit", False))
 
 
 def read(directory: Path) -> dict[str, int]:

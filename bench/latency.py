@@ -96,8 +96,10 @@ def measure_latency(
             app.send_task(SLEEP_TASK, args=[2 * latency_seconds], retry=False)
         sleeper = stack.start_worker_with(worker_args, name=f"worker-{tag}-sleep")
         sleep_sampler = Sampler(sleeper.pid).start()
+        sleep_profile = record(sleeper.pid, f"worker-{tag}-sleep-{latency_seconds * 1000:.0f}ms")
         if not counter.wait_for(payments_count, _drain_timeout(payments_count)):
             raise RuntimeError(f"only {len(counter.times)} of {payments_count} sleeps reported")
+        sleep_profile.stop()
         sleep_sampler.stop()
         sleeper.stop()
         sleep_rate = completion_rate(counter.times)

@@ -76,7 +76,8 @@ class Container:
         return self.uow(read_only=True)
 
     def statement_uow(self) -> UnitOfWork:
-        """A unit of work whose statements each commit on their own (the accept's claim)."""
+        """A unit of work whose statements each commit on their own (the accept's claim,
+        the worker's claim)."""
         return self.uow(single_statement=True)
 
     def lookup_uow(self) -> UnitOfWork:
@@ -131,7 +132,12 @@ class Container:
 
     def runner(self) -> Runner:
         """What the engine needs to run an operation: transactions, provider, settings."""
-        return Runner(uow=self.uow, provider=self.provider, settings=self.settings)
+        return Runner(
+            uow=self.uow,
+            provider=self.provider,
+            settings=self.settings,
+            claim_uow=self.statement_uow,
+        )
 
     def sweeper(self, name: str | None = None) -> Sweeper:
         return Sweeper(self.uow, self.publisher, self.settings, name=name)

@@ -51,6 +51,9 @@ class LeaseRepository(LeaseColumns[PaymentRecord]):
     def _history_ids(self, record: PaymentRecord) -> dict[str, str | None]:
         return {"payment_id": record.id}
 
+    def _history_id_columns(self, updated: sa.CTE) -> dict[str, sa.ColumnElement[Any]]:
+        return {"payment_id": updated.c.id, "operation_id": sa.null()}
+
     def _parkable(self) -> sa.ColumnElement[bool]:
         return _guard(Event.PARKED)
 

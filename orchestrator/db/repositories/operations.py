@@ -69,6 +69,9 @@ class OperationRepository(LeaseColumns[OperationRecord]):
     def _history_ids(self, record: OperationRecord) -> dict[str, str | None]:
         return {"payment_id": record.payment_id, "operation_id": record.id}
 
+    def _history_id_columns(self, updated: sa.CTE) -> dict[str, sa.ColumnElement[Any]]:
+        return {"payment_id": updated.c.payment_id, "operation_id": updated.c.id}
+
     def _parkable(self) -> sa.ColumnElement[bool]:
         return sa.and_(c.status == PROCESSING, c.recovery_point != _COMPLETED)
 

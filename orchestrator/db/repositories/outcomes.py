@@ -97,15 +97,20 @@ class OutcomeRepository:
             ],
         )
 
-    def next_event_sequence(self, payment_id: str) -> int:
+    def next_event_sequence(self, payment_id: str, *, row_locked: bool = False) -> int:
         """The payment's next event sequence number, with the payment's row lock taken (kept
         until the transaction ends).  Writers of one payment's events are serialised by that
         lock (held already by a finish that updated the row; taken here by a writer outside
         the lease, such as a provider event): without it, a dispute arriving as the charge
         finishes would compute the same max + 1 and fail on the unique (payment_id,
         sequence).  Read committed: the max, a new statement after the lock was granted,
-        sees the other writer's committed event."""
-        prebuilt.execute(self._conn, _LOCK_PAYMENT, {"p_id": payment_id})
+        sees the other writer's committed event.
+
+        ``row_locked``: this transaction already updated the payment's row, which holds
+        the same lock until it ends (an UPDATE's row lock conflicts with ``FOR UPDATE``),
+        so the lock's round trip is skipped."""
+        if not row_locked:
+            prebuilt.execute(self._conn, _LOCK_PAYMENT, {"p_id": payment_id})
         previous = prebuilt.scalar(self._conn, _LAST_SEQUENCE, {"p_id": payment_id})
         return int(previous) + 1
 

@@ -637,7 +637,7 @@ class _Charge:
                 if problem is not None:
                     parked.append(problem)
                     return record  # the settlement commits; the park follows
-            return self._write_finish(uow, now, record)
+            return self._write_finish(uow, now, record, row_locked=settlement is not None)
 
         finished = self.lease.write(write)
         if parked:
@@ -646,7 +646,7 @@ class _Charge:
         log.info("payment_finished", payment_id=finished.id, status=finished.status.value)
 
     def _write_finish(
-        self, uow: UnitOfWork, now: datetime, record: PaymentRecord
+        self, uow: UnitOfWork, now: datetime, record: PaymentRecord, *, row_locked: bool
     ) -> PaymentRecord | None:
         outcome = record.provider_outcome
         assert outcome is not None
@@ -657,7 +657,8 @@ class _Charge:
 
         # The stored answer reflects the event this finish writes (same lock, same number):
         # a GET of the unchanged payment is these very bytes.
-        sequence = uow.outcomes.next_event_sequence(record.id)
+        # ``row_locked``: the settlement's UPDATE in this transaction holds the row lock.
+        sequence = uow.outcomes.next_event_sequence(record.id, row_locked=row_locked)
         final = replace(
             record,
             latest_event_sequence=sequence,
