@@ -10,11 +10,13 @@ Round trips on PostgreSQL with psycopg 3, per kind of event:
     statement       one (every execute: SELECT, INSERT, UPDATE, ...)
     begin           one: psycopg sends ``BEGIN`` on its own before the first statement
     commit/rollback one each
-    (none of the last two in autocommit: a unit of one statement)
+    (none of the last two in autocommit: a unit of one statement, its own transaction)
+    deferred        none per statement sent in pipeline mode, one per unit for all of them
+                    (``orchestrator.db.prebuilt.defer_answers``)
     pre-ping        one per checkout when ``pool_pre_ping`` is on (a ``SELECT 1``)
 
 The statements are also counted by their first word, so the clock reads (``SELECT
-coalesce(...)``) stand out from the rest.
+coalesce(:now, clock_timestamp())``) stand out from the rest.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ def _bump(name: str, by: int = 1) -> None:
 
 def _statement_kind(statement: str) -> str:
     text = statement.lstrip().lower()
-    if text.startswith("select coalesce"):
+    if text.startswith("select coalesce") and "clock_timestamp()" in text:
         return "statements.clock"
     word = text.split(None, 1)[0] if text else "empty"
     return f"statements.{word}"
@@ -77,9 +79,24 @@ def install() -> None:
     install._done = True  # type: ignore[attr-defined]
 
     @event.listens_for(sa.engine.Engine, "before_cursor_execute")
-    def _statement(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+    def _statement(conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
         _bump("statements")
         _bump(_statement_kind(statement))
+        if _autocommit(conn):
+            _bump("statements.autocommit")  # a transaction of its own
+        if _deferring(conn):
+            _bump("statements.deferred")  # no round trip of its own
+
+    # One round trip collects a unit's deferred statements (orchestrator.db.prebuilt).
+    from orchestrator.db import prebuilt
+
+    end_deferred = prebuilt.end_deferred
+
+    def _counted_end_deferred(*args: Any, **kwargs: Any) -> None:
+        _bump("deferred_syncs")
+        end_deferred(*args, **kwargs)
+
+    prebuilt.end_deferred = _counted_end_deferred  # type: ignore[assignment]
 
     @event.listens_for(sa.engine.Engine, "begin")
     def _begin(conn: Any) -> None:
@@ -123,6 +140,11 @@ def _autocommit(conn: Any) -> bool:
     return bool(getattr(conn.connection.dbapi_connection, "autocommit", False))
 
 
+def _deferring(conn: Any) -> bool:
+    pgconn = getattr(conn.connection.dbapi_connection, "pgconn", None)
+    return bool(pgconn is not None and pgconn.pipeline_status)
+
+
 def read(directory: Path) -> dict[str, int]:
     """The sum over every process that wrote counts (the peak of checked-out connections:
     the largest of any one process)."""
@@ -144,9 +166,11 @@ def per_payment(counts: dict[str, int], payments: int) -> dict[str, float]:
     """Transactions and round trips per payment (see the module docstring)."""
     if payments <= 0:
         return {}
-    transactions = counts.get("begins", 0)
+    transactions = counts.get("begins", 0) + counts.get("statements.autocommit", 0)
     round_trips = (
         counts.get("statements", 0)
+        - counts.get("statements.deferred", 0)
+        + counts.get("deferred_syncs", 0)
         + counts.get("begins", 0)
         + counts.get("commits", 0)
         + counts.get("rollbacks", 0)

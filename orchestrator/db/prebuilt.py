@@ -25,15 +25,25 @@ What stays SQLAlchemy's:
 
 A statement with an expanding ``IN`` parameter (rendered only at execution time) also runs
 through SQLAlchemy; the hot statements use ``=``/``OR`` instead.
+
+Deferred answers (``defer_answers``): a transaction's last statements, the ones run for
+their effect only (a finish's outcome, ledger, outbox and provider-call rows), are sent in
+psycopg's pipeline mode: no wait for each answer, one round trip for all of them when the
+unit of work commits.  A failed one is raised then, as SQLAlchemy's exception, and the
+transaction rolls back as before.  Hazard: a statement SQLAlchemy itself runs in pipeline
+mode would find no result description (psycopg fills it in only at the next sync) and read
+as returning no rows, so ``refuse_statements_while_deferred`` makes that an error.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, NoReturn, cast
 
 import psycopg
 import sqlalchemy as sa
+from psycopg import pq
 from sqlalchemy.sql.compiler import SQLCompiler
 
 Processor = Callable[[Any], Any] | None
@@ -140,7 +150,13 @@ def first(
     if _is_direct(connection):
         compiled = _compiled(statement, connection.dialect, values)
         if compiled.direct:
-            row = _run(connection, compiled, values).fetchone()
+            cursor = _run(connection, compiled, values)
+            try:
+                # In pipeline mode the answer (or an earlier deferred statement's error)
+                # arrives here, not at execute.
+                row = cursor.fetchone()
+            except psycopg.Error as error:
+                _raise(connection, error, compiled.sql, values)
             return None if row is None else compiled.mapping(row)
     found = connection.execute(statement, dict(values)).first()
     return None if found is None else cast(Mapping[str, Any], found._mapping)
@@ -184,3 +200,48 @@ def execute_many(
                 _raise(connection, error, compiled.sql, params)
             return
     connection.execute(statement, [dict(row) for row in rows])
+
+
+# -- deferred answers ------------------------------------------------------------------------
+
+DeferredAnswers = AbstractContextManager[Any]
+
+
+def defer_answers(connection: sa.Connection) -> DeferredAnswers | None:
+    """Enter psycopg's pipeline mode on ``connection`` (see the module docstring); None on
+    SQLite, or when the connection defers already.  The caller ends it with
+    ``end_deferred`` before its commit."""
+    if not _is_direct(connection):
+        return None
+    driver = _driver(connection)
+    if driver.pgconn.pipeline_status != pq.PipelineStatus.OFF:
+        return None
+    pipeline = driver.pipeline()
+    pipeline.__enter__()
+    return pipeline
+
+
+def end_deferred(
+    connection: sa.Connection, deferred: DeferredAnswers, error: BaseException | None
+) -> None:
+    """Leave pipeline mode: one round trip that collects every deferred answer.  A
+    deferred statement's failure is raised here as SQLAlchemy's exception, unless the unit
+    is already failing with ``error`` (then it is only logged by psycopg)."""
+    try:
+        deferred.__exit__(type(error) if error else None, error, None)
+    except psycopg.Error as failure:
+        if error is not None:
+            return
+        _raise(connection, failure, "(deferred statements)", None)
+
+
+def refuse_statements_while_deferred(connection: sa.Connection, cursor: Any, *_args: Any) -> None:
+    """``before_cursor_execute`` on PostgreSQL: a statement SQLAlchemy runs itself (it has a
+    cursor; the prebuilt ones pass None) must never run in pipeline mode."""
+    if cursor is None or not _is_direct(connection):
+        return
+    if _driver(connection).pgconn.pipeline_status != pq.PipelineStatus.OFF:
+        raise RuntimeError(
+            "a SQLAlchemy statement while the unit of work defers answers "
+            "(orchestrator.db.prebuilt.defer_answers): run it before deferring"
+        )

@@ -15,6 +15,7 @@ from types import TracebackType
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from orchestrator.db import prebuilt
 from orchestrator.db.clock import Clock, read_database_now
 from orchestrator.db.engine import READ_ONLY_OPTION
 from orchestrator.db.repositories.audit import AuditRepository
@@ -70,6 +71,7 @@ class UnitOfWork:
         self._connection: sa.Connection | None = None
         self._transaction: sa.RootTransaction | None = None
         self._now: datetime | None = None
+        self._deferred: prebuilt.DeferredAnswers | None = None
 
     def __enter__(self) -> UnitOfWork:
         self._connection = self._given if self._given is not None else self._engine.connect()
@@ -112,9 +114,11 @@ class UnitOfWork:
         tb: TracebackType | None,
     ) -> None:
         try:
+            self._end_deferred(exc if exc is not None else _NOT_COMMITTED)
             if self._transaction is not None and self._transaction.is_active:
                 self._transaction.rollback()
         finally:
+            self._deferred = None
             if self._connection is not None and self._given is None:
                 self._connection.close()
             self._connection = None
@@ -139,8 +143,23 @@ class UnitOfWork:
             self._now = read_database_now(self._connection, self._clock)
         return self._now
 
+    def defer_answers(self) -> None:
+        """From here to the commit, the statements run for their effect (the prebuilt
+        INSERTs) are sent without waiting for each answer, and collected in one round trip
+        before the commit (``orchestrator.db.prebuilt.defer_answers``; PostgreSQL only).
+        Only for a unit's last statements: a statement SQLAlchemy runs itself is refused
+        from here on."""
+        if self._deferred is None:
+            self._deferred = prebuilt.defer_answers(self.connection)
+
+    def _end_deferred(self, error: BaseException | None) -> None:
+        deferred, self._deferred = self._deferred, None
+        if deferred is not None and self._connection is not None:
+            prebuilt.end_deferred(self._connection, deferred, error)
+
     def commit(self) -> None:
         assert self._transaction is not None, "unit of work used outside 'with'"
+        self._end_deferred(None)  # a deferred statement's failure is raised here
         self._transaction.commit()
 
     def rollback(self) -> None:
@@ -149,3 +168,7 @@ class UnitOfWork:
 
 
 UnitOfWorkFactory = Callable[[], UnitOfWork]
+
+# What a unit that ends without a commit passes for its deferred answers: their errors do
+# not matter, the transaction rolls back.
+_NOT_COMMITTED = RuntimeError("the unit of work ended without a commit")

@@ -146,3 +146,80 @@ def test_every_statement_is_seen_by_before_cursor_execute(container: Container) 
     finally:
         event.remove(container.engine, "before_cursor_execute", count)
     assert [word for word in seen if word != "BEGIN"] == ["SELECT", "UPDATE"]  # SQLite's BEGIN
+
+
+# -- deferred answers (UnitOfWork.defer_answers: psycopg's pipeline mode on PostgreSQL) ------
+
+
+def _outcomes(container: Container) -> int:
+    with container.uow() as uow:
+        count = sa.select(sa.func.count()).select_from(payment_outcomes)
+        return int(prebuilt.scalar(uow.connection, count, {}))
+
+
+def test_deferred_statements_commit_with_the_unit(container: Container) -> None:
+    payment_id = _payment(container)
+    with container.uow() as uow:
+        uow.defer_answers()
+        prebuilt.execute(uow.connection, OUTCOME, _outcome(payment_id, "pi_1"))
+        uow.commit()
+    assert _outcomes(container) == 1
+
+
+def test_a_deferred_statements_failure_is_raised_at_the_commit_and_nothing_stays(
+    container: Container,
+) -> None:
+    payment_id = _payment(container)
+    with container.uow() as uow:
+        prebuilt.execute(uow.connection, OUTCOME, _outcome(payment_id, "pi_1"))
+        uow.commit()
+
+    def mark_and_add_a_second_outcome() -> None:
+        with container.uow() as uow:
+            prebuilt.first(uow.connection, MARK, {"p_id": payment_id, "p_error": "deferred"})
+            uow.defer_answers()
+            prebuilt.execute(uow.connection, OUTCOME, _outcome(payment_id, "pi_2"))
+            uow.commit()
+
+    # One outcome per payment: on PostgreSQL the violation arrives with the commit.
+    with pytest.raises(sa.exc.IntegrityError):
+        mark_and_add_a_second_outcome()
+    assert _outcomes(container) == 1
+    with container.uow() as uow:  # the UPDATE before it rolled back with it
+        row = prebuilt.first(uow.connection, BY_ID, {"p_id": payment_id})
+        assert row is not None and row["last_error"] is None
+
+
+def test_a_unit_that_defers_and_does_not_commit_writes_nothing(container: Container) -> None:
+    payment_id = _payment(container)
+    with container.uow() as uow:
+        uow.defer_answers()
+        prebuilt.execute(uow.connection, OUTCOME, _outcome(payment_id, "pi_1"))
+    assert _outcomes(container) == 0
+    with container.uow() as uow:  # and the pooled connection works on
+        prebuilt.execute(uow.connection, OUTCOME, _outcome(payment_id, "pi_1"))
+        uow.commit()
+    assert _outcomes(container) == 1
+
+
+@pytest.mark.postgres
+def test_a_statement_sqlalchemy_runs_itself_is_refused_while_answers_are_deferred(
+    make_postgres_database,
+) -> None:
+    # In pipeline mode psycopg has no result description until the next sync, so
+    # SQLAlchemy would read a SELECT as returning no rows: refused instead, loudly.
+    container = build_container(make_postgres_database())
+    try:
+        payment_id = _payment(container)
+
+        def read_through_sqlalchemy_while_deferring() -> None:
+            with container.uow() as uow:
+                uow.defer_answers()
+                uow.connection.execute(BY_ID, {"p_id": payment_id}).first()
+
+        with pytest.raises(RuntimeError, match="defers answers"):
+            read_through_sqlalchemy_while_deferring()
+        with container.uow() as uow:
+            assert uow.connection.execute(BY_ID, {"p_id": payment_id}).first() is not None
+    finally:
+        container.close()

@@ -684,6 +684,9 @@ class _Charge:
         )
         if finished is None:
             return None
+        # The rest only writes (and the provider-call rows after it, ``Lease.write``): their
+        # answers come back together, in one round trip before the commit.
+        uow.defer_answers()
         uow.outcomes.add_outcome(finished, now=now)
         uow.outcomes.add_ledger_lines(
             record.id,
