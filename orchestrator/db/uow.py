@@ -114,7 +114,9 @@ class UnitOfWork:
         tb: TracebackType | None,
     ) -> None:
         try:
-            self._end_deferred(exc if exc is not None else _NOT_COMMITTED)
+            # Without a commit the deferred answers do not matter (the unit rolls back):
+            # collected, never raised.
+            self._end_deferred(exc if exc is not None else _NotCommitted())
             if self._transaction is not None and self._transaction.is_active:
                 self._transaction.rollback()
         finally:
@@ -169,6 +171,6 @@ class UnitOfWork:
 
 UnitOfWorkFactory = Callable[[], UnitOfWork]
 
-# What a unit that ends without a commit passes for its deferred answers: their errors do
-# not matter, the transaction rolls back.
-_NOT_COMMITTED = RuntimeError("the unit of work ended without a commit")
+class _NotCommitted(Exception):
+    """Why a unit that ends without a commit (and without an error) leaves its deferred
+    answers: the transaction rolls back, so their errors do not matter."""

@@ -131,6 +131,13 @@ class _Charge:
             outcome, ledger, outbox, COMPLETED) (``finish``)
                 the only write after the last call
 
+    On PostgreSQL that is 11 round trips: T1 is one statement in autocommit (its lease
+    event row written by the same statement); T2 is BEGIN, the ``UPDATE``, the call row,
+    COMMIT; T3 is BEGIN, the settlement, the event sequence (the settlement's ``UPDATE``
+    holds the row lock it needs), the finish's ``UPDATE`` with its lease event, then the
+    rows that need no answer (outcome, ledger, outbox, the call row) in one round trip
+    (``UnitOfWork.defer_answers``), and COMMIT.
+
     Before this, the renewals, the provider-call rows and the settlement were transactions
     of their own (eight).  The settlement is no longer committed before the finish on the
     happy path: a worker that dies between the confirm and T3 leaves ``intent_created``
