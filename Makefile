@@ -18,10 +18,17 @@ demo: $(STAMP)
 
 # The whole suite: unit, replay, integration (real PostgreSQL + RabbitMQ) and chaos.
 # tests/conftest.py starts a stopped PostgreSQL or RabbitMQ, and installs them when absent.
+# In TEST_WORKERS pytest-xdist workers: most tests wait on the processes they start, so two
+# at once use the two cores.  --dist loadfile keeps a file's tests (and its module fixtures:
+# an API server, a simulator) on one worker; --no-loadscope-reorder hands files out in
+# collection order (the long chaos files first, the many quick unit tests last) instead of
+# by test count.  Serially: make test TEST_WORKERS=0.
 # The browser tests run in their own pytest process: Playwright's sync API leaves its asyncio
 # loop set in the main thread, and later tests that start a loop would fail.
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(BIN)/python -m pytest tests --ignore=tests/browser
+	$(BIN)/python -m pytest tests --ignore=tests/browser \
+	  -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 	$(BIN)/python -m pytest tests/browser
 
 # Everything that needs no server: unit + replay tests.

@@ -7,6 +7,7 @@ meanwhile and that the private ones come back.
 
 from __future__ import annotations
 
+import inspect
 import os
 import signal
 import subprocess
@@ -218,18 +219,21 @@ def test_broker_restart_and_outage_leave_it_running(service_control: ServiceCont
 
 def test_private_servers_of_a_dead_session_are_stopped_and_removed(tmp_path: Path) -> None:
     # A session killed before its teardown leaves its servers running: the next session's
-    # reaper stops them (by the pid files in their directory) and nothing else.
+    # reaper stops them (by the pid files in their directory) and nothing else.  The reaper
+    # runs on a root of this test's own: in the shared ROOT, a sibling xdist worker's (or
+    # another run's) reaper could take the dead directory first and this one not report it.
+    root = tmp_path / "servers"
     dead = subprocess.Popen(["true"])
     dead.wait()
     orphan = subprocess.Popen(["sleep", "600"], start_new_session=True)
-    alive_owner_dir = ROOT / f"rabbitmq-{os.getpid()}-reaper-test-live"
-    dead_owner_dir = ROOT / f"rabbitmq-{dead.pid}-reaper-test-dead"
+    alive_owner_dir = root / f"rabbitmq-{os.getpid()}-reaper-test-live"
+    dead_owner_dir = root / f"rabbitmq-{dead.pid}-reaper-test-dead"
     try:
         for directory, owner in ((dead_owner_dir, dead.pid), (alive_owner_dir, os.getpid())):
             directory.mkdir(parents=True)
             (directory / OWNER_FILE).write_text(str(owner))
             (directory / "node.pid").write_text(str(orphan.pid))
-        reaped = reap_dead_sessions()
+        reaped = reap_dead_sessions(root)
 
         assert dead_owner_dir.name in reaped
         assert alive_owner_dir.name not in reaped
@@ -240,11 +244,8 @@ def test_private_servers_of_a_dead_session_are_stopped_and_removed(tmp_path: Pat
         if orphan.poll() is None:
             orphan.kill()
             orphan.wait()
-        for directory in (alive_owner_dir, dead_owner_dir):
-            if directory.exists():
-                (directory / OWNER_FILE).unlink(missing_ok=True)
-                (directory / "node.pid").unlink(missing_ok=True)
-                directory.rmdir()
+    # What the sessions themselves reap (the private_services fixture) is the shared root.
+    assert inspect.signature(reap_dead_sessions).parameters["root"].default == ROOT
 
 
 def test_service_lock_is_reentrant_here_and_exclusive_across_processes(tmp_path: Path) -> None:

@@ -24,6 +24,14 @@ wrong.  The drops run a few at once: concurrent drops share their checkpoints.
     private_services        this session's own PostgreSQL cluster and RabbitMQ node (each
                             started on first use, on free ports, destroyed at session end)
 
+Under pytest-xdist (``make test`` runs ``-n 2``) every worker is a session of its own, as two
+pytest processes side by side would be: its own pid in its resource names, its own databases,
+vhosts and private servers, its own service check and reaper (which spares a sibling worker's
+resources because the sibling's pid is alive), its own drops at its session finish.  The
+controller runs no test and makes nothing.  A worker's terminal output goes to /dev/null, so
+what it would have printed (``payorch services: …`` lines and cleanup problems) travels to the
+controller in ``workeroutput`` and is shown in the controller's terminal summary.
+
 Function fixtures (a test using ``service_control`` is marked ``outage``)::
 
     processes               a ProcessManager; everything it started is stopped at teardown
@@ -77,6 +85,10 @@ class _SessionServices:
     # Made by this session, removed by ``pytest_sessionfinish`` (see the module docstring).
     databases: list[str] = field(default_factory=list)
     vhosts: list[str] = field(default_factory=list)
+    # Every ``payorch services:`` line, so an xdist worker can hand them to the controller.
+    said: list[str] = field(default_factory=list)
+    # In the xdist controller: what each worker said and the problems it had, by worker id.
+    from_workers: list[str] = field(default_factory=list)
 
 
 _state_key = pytest.StashKey[_SessionServices]()
@@ -90,6 +102,7 @@ def _state(config: pytest.Config) -> _SessionServices:
 
 def _say(config: pytest.Config, line: str) -> None:
     log.warning("%s", line)
+    _state(config).said.append(line)
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.write_line(f"payorch services: {line}")
@@ -165,11 +178,33 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         for outcome in state.outcome.values()
         if isinstance(outcome, Ensured) and outcome.changed
     ]
-    if not (actions or state.problems):
+    if not (actions or state.problems or state.from_workers):
         return
     terminalreporter.section("payorch test services")
-    for line in [*actions, *state.problems]:
+    for line in [*actions, *state.problems, *state.from_workers]:
         terminalreporter.write_line(line)
+
+
+_WORKER_REPORT = "payorch_services"
+
+
+def _hand_report_to_controller(config: pytest.Config) -> None:
+    """In an xdist worker (whose terminal is /dev/null): what it said and what went wrong."""
+    workeroutput = getattr(config, "workeroutput", None)
+    if workeroutput is not None:
+        state = _state(config)
+        workeroutput[_WORKER_REPORT] = [*state.said, *state.problems]
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: absent under -p no:xdist
+def pytest_testnodedown(node: object, error: object) -> None:
+    """In the xdist controller: keep a finished worker's lines for the terminal summary."""
+    workeroutput = getattr(node, "workeroutput", None) or {}
+    lines = workeroutput.get(_WORKER_REPORT, [])
+    if lines:
+        worker = node.gateway.id  # type: ignore[attr-defined]
+        config: pytest.Config = node.config  # type: ignore[attr-defined]
+        _state(config).from_workers.extend(f"{worker}: {line}" for line in lines)
 
 
 # Services -----------------------------------------------------------------------------------
@@ -228,6 +263,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         _drop_databases(state)
     if state.vhosts:
         _delete_vhosts(state)
+    # Inside xdist's own sessionfinish wrapper, which sends workeroutput after this returns.
+    _hand_report_to_controller(session.config)
 
 
 def _drop_databases(state: _SessionServices) -> None:

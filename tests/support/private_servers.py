@@ -373,17 +373,18 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def reap_dead_sessions() -> list[str]:
+def reap_dead_sessions(root: Path = ROOT) -> list[str]:
     """Stop and remove the private servers of test sessions that are gone (by owner pid).
 
-    Only directories under ``ROOT`` with an owner file are considered, and only processes
+    Only directories under ``root`` with an owner file are considered, and only processes
     those directories name (the postmaster's pid file, the RabbitMQ node's pid file) are
-    signalled: nothing else on the machine is touched.
+    signalled: nothing else on the machine is touched.  A live sibling (another xdist worker
+    of the same run, or another run) is spared: its owner pid is alive.
     """
     reaped: list[str] = []
-    if not ROOT.is_dir():
+    if not root.is_dir():
         return reaped
-    for directory in ROOT.iterdir():
+    for directory in root.iterdir():
         owner_file = directory / OWNER_FILE
         try:
             owner = int(owner_file.read_text().strip())
