@@ -171,6 +171,7 @@ class UnitOfWork:
 
 UnitOfWorkFactory = Callable[[], UnitOfWork]
 
+
 class _NotCommitted(Exception):
     """Why a unit that ends without a commit (and without an error) leaves its deferred
     answers: the transaction rolls back, so their errors do not matter."""
