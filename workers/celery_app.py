@@ -4,6 +4,7 @@ package's tasks registered on it."""
 from __future__ import annotations
 
 from celery import Celery
+from celery.backends.base import DisabledBackend
 
 from orchestrator.broker import PAYMENTS_QUEUE, PROCESS_PAYMENT
 from orchestrator.broker import create_celery_app as _configured_app
@@ -17,9 +18,18 @@ def create_celery_app(settings: Settings) -> Celery:
     from workers.tasks import register_tasks
 
     register_tasks(app)
-    # Resolve the (disabled) result backend now, once.  Celery resolves it lazily on the
-    # first task, reading every installed package's entry points (tens of ms): a threads
-    # pool's first wave of tasks all found it unresolved at once and each paid for its
-    # own resolution (about a second of CPU for 128 threads, seen in the bench's profile).
-    _ = app.backend
+    _share_disabled_backend(app)
     return app
+
+
+def _share_disabled_backend(app: Celery) -> None:
+    """Resolve the result backend once, for every thread.  payorch keeps no results
+    (``task_ignore_result``): the backend is Celery's ``DisabledBackend``, which has no
+    state.  Celery keeps a backend that does not say it is thread-safe per thread, and
+    resolves it on a thread's first task by reading every installed package's entry
+    points (tens of ms): each of a threads pool's 128 threads paid that once (about a
+    second of CPU per worker start, seen in the bench's profile of the sleeping task)."""
+    backend = app.backend
+    if isinstance(backend, DisabledBackend):
+        backend.thread_safe = True
+        app._backend = backend  # thread-safe now: Celery shares it between threads
