@@ -278,6 +278,13 @@ def multiprocess_mode() -> bool:
     return bool(os.environ.get(MULTIPROC_DIR_ENV))
 
 
+def forget_process(pid: int) -> None:
+    """In multiprocess mode, drop the live gauges of a process that exited (its counters
+    stay in the sum)."""
+    if multiprocess_mode():
+        multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]
+
+
 class _RoleFilter(Collector):
     """The payorch series of one role from another collector; other series (the process
     and platform collectors' ``process_*``, ``python_*``) pass through."""

@@ -33,6 +33,7 @@ from orchestrator.cli.worker_pool import (
     connection_sizing,
     default_concurrency,
 )
+from orchestrator.cli.worker_processes import default_processes, run_forked, split_concurrency
 from orchestrator.logging import capture_standard_logging, configure_logging, get_logger
 from orchestrator.settings import Settings
 
@@ -133,13 +134,26 @@ def worker(
     concurrency: Annotated[
         int | None,
         typer.Option(
-            help="Tasks at once: threads (default 128) or pool processes (prefork, default 2).",
+            help=(
+                "Tasks at once: threads, shared among the processes (default 128), or pool "
+                "processes (prefork, default 2)."
+            ),
             min=1,
         ),
     ] = None,
     pool: Annotated[
         str, typer.Option(help="threads (default: I/O-bound provider calls), prefork or solo.")
     ] = DEFAULT_POOL,
+    processes: Annotated[
+        int | None,
+        typer.Option(
+            help=(
+                "Threads pools run as this many processes, one supervisor "
+                "(default: one per usable CPU; 1 for prefork and solo)."
+            ),
+            min=1,
+        ),
+    ] = None,
     loglevel: Annotated[str, typer.Option(help="Celery log level.")] = "INFO",
     metrics_port: MetricsPort = None,
     metrics_host: MetricsHost = "127.0.0.1",
@@ -153,41 +167,65 @@ def worker(
         raise typer.BadParameter(
             f"unknown pool {pool!r}; choose one of {', '.join(POOLS)}.", param_hint="--pool"
         )
+    if processes is not None and processes > 1 and pool != "threads":
+        raise typer.BadParameter(
+            f"--processes applies to the threads pool; {pool} runs "
+            + ("a process per task already." if pool == "prefork" else "one task.")
+            + " Use --concurrency.",
+            param_hint="--processes",
+        )
     settings = load_settings()
     concurrency = concurrency or default_concurrency(pool)
-    # Before any container is built: the pool's containers (one per prefork child, one for
-    # all threads) read their settings from this environment.
-    apply_connection_sizing(connection_sizing(pool, concurrency))
+    shares = split_concurrency(concurrency, processes or default_processes(pool))
+    # Before any container is built: the pool's containers (one per prefork child, one per
+    # threads-pool process) read their settings from this environment.
+    apply_connection_sizing(connection_sizing(pool, max(shares), len(shares)))
     if metrics_port is not None:
         use_multiprocess_metrics()
     container = bootstrap(settings)
     app = container.celery_app
     assert app is not None
-    # The parent builds no engine of its own use; pool children build theirs after fork.
+    # The parent builds no engine of its own use; pool children (and the processes forked
+    # below) build theirs after the fork.
     container.close()
     if pool == "threads":
         configure_for_threads(app)
     log_celery_as_json(settings, loglevel)
-    log.info(
-        "worker_started",
-        pool=pool,
-        concurrency=concurrency,
-        # What the pool's containers will use (an operator's variable wins over the sizing).
-        db_pool_size=os.environ.get("PAYORCH_DB_POOL_SIZE"),
+
+    def run_pool(process: int, share: int) -> None:
+        log.info(
+            "worker_started",
+            pool=pool,
+            concurrency=share,
+            process=process,
+            processes=len(shares),
+            # What the pool's containers will use (an operator's variable wins over the sizing).
+            db_pool_size=os.environ.get("PAYORCH_DB_POOL_SIZE"),
+        )
+        argv = [
+            "--quiet",  # no banner: the log stays one JSON object per line
+            "worker",
+            f"--concurrency={share}",
+            f"--pool={pool}",
+            f"--loglevel={loglevel}",
+            f"--hostname=payorch@{os.uname().nodename}.{os.getpid()}",
+            "--without-gossip",
+            "--without-mingle",
+        ]
+        app.worker_main(argv)
+
+    def serve_metrics() -> None:
+        if metrics_port is not None:
+            metrics.start_metrics_server(metrics_port, metrics_host, metrics.Role.WORKER)
+
+    if len(shares) == 1:
+        serve_metrics()
+        run_pool(0, shares[0])
+        return
+    status = run_forked(
+        shares, run_pool, on_child_exit=metrics.forget_process, while_supervising=serve_metrics
     )
-    if metrics_port is not None:
-        metrics.start_metrics_server(metrics_port, metrics_host, metrics.Role.WORKER)
-    argv = [
-        "--quiet",  # no banner: the log stays one JSON object per line
-        "worker",
-        f"--concurrency={concurrency}",
-        f"--pool={pool}",
-        f"--loglevel={loglevel}",
-        f"--hostname=payorch@{os.uname().nodename}.{os.getpid()}",
-        "--without-gossip",
-        "--without-mingle",
-    ]
-    app.worker_main(argv)
+    raise typer.Exit(status)
 
 
 def configure_for_threads(app: Any) -> None:

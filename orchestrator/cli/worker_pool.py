@@ -44,6 +44,8 @@ DEFAULT_POOL = "threads"
 # Threads: enough payments in flight that a 300 ms provider (two calls, 0.6 s a payment)
 # is not what limits a worker to fewer than ~200 payments/s; the worker's CPU then does.
 # More threads only add contention for the GIL; fewer cap the rate at threads / 0.6 s.
+# They are the command's, shared among its processes (``worker_processes``: 2 x 64 on two
+# CPUs).
 DEFAULT_THREADS = 128
 DEFAULT_PROCESSES = 2
 REFUSED_POOLS = {
@@ -93,20 +95,24 @@ class ConnectionSizing:
         }
 
 
-def connection_sizing(pool: str, concurrency: int) -> ConnectionSizing:
-    """The database pool of one worker process, from the tasks it runs at once.  (The
-    provider client needs no sizing: it keeps one httpx client per thread, see
-    ``orchestrator.providers.stripe_adapter``.)
+def connection_sizing(pool: str, concurrency: int, processes: int = 1) -> ConnectionSizing:
+    """The database pool of each worker process, from the tasks it runs at once
+    (``concurrency``, per process) and the threads-pool processes one ``payorch worker``
+    runs (``worker_processes``).  (The provider client needs no sizing: it keeps one httpx
+    client per thread, see ``orchestrator.providers.stripe_adapter``.)
 
     A task holds a connection only inside its short transactions (never across a provider
-    call), one at a time.  The pool holds one per task in flight up to
-    ``MAX_DB_CONNECTIONS``; beyond that, threads wait for a connection (at most
-    ``DB_POOL_TIMEOUT_SECONDS``, well inside a lease) rather than open more than the server
-    can take.  Connections open on demand, so an idle worker holds few.
+    call), one at a time.  The pool holds one per task in flight, and one ``payorch
+    worker`` holds at most ``MAX_DB_CONNECTIONS`` however many processes it runs (two
+    processes: 16 each; measured no slower than 32 each, ``bench/RESULTS.md`` §13); beyond
+    that, threads wait for a connection (at most ``DB_POOL_TIMEOUT_SECONDS``, well inside a
+    lease) rather than open more than the server can take.  Connections open on demand, so
+    an idle worker holds few.
     """
     in_flight = in_flight_per_process(pool, concurrency)
+    per_process_cap = max(SPARE_DB_CONNECTIONS + 1, -(-MAX_DB_CONNECTIONS // processes))
     return ConnectionSizing(
-        db_pool_size=min(in_flight + SPARE_DB_CONNECTIONS, MAX_DB_CONNECTIONS),
+        db_pool_size=min(in_flight + SPARE_DB_CONNECTIONS, per_process_cap),
         db_max_overflow=0,
     )
 

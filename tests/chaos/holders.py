@@ -2,7 +2,9 @@
 holds one, so every fault it injects lands on a payment in flight.
 
 A lease's owner is ``hostname:pid`` of the process that claimed it.  With the prefork pool
-that is a pool child, not the ``payorch worker`` process the test started; every child shares
+that is a pool child, and with the default threads pool one of the worker processes its
+supervisor forked (``orchestrator/cli/worker_processes.py``), not the ``payorch worker``
+process the test started; every child shares
 the worker's process group (the test starts each worker in its own session), so a worker's
 leases are those whose pid is in its group.
 """
@@ -11,30 +13,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import sqlalchemy as sa
 
 from orchestrator.db.tables import payments
 from tests.harness.stack import Stack
-from tests.support.processes import ManagedProcess
+from tests.support.processes import ManagedProcess, process_group
 
 POLL_SECONDS = 0.02
-
-
-def process_group(leader: int) -> set[int]:
-    """The pids of every live process in ``leader``'s process group (from /proc)."""
-    members = {leader}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:  # exited meanwhile
-            continue
-        # The command name (field 2) may hold spaces and parentheses: split after the last ')'.
-        fields = text.rsplit(")", 1)[-1].split()
-        if len(fields) > 2 and fields[2] == str(leader):
-            members.add(int(stat.parent.name))
-    return members
 
 
 def leases_held_by(

@@ -274,6 +274,21 @@ class ProcessManager:
         )
 
 
+def process_group(leader: int) -> set[int]:
+    """The pids of every live process in ``leader``'s process group (from /proc)."""
+    members = {leader}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # exited meanwhile
+            continue
+        # The command name (field 2) may hold spaces and parentheses: split after the last ')'.
+        fields = text.rsplit(")", 1)[-1].split()
+        if len(fields) > 2 and fields[2] == str(leader):
+            members.add(int(stat.parent.name))
+    return members
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A port that was free a moment ago (another process may still take it: bind soon)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

@@ -5,6 +5,7 @@ client gives every thread its own connection pool."""
 from __future__ import annotations
 
 import gc
+import sys
 import threading
 
 import httpx
@@ -19,6 +20,7 @@ from orchestrator.cli.worker_pool import (
     connection_sizing,
     default_concurrency,
 )
+from orchestrator.cli.worker_processes import default_processes, split_concurrency, usable_cpus
 from orchestrator.providers.stripe_adapter import StripeProvider
 
 
@@ -36,6 +38,34 @@ def test_many_threads_get_a_bounded_database_pool() -> None:
     assert sizing.db_max_overflow == 0
     # Never more than a third of PostgreSQL's default max_connections (100) per worker.
     assert MAX_DB_CONNECTIONS <= 33
+
+
+def test_the_default_worker_runs_a_threads_process_per_usable_cpu_on_linux() -> None:
+    expected = usable_cpus() if sys.platform.startswith("linux") else 1
+    assert default_processes("threads") == expected
+    assert default_processes("prefork") == default_processes("solo") == 1
+
+
+def test_the_threads_are_shared_evenly_among_the_processes() -> None:
+    assert split_concurrency(128, 2) == (64, 64)
+    assert split_concurrency(5, 2) == (3, 2)
+    assert split_concurrency(7, 1) == (7,)
+    # Never a process without a thread.
+    assert split_concurrency(2, 4) == (1, 1)
+    with pytest.raises(ValueError, match="at least 1"):
+        split_concurrency(0, 2)
+
+
+def test_several_processes_share_one_workers_connection_budget() -> None:
+    one = connection_sizing("threads", 128, processes=1)
+    two = connection_sizing("threads", 64, processes=2)
+    four = connection_sizing("threads", 32, processes=4)
+
+    assert one.db_pool_size == MAX_DB_CONNECTIONS
+    assert 2 * two.db_pool_size <= MAX_DB_CONNECTIONS
+    assert 4 * four.db_pool_size <= MAX_DB_CONNECTIONS
+    # A process keeps enough for a task and the spares however many there are.
+    assert connection_sizing("threads", 8, processes=64).db_pool_size >= 3
 
 
 def test_a_few_threads_get_a_connection_each_plus_spares() -> None:
@@ -124,6 +154,17 @@ def test_a_pool_that_would_hang_is_refused_with_the_reason(pool: str) -> None:
     assert "not supported" in result.output
     assert "monkey-patched" in result.output
     assert "--pool threads" in result.output
+
+
+@pytest.mark.parametrize("pool", ["prefork", "solo"])
+def test_several_processes_are_refused_for_pools_that_are_not_threads(pool: str) -> None:
+    result = CliRunner().invoke(
+        cli, ["worker", "--pool", pool, "--processes", "2"], env={"COLUMNS": "200"}
+    )
+
+    assert result.exit_code == 2
+    assert "--processes applies to the threads pool" in result.output
+    assert "--concurrency" in result.output
 
 
 def test_an_unknown_pool_is_refused_naming_the_choices() -> None:
