@@ -119,6 +119,7 @@ def measure_latency(
         "peak_in_flight": in_flight,
         "peak_rss_mib": round(rss_mib, 1),
         "rss_mib_per_100_in_flight": round(rss_mib * 100 / in_flight, 1) if in_flight else None,
+        "peak_pss_mib": round(sampler.peak_pss_bytes / MIB, 1),
         "sleep_peak_rss_mib": round(sleep_sampler.peak_rss_bytes / MIB, 1),
         # What the pool itself costs per task (Celery, kombu, logging): the floor under
         # the payment's own CPU.

@@ -25,10 +25,14 @@ class GroupUsage:
     rss_bytes: int
     cpu_seconds: float  # user + system of the live members (exited children are lost)
     system_seconds: float = 0.0  # the kernel's part of cpu_seconds
+    # Proportional set size: each shared page divided among the processes that map it.  A
+    # group of forked processes (prefork, the threads processes under their supervisor)
+    # shares its imported code copy-on-write, which summed RSS counts once per process.
+    pss_bytes: int = 0
 
 
 def group_usage(leader: int) -> GroupUsage:
-    count, rss, ticks, system = 0, 0, 0, 0
+    count, rss, ticks, system, pss = 0, 0, 0, 0, 0
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             text = stat.read_text()
@@ -43,9 +47,25 @@ def group_usage(leader: int) -> GroupUsage:
         ticks += int(fields[11]) + int(fields[12])
         system += int(fields[12])
         rss += int(fields[21]) * _PAGE
+        pss += _pss_bytes(stat.parent)
     return GroupUsage(
-        processes=count, rss_bytes=rss, cpu_seconds=ticks / _TICKS, system_seconds=system / _TICKS
+        processes=count,
+        rss_bytes=rss,
+        cpu_seconds=ticks / _TICKS,
+        system_seconds=system / _TICKS,
+        pss_bytes=pss,
     )
+
+
+def _pss_bytes(process: Path) -> int:
+    try:
+        text = (process / "smaps_rollup").read_text()
+    except OSError:  # exited meanwhile, or no smaps_rollup (kernels before 4.14)
+        return 0
+    for line in text.splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1]) * 1024
+    return 0
 
 
 @dataclass
@@ -57,6 +77,7 @@ class Sampler:
     in_flight: Callable[[], int] | None = None
     interval: float = 0.25
     peak_rss_bytes: int = 0
+    peak_pss_bytes: int = 0
     first: GroupUsage | None = None
     last: GroupUsage | None = None
     in_flight_samples: list[int] = field(default_factory=list)
@@ -81,6 +102,7 @@ class Sampler:
             self.first = usage
         self.last = usage
         self.peak_rss_bytes = max(self.peak_rss_bytes, usage.rss_bytes)
+        self.peak_pss_bytes = max(self.peak_pss_bytes, usage.pss_bytes)
         if self.in_flight is not None:
             self.in_flight_samples.append(self.in_flight())
 

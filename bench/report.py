@@ -242,7 +242,8 @@ def render(results: dict[str, Any], console: Console) -> None:
             f"6. provider latency {latency['latency_seconds'] * 1000:.0f} ms per call",
             latency["worker"],
             f"{latency['payments']['per_second']:.1f} payments/s"
-            f"\npeak RSS {latency['peak_rss_mib']:.0f} MiB, {latency['peak_in_flight']} in flight"
+            f"\npeak RSS {latency['peak_rss_mib']:.0f} MiB (PSS "
+            f"{_number(latency.get('peak_pss_mib'))} MiB), {latency['peak_in_flight']} in flight"
             f"\n= {_number(latency['rss_mib_per_100_in_flight'])} MiB per 100 in flight"
             f"\nworker CPU {latency['worker_cpu_ms_per_payment']:.1f} ms/payment"
             f"\n{per.get('transactions', 0):.1f} transactions, "
