@@ -3,13 +3,14 @@ pools sized from it.
 
 A payment spends almost all of its time waiting for the provider (two calls of 200-600 ms
 at Stripe) and a few milliseconds of CPU.  So the default is a pool of **threads**, many of
-them: one process, one interpreter, ~1.4 MiB per payment in flight (prefork costs ~110 MiB
-per pool process and runs one payment in each).  ``bench/RESULTS.md`` has the measurements.
+them, ~1-2 MiB per payment in flight (prefork costs ~110 MiB per pool process and runs one
+payment in each), as one process per usable CPU: one interpreter's threads share one core
+(``worker_processes``).  ``bench/RESULTS.md`` has the measurements.
 
-    pool       default concurrency   payments in flight per process   time limits
-    threads    128                   concurrency                      not enforced (below)
-    prefork    2                     1                                soft and hard
-    solo       1                     1                                not enforced
+    pool      default concurrency       processes     in flight per process   time limits
+    threads   128, shared among them    one per CPU   its share of threads    not enforced
+    prefork   2                         Celery's      1                       soft and hard
+    solo      1                         1             1                       not enforced
 
 **Time limits in the threads (and solo) pool.**  Only prefork enforces Celery's time
 limits (its parent signals and kills a child); a thread cannot be interrupted, so neither
@@ -121,7 +122,7 @@ def apply_connection_sizing(
     sizing: ConnectionSizing, environ: MutableMapping[str, str] | None = None
 ) -> dict[str, str]:
     """Put the sizes into the environment the worker's containers read their settings
-    from (each prefork child, or the threads pool's one process, builds its own), except
+    from (each prefork child, or each threads-pool process, builds its own), except
     where the operator set a variable: their value wins.  Returns what was set."""
     environ = os.environ if environ is None else environ
     applied = {}
