@@ -15,7 +15,9 @@ The process that runs ``payorch worker`` forks the worker processes and supervis
   end, nothing new starts).  SIGINT is passed on as SIGTERM the first time and SIGQUIT (cold
   shutdown) the second, which is Celery's own Ctrl+C-twice rule; a terminal's Ctrl+C also
   reaches every process of the group directly, which that rule makes harmless.  SIGQUIT is
-  passed on as SIGQUIT.
+  passed on as SIGQUIT.  SIGHUP stops the command like SIGTERM.  The worker processes
+  block SIGHUP: Celery's answer to it (outside a terminal) is to re-execute the command
+  line, which in a worker process would start a second supervisor and its own processes.
 * **one exits, all stop.**  When a worker process exits on its own (a crash, the OOM
   killer), the supervisor stops the others (warm) and exits non-zero, and the process
   manager restarts the command (compose: ``restart: unless-stopped``).  It does not restart
@@ -49,7 +51,7 @@ from orchestrator.logging import get_logger
 
 log = get_logger("payorch.worker")
 
-FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGHUP)
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
@@ -120,18 +122,26 @@ def run_forked(
     # A shutdown signal that arrived between two forks would find no handler yet (or,
     # in a child, the supervisor's): hold them until each side has its own.
     previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
+    mine: tuple[int, int] | None = None
     try:
         for index, share in enumerate(shares):
             pid = os.fork()
             if pid == 0:
-                _become_child(parent, previous_mask)
-                run(index, share)
-                raise SystemExit(0)
+                mine = (index, share)
+                break
             supervisor.children[pid] = index
-        for sig in FORWARDED:
-            signal.signal(sig, supervisor.forward)
+        if mine is None:
+            for sig in FORWARDED:
+                signal.signal(sig, supervisor.forward)
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
+        # Only the supervisor restores its mask: a worker process keeps SIGHUP blocked to
+        # its end (_become_child), including while it unwinds from here.
+        if mine is None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
+    if mine is not None:
+        _become_child(parent, previous_mask)
+        run(*mine)
+        raise SystemExit(0)
     log.info(
         "worker_supervisor_started",
         processes=len(shares),
@@ -145,7 +155,8 @@ def run_forked(
 
 def _become_child(parent: int, mask: set[int | signal.Signals]) -> None:
     _die_with(parent)
-    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    # Blocked before any thread starts, so no thread of this process ever takes it.
+    signal.pthread_sigmask(signal.SIG_SETMASK, {*mask, signal.SIGHUP})
 
 
 def _die_with(parent: int) -> None:

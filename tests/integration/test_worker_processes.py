@@ -127,7 +127,7 @@ def run(index, share):
         (out / f"got-{index}").write_text(" ".join(got))
         if sig == signal.SIGQUIT:
             raise SystemExit(3)
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGHUP):
         signal.signal(sig, record)
     (out / f"ready-{index}").write_text(str(os.getpid()))
     while True:
@@ -150,4 +150,20 @@ def test_sigint_is_passed_on_as_a_warm_shutdown_then_a_cold_one(processes, tmp_p
     supervisor.send_signal(signal.SIGINT)
 
     assert supervisor.wait(timeout=30) == 3  # what the children exited with
+    assert [p.read_text() for p in got] == ["SIGTERM SIGQUIT", "SIGTERM SIGQUIT"]
+
+
+def test_a_hangup_stops_the_worker_processes_warmly_and_never_reaches_them(processes, tmp_path):
+    supervisor = processes.start(
+        [sys.executable, "-c", RECORDING_CHILDREN, str(tmp_path)], name="supervisor"
+    )
+    got = [tmp_path / "got-0", tmp_path / "got-1"]
+    wait_until(lambda: all((tmp_path / f"ready-{n}").exists() for n in (0, 1)), supervisor, "ready")
+
+    # To the whole group, as a closed terminal or `pkill -HUP` would send it.
+    supervisor.send_signal(signal.SIGHUP, group=True)
+    wait_until(lambda: all(p.exists() for p in got), supervisor, "SIGTERM passed on")
+    supervisor.send_signal(signal.SIGQUIT)
+
+    assert supervisor.wait(timeout=30) == 3
     assert [p.read_text() for p in got] == ["SIGTERM SIGQUIT", "SIGTERM SIGQUIT"]
