@@ -37,6 +37,7 @@ as returning no rows, so ``refuse_statements_while_deferred`` makes that an erro
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, NoReturn, cast
@@ -100,10 +101,12 @@ class _Compiled:
 
 
 # Keyed by the statement's identity, the dialect's class and the values' names; each value
-# keeps its statement alive, so an id is never reused while its entry exists.  A race
-# compiles twice: harmless.
+# keeps its statement alive, so an id is never reused while its entry exists.  Filled
+# under a lock: a worker starts with all its threads running the same statements at once,
+# and each compiled its own copy (reads take no lock).
 _Key = tuple[int, type[sa.Dialect], tuple[str, ...]]
 _COMPILED: dict[_Key, tuple[sa.Executable, _Compiled]] = {}
+_COMPILING = threading.Lock()
 
 
 def _compiled(
@@ -113,7 +116,10 @@ def _compiled(
     key = (id(statement), type(dialect), keys)
     entry = _COMPILED.get(key)
     if entry is None:
-        entry = _COMPILED[key] = (statement, _Compiled(statement, dialect, keys))
+        with _COMPILING:
+            entry = _COMPILED.get(key)
+            if entry is None:
+                entry = _COMPILED[key] = (statement, _Compiled(statement, dialect, keys))
     return entry[1]
 
 

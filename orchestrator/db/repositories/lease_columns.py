@@ -14,6 +14,7 @@ overwrite the new holder's work, whatever its clock says.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from datetime import datetime
 from enum import StrEnum
@@ -85,6 +86,12 @@ _PREBUILT: dict[tuple[str, str], sa.Update] = {}
 # Keyed by the UPDATE's identity; each entry keeps its UPDATE alive, so an id is never
 # reused while its entry exists.
 _PREBUILT_WITH_HISTORY: dict[int, tuple[sa.Update, sa.Select[Any]]] = {}
+
+# Held while one of the two caches above is filled.  A worker starts with every thread
+# claiming at once: without it, each of 64-128 threads built its own copy of every
+# statement (and ``prebuilt`` compiled each copy, keyed by its identity), ~5 % of a
+# 1,000-payment run's CPU.  Reads take no lock; a build happens once per process.
+_BUILDING = threading.Lock()
 
 # The lease event columns copied from the updated row (the ids come from the table).
 _HISTORY_COPIED = ("lease_owner", "lease_token", "locked_until", "status", "recovery_point")
@@ -172,10 +179,13 @@ class LeaseColumns(Generic[R]):
         key = (self.table.name, name)
         statement = _PREBUILT.get(key)
         if statement is None:
-            where, values = build()
-            statement = self.table.update().where(where).values(**values)
-            statement = statement.returning(*self.table.c)
-            _PREBUILT[key] = statement
+            with _BUILDING:
+                statement = _PREBUILT.get(key)
+                if statement is None:
+                    where, values = build()
+                    statement = self.table.update().where(where).values(**values)
+                    statement = statement.returning(*self.table.c)
+                    _PREBUILT[key] = statement
         return statement
 
     def _update_prebuilt(
@@ -210,18 +220,26 @@ class LeaseColumns(Generic[R]):
         a WITH): there ``_record_history`` writes the row."""
         entry = _PREBUILT_WITH_HISTORY.get(id(statement))
         if entry is None:
-            updated = statement.cte("updated")
-            columns: dict[str, sa.ColumnElement[Any]] = {
-                **self._history_id_columns(updated),
-                "event": sa.bindparam("p_event", type_=lease_events.c.event.type),
-                **{name: updated.c[name] for name in _HISTORY_COPIED},
-                "created_at": updated.c.updated_at,
-            }
-            names = ["owner" if name == "lease_owner" else name for name in columns]
-            history = lease_events.insert().from_select(names, sa.select(*columns.values()))
-            with_history = sa.select(*updated.c).add_cte(history.cte("history"))
-            entry = _PREBUILT_WITH_HISTORY[id(statement)] = (statement, with_history)
+            with _BUILDING:
+                entry = _PREBUILT_WITH_HISTORY.get(id(statement)) or self._build_with_history(
+                    statement
+                )
         return entry[1]
+
+    def _build_with_history(self, statement: sa.Update) -> tuple[sa.Update, sa.Select[Any]]:
+        """Build and cache ``_with_history``'s statement (under ``_BUILDING``)."""
+        updated = statement.cte("updated")
+        columns: dict[str, sa.ColumnElement[Any]] = {
+            **self._history_id_columns(updated),
+            "event": sa.bindparam("p_event", type_=lease_events.c.event.type),
+            **{name: updated.c[name] for name in _HISTORY_COPIED},
+            "created_at": updated.c.updated_at,
+        }
+        names = ["owner" if name == "lease_owner" else name for name in columns]
+        history = lease_events.insert().from_select(names, sa.select(*columns.values()))
+        with_history = sa.select(*updated.c).add_cte(history.cte("history"))
+        entry = _PREBUILT_WITH_HISTORY[id(statement)] = (statement, with_history)
+        return entry
 
     def _record_history(self, record: R, event: str) -> None:
         """The lease history row, in the same transaction as the change it describes: it
