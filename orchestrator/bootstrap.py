@@ -37,7 +37,7 @@ from orchestrator.settings import Settings
 if TYPE_CHECKING:
     from celery import Celery
 
-    from orchestrator.db.direct import DirectClaim
+    from orchestrator.db.direct import DirectAuthenticatedClaim, DirectClaim
     from orchestrator.domain.model import ApiClient
     from orchestrator.providers.base import PaymentProvider, ProviderEvent
     from orchestrator.services.provider_events import ParseEvent
@@ -57,6 +57,7 @@ class Container:
     parse_provider_event: ParseEvent = field(default_factory=lambda: parse_stripe_event)
     _provider: PaymentProvider | None = field(default=None, repr=False)
     _direct_claim: DirectClaim | None = field(default=None, repr=False)
+    _authenticated_claim: DirectAuthenticatedClaim | None = field(default=None, repr=False)
     _direct_clients: Callable[[str], tuple[ApiClient, str] | None] | None = field(
         default=None, repr=False
     )
@@ -96,6 +97,19 @@ class Container:
 
             self._direct_clients = DirectClientLookup(self.engine)
         return self._direct_clients(key_hash)
+
+    @property
+    def authenticated_claim(self) -> DirectAuthenticatedClaim | None:
+        """The accept's authentication and claim in one statement
+        (services.accept.authenticate_and_accept): PostgreSQL's; None on SQLite, which
+        keeps the read and the claim apart."""
+        if self.engine.dialect.name != "postgresql":
+            return None
+        if self._authenticated_claim is None:
+            from orchestrator.db.direct import DirectAuthenticatedClaim
+
+            self._authenticated_claim = DirectAuthenticatedClaim(self.engine, self.clock)
+        return self._authenticated_claim
 
     def claim_insert(self, uow: UnitOfWork, values: dict[str, Any], notify: bool) -> bool:
         """The accept's ``INSERT … ON CONFLICT DO NOTHING`` (services.accept.InsertIfAbsent):

@@ -39,6 +39,9 @@ _IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7E]{1,255}")
 Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 # (container, client, idempotency key, JSON body) -> the answer; runs in the thread.
 Accept = Callable[[Container, ApiClient, str, Any], Response]
+# (container, request, its body) -> the answer: everything after the body's read, in the
+# one thread hop.
+Serve = Callable[[Container, Request, RawBody], Response]
 
 
 def unauthorized(detail: str) -> Problem:
@@ -65,11 +68,14 @@ def merchant(container: Container, request: Request) -> ApiClient:
     client = authenticate_by(container.find_client, credentials)
     if client is None:
         raise unauthorized("The API key is unknown or revoked.")
-    request.state.client_id = client.id  # the access log's
-    structlog.contextvars.bind_contextvars(client_id=client.id)
+    bind_client(request, client)
     if client.role is not Role.MERCHANT:
-        raise Problem(403, "forbidden", "Payments are created and read with a merchant key.")
+        raise not_a_merchant()
     return client
+
+
+def not_a_merchant() -> Problem:
+    return Problem(403, "forbidden", "Payments are created and read with a merchant key.")
 
 
 def idempotency_key(value: str | None) -> str:
@@ -83,27 +89,39 @@ def idempotency_key(value: str | None) -> str:
     return value
 
 
-def _serve(accept: Accept, container: Container, request: Request, raw: RawBody) -> Response:
-    client = merchant(container, request)
-    body = json_from_raw(raw)
-    key = idempotency_key(request.headers.get("idempotency-key"))
-    return accept(container, client, key, body)
+def serve_with(accept: Accept) -> Serve:
+    """The declared route's checks in its order, then ``accept``: authentication and role,
+    the body as JSON, the ``Idempotency-Key``; ``accept`` validates the fields."""
+
+    def serve(container: Container, request: Request, raw: RawBody) -> Response:
+        client = merchant(container, request)
+        body = json_from_raw(raw)
+        key = idempotency_key(request.headers.get("idempotency-key"))
+        return accept(container, client, key, body)
+
+    return serve
 
 
-def accept_handler(accept: Accept) -> Handler:
+def bind_client(request: Request, client: ApiClient) -> None:
+    """The authenticated client, for the access log and every log line of the request."""
+    request.state.client_id = client.id
+    structlog.contextvars.bind_contextvars(client_id=client.id)
+
+
+def accept_handler(serve: Serve) -> Handler:
     async def accept_request(request: Request) -> Response:
         container: Container = request.app.state.container
         raw = await read_raw_body(request)
-        return await run_in_threadpool(_serve, accept, container, request, raw)
+        return await run_in_threadpool(serve, container, request, raw)
 
     return accept_request
 
 
-def accept_route(accept: Accept) -> type[APIRoute]:
-    """An APIRoute class that documents the endpoint it is given and serves ``accept``."""
+def accept_route(serve: Serve) -> type[APIRoute]:
+    """An APIRoute class that documents the endpoint it is given and serves ``serve``."""
 
     class AcceptRoute(APIRoute):
         def get_route_handler(self) -> Handler:
-            return accept_handler(accept)
+            return accept_handler(serve)
 
     return AcceptRoute

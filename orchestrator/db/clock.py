@@ -83,6 +83,21 @@ def read_database_now(connection: sa.Connection, clock: Clock) -> datetime:
     return sample.database_now + timedelta(seconds=elapsed - sample.taken_at)
 
 
+def engine_now(engine: sa.Engine, clock: Clock) -> datetime:
+    """``read_database_now`` without a connection of the caller's: the sample when it is
+    fresh (no checkout at all), else one checkout to take a new one.  For statements run
+    outside a unit of work (orchestrator.db.direct's authenticated claim)."""
+    override = clock.override()
+    if override is not None:
+        return override
+    sample = _samples.get(engine)
+    elapsed = _elapsed()
+    if sample is not None and 0 <= elapsed - sample.taken_at < SAMPLE_SECONDS:
+        return sample.database_now + timedelta(seconds=elapsed - sample.taken_at)
+    with engine.connect() as connection:
+        return read_database_now(connection, clock)
+
+
 def query_database_now(connection: sa.Connection, override: datetime | None) -> datetime:
     """``SELECT coalesce(:now, now())``: one round trip."""
     if connection.dialect.name == "sqlite":

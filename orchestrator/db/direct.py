@@ -19,6 +19,7 @@ SQLite keeps the unit of work (``Container.find_client``).
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -26,8 +27,12 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from orchestrator.db import prebuilt
+from orchestrator.db.clock import Clock, engine_now
 from orchestrator.db.repositories.clients import BY_KEY_HASH
-from orchestrator.db.repositories.payments import insert_if_absent_statement
+from orchestrator.db.repositories.payments import (
+    authenticated_claim_statement,
+    insert_if_absent_statement,
+)
 from orchestrator.db.repositories.rows import to_client
 from orchestrator.domain.model import ApiClient
 
@@ -61,27 +66,35 @@ class DirectClientLookup:
         return to_client(values), values["key_hash"]
 
     def _fetch_one(self, params: dict[str, Any]) -> tuple[Any, ...] | None:
+        return fetch_one_autocommit(self._engine, self._sql, params)
+
+
+def fetch_one_autocommit(
+    engine: Engine, sql: str, params: dict[str, Any]
+) -> tuple[Any, ...] | None:
+    """``sql``'s first row, run as a prepared statement in autocommit on a connection of
+    the engine's pool (its checkout checks and events), with SQLAlchemy's errors."""
+    try:
+        pooled = engine.raw_connection()  # the pool's checkout and its events
+    except psycopg.Error as error:
+        # Engine.connect() wraps a failed connect; the pool's raw checkout does not.
+        raise sa.exc.DBAPIError.instance(
+            None, None, error, psycopg.Error, connection_invalidated=True
+        ) from error
+    try:
+        connection: psycopg.Connection[Any] = pooled.driver_connection  # type: ignore[assignment]
+        connection.autocommit = True  # one statement, its own transaction
         try:
-            pooled = self._engine.raw_connection()  # the pool's checkout and its events
-        except psycopg.Error as error:
-            # Engine.connect() wraps a failed connect; the pool's raw checkout does not.
-            raise sa.exc.DBAPIError.instance(
-                None, None, error, psycopg.Error, connection_invalidated=True
-            ) from error
-        try:
-            connection: psycopg.Connection[Any] = pooled.driver_connection  # type: ignore[assignment]
-            connection.autocommit = True  # one statement, its own transaction
-            try:
-                return connection.execute(self._sql, params, prepare=True).fetchone()
-            finally:
-                connection.autocommit = False  # as the pool hands connections out
-        except psycopg.Error as error:
-            pooled.invalidate(error)  # closed and replaced, never handed out again
-            raise sa.exc.DBAPIError.instance(
-                self._sql, params, error, psycopg.Error, connection_invalidated=True
-            ) from error
+            return connection.execute(sql, params, prepare=True).fetchone()
         finally:
-            pooled.close()
+            connection.autocommit = False  # as the pool hands connections out
+    except psycopg.Error as error:
+        pooled.invalidate(error)  # closed and replaced, never handed out again
+        raise sa.exc.DBAPIError.instance(
+            sql, params, error, psycopg.Error, connection_invalidated=True
+        ) from error
+    finally:
+        pooled.close()
 
 
 class DirectClaim:
@@ -100,3 +113,35 @@ class DirectClaim:
     ) -> bool:
         statement = insert_if_absent_statement("postgresql", tuple(sorted(values)), wake)
         return prebuilt.first(connection, statement, values) is not None
+
+
+class DirectAuthenticatedClaim:
+    """The accept's authentication and claim as one statement
+    (``authenticated_claim_statement``): one pool checkout and one round trip instead of
+    two of each, and no unit of work.  In autocommit the statement is its own
+    transaction, so its NOTIFY is sent when it returns.
+
+    ``__call__`` answers the client's row and stored hash (None: no such key) and whether
+    the payment was inserted (False: the key is taken, or the client is revoked or not a
+    merchant; the caller tells which from the row).  ``now()`` is the database clock as
+    a unit of work reads it (``orchestrator.db.clock``)."""
+
+    def __init__(self, engine: Engine, clock: Clock) -> None:
+        assert engine.dialect.name == "postgresql", "direct statements are PostgreSQL's"
+        self._engine = engine
+        self._clock = clock
+
+    def now(self) -> datetime:
+        return engine_now(self._engine, self._clock)
+
+    def __call__(
+        self, key_hash: str, values: dict[str, Any], notify: bool
+    ) -> tuple[tuple[ApiClient, str] | None, bool]:
+        statement = authenticated_claim_statement(tuple(sorted(values)), notify)
+        given = {**values, "key_hash": key_hash}
+        compiled = prebuilt.compiled_statement(statement, self._engine.dialect, given)
+        row = fetch_one_autocommit(self._engine, compiled.sql, compiled.params(given))
+        if row is None:
+            return None, False
+        found = compiled.mapping(row)
+        return (to_client(found), found["key_hash"]), found["claimed_rows"] == 1

@@ -123,6 +123,15 @@ def _compiled(
     return entry[1]
 
 
+def compiled_statement(
+    statement: sa.Executable, dialect: sa.Dialect, values: Mapping[str, Any]
+) -> _Compiled:
+    """The statement compiled once for these values' names: its SQL, ``params(values)``
+    through the bind processors, ``mapping(row)`` through the result processors (for
+    statements run on a raw pooled connection, orchestrator.db.direct)."""
+    return _compiled(statement, dialect, values)
+
+
 def _is_direct(connection: sa.Connection) -> bool:
     return connection.dialect.name == "postgresql" and connection.dialect.driver == "psycopg"
 

@@ -18,15 +18,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from orchestrator import metrics
 from orchestrator.db.uow import UnitOfWork, UnitOfWorkFactory
 from orchestrator.domain.ids import new_payment_id
-from orchestrator.domain.model import ApiClient, PaymentRecord, PaymentRequest
+from orchestrator.domain.model import ApiClient, PaymentRecord, PaymentRequest, Role
 from orchestrator.domain.representation import encode_representation, payment_representation
 from orchestrator.domain.states import INITIAL
 from orchestrator.logging import get_logger, key_digest
+from orchestrator.services.api_keys import active_found, hash_key, plausible_key
 from orchestrator.services.dispatch import PublishFailed, TaskPublisher
 from orchestrator.services.idempotency import (
     IdempotencyKeyReused,
@@ -41,7 +42,15 @@ DISPATCH_OWNER = "dispatch"
 INITIAL_LEASE_TOKEN = 1
 
 
-__all__ = ["Accepted", "IdempotencyKeyReused", "accept_payment", "claim_payment"]
+__all__ = [
+    "Accepted",
+    "AuthenticatedClaim",
+    "IdempotencyKeyReused",
+    "KeyedAccept",
+    "accept_payment",
+    "authenticate_and_accept",
+    "claim_payment",
+]
 
 # (the claim's unit of work, the row's values, notify?) -> inserted?  The claim's INSERT …
 # ON CONFLICT DO NOTHING run another way (orchestrator.db.direct, Container.claim_insert);
@@ -92,7 +101,6 @@ def claim_payment(
 ) -> Accepted:
     """The claim on the units of work ``uow`` makes, and the replay's checks; no broker
     (``accept_payment`` publishes in ``publish`` mode).  Raises IdempotencyKeyReused."""
-    key_tag = key_digest(settings.secret_key.get_secret_value(), idempotency_key)
     notify = settings.wake_up_mode == "notify"
     claimed = claim_key(
         uow,
@@ -103,14 +111,81 @@ def claim_payment(
     )
     record = claimed.record
     if not claimed.created:
+        key_tag = key_digest(settings.secret_key.get_secret_value(), idempotency_key)
         require_same_request(
             record, record.request_fingerprint, fingerprint, client_id=client.id, key_tag=key_tag
         )
         metrics.REPLAYS_ANSWERED.labels(state=record.status.value).inc()
         return Accepted(record, replayed=True)
-    metrics.PAYMENTS_ACCEPTED.inc()
-    log.info("payment_accepted", payment_id=record.id, client_id=client.id, key_hmac=key_tag)
+    _count_accepted(record, client, settings, idempotency_key)
     return Accepted(record, replayed=False)
+
+
+class AuthenticatedClaim(Protocol):
+    """The authentication's read and the claim in one step (PostgreSQL:
+    orchestrator.db.direct.DirectAuthenticatedClaim)."""
+
+    def now(self) -> datetime:
+        """The database clock, as a unit of work reads it."""
+
+    def __call__(
+        self, key_hash: str, values: dict[str, Any], notify: bool
+    ) -> tuple[tuple[ApiClient, str] | None, bool]:
+        """The client found by ``key_hash`` with its stored hash (None: no such key), and
+        whether the payment was inserted: only for an active merchant whose key was free."""
+
+
+@dataclass(frozen=True)
+class KeyedAccept:
+    """``client``: None when the API key is unknown or revoked (401).  ``accepted``: None
+    when the client may not create payments (403)."""
+
+    client: ApiClient | None
+    accepted: Accepted | None
+
+
+def authenticate_and_accept(
+    claim: AuthenticatedClaim,
+    uow: UnitOfWorkFactory,
+    publisher: TaskPublisher,
+    settings: Settings,
+    api_key: str,
+    idempotency_key: str,
+    request: PaymentRequest,
+    fingerprint: str,
+    insert: InsertIfAbsent = repository_insert,
+) -> KeyedAccept:
+    """``authenticate`` and ``accept_payment`` with one round trip for a new key: the
+    claim is built before the client is known, and the statement inserts it only for an
+    active merchant.  A taken key goes the way of ``accept_payment`` (the replay and its
+    checks); nothing differs but the round trips.  Raises IdempotencyKeyReused."""
+    if not plausible_key(api_key):
+        return KeyedAccept(None, None)
+    candidate = hash_key(api_key)
+    # client_id: the statement takes it from the client's row.
+    record, values = _claim(claim.now(), settings, "", idempotency_key, request, fingerprint)
+    found, inserted = claim(candidate, values, settings.wake_up_mode == "notify")
+    client = active_found(found, candidate)
+    if client is None or client.role is not Role.MERCHANT:
+        return KeyedAccept(client, None)
+    if not inserted:
+        accepted = accept_payment(
+            uow, publisher, settings, client, idempotency_key, request, fingerprint, insert
+        )
+        return KeyedAccept(client, accepted)
+    record = replace(record, client_id=client.id)
+    _count_accepted(record, client, settings, idempotency_key)
+    if settings.wake_up_mode == "publish":
+        publish_wake_up(publisher, record)
+    return KeyedAccept(client, Accepted(record, replayed=False))
+
+
+def _count_accepted(
+    record: PaymentRecord, client: ApiClient, settings: Settings, idempotency_key: str
+) -> None:
+    metrics.PAYMENTS_ACCEPTED.inc()
+    key_tag = key_digest(settings.secret_key.get_secret_value(), idempotency_key)
+    log.info("payment_accepted", payment_id=record.id, client_id=client.id, key_hmac=key_tag)
 
 
 def publish_wake_up(publisher: TaskPublisher, record: PaymentRecord) -> None:
@@ -135,7 +210,22 @@ def _insert(
     notify: bool,
     insert: InsertIfAbsent,
 ) -> PaymentRecord | None:
-    values = _new_record_values(client, idempotency_key, request, fingerprint)
+    record, values = _claim(now, settings, client.id, idempotency_key, request, fingerprint)
+    if not insert(uow, values, notify):
+        return None
+    return record
+
+
+def _claim(
+    now: datetime,
+    settings: Settings,
+    client_id: str,
+    idempotency_key: str,
+    request: PaymentRequest,
+    fingerprint: str,
+) -> tuple[PaymentRecord, dict[str, Any]]:
+    """The new record and the claim's values for its row."""
+    values = _new_record_values(client_id, idempotency_key, request, fingerprint)
     values.update(
         created_at=now,
         updated_at=now,
@@ -147,21 +237,19 @@ def _insert(
     # merchant polls the payment's URL for its current state).
     body = encode_representation(payment_representation(record))
     values["accepted_response"] = body.decode("utf-8")
-    if not insert(uow, values, notify):
-        return None
     # The row holds exactly these values (the statement returns only its id).
-    return replace(record, accepted_response=body)
+    return replace(record, accepted_response=body), values
 
 
 def _new_record_values(
-    client: ApiClient,
+    client_id: str,
     idempotency_key: str,
     request: PaymentRequest,
     fingerprint: str,
 ) -> dict[str, Any]:
     return {
         "id": new_payment_id(),
-        "client_id": client.id,
+        "client_id": client_id,
         "idempotency_key": idempotency_key,
         "request_fingerprint": fingerprint,
         "amount": request.amount,

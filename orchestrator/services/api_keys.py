@@ -69,7 +69,7 @@ def authenticate_by(find: FindClient, api_key: str) -> ApiClient | None:
     if not plausible_key(api_key):
         return None
     candidate = hash_key(api_key)
-    return _active(find(candidate), candidate)
+    return active_found(find(candidate), candidate)
 
 
 def plausible_key(api_key: str) -> bool:
@@ -78,10 +78,11 @@ def plausible_key(api_key: str) -> bool:
 
 def active_client(uow: UnitOfWork, api_key: str) -> ApiClient | None:
     candidate = hash_key(api_key)
-    return _active(uow.clients.find_by_key_hash(candidate), candidate)
+    return active_found(uow.clients.find_by_key_hash(candidate), candidate)
 
 
-def _active(found: tuple[ApiClient, str] | None, candidate: str) -> ApiClient | None:
+def active_found(found: tuple[ApiClient, str] | None, candidate: str) -> ApiClient | None:
+    """The client a read by ``candidate`` (a key's hash) found, when it is active."""
     if found is None:
         return None
     client, stored = found

@@ -19,7 +19,7 @@ from orchestrator.db.tables import payments
 from orchestrator.domain.model import Role
 from orchestrator.engine.dispatcher import start_in_thread as start_dispatcher
 from orchestrator.engine.kinds.charge import process_payment
-from orchestrator.services.api_keys import create_client
+from orchestrator.services.api_keys import create_client, revoke_client
 from tests.fakes.provider import FakeProvider
 from tests.fakes.publisher import RecordingPublisher
 from tests.harness.containers import build_container
@@ -306,6 +306,63 @@ def test_a_missing_or_unknown_bearer_key_is_401(api: Api, authorization: str | N
 def test_an_ops_key_cannot_create_payments(api: Api) -> None:
     with api.client(api.ops_key) as client:
         assert_problem(post(client, "ops-pay"), 403, "forbidden")
+
+
+def test_refused_keys_store_nothing_and_wake_nothing(api: Api) -> None:
+    """On PostgreSQL the authentication and the claim are one statement: it must insert
+    (and notify) nothing for an ops key, a revoked key or an unknown one."""
+    revoked = create_client(api.container.uow, "revoked", Role.MERCHANT)
+    revoke_client(api.container.uow, revoked.client.id)
+    unknown = "pok_" + "x" * 43  # plausible: it reaches the database
+    before = len(api.publisher.published)
+    for key, status, slug in [
+        (api.ops_key, 403, "forbidden"),
+        (revoked.api_key, 401, "unauthorized"),
+        (unknown, 401, "unauthorized"),
+    ]:
+        with api.client(key) as client:
+            assert_problem(post(client, f"refused-{slug}-{status}"), status, slug)
+        assert api.count(idempotency_key=f"refused-{slug}-{status}") == 0
+    with api.client() as client:  # a payment after them
+        accepted = post(client, "after-refused")
+    assert accepted.status_code == 202
+    payment_id = accepted.json()["id"]
+    deadline = time.monotonic() + 60
+    while payment_id not in {p[0] for p in api.publisher.published[before:]}:
+        assert time.monotonic() < deadline, "no wake-up published"
+        time.sleep(0.01)
+    # Wake-ups arrive in commit order (NOTIFY) or request order: one for a refused request
+    # would have come before this one, naming a payment that is not stored.
+    woken = {p[0] for p in api.publisher.published[before:]}
+    assert all(api.count(id=woken_id) == 1 for woken_id in woken), woken
+
+
+@pytest.mark.parametrize(
+    ("headers", "body"),
+    [
+        ({"Idempotency-Key": "order"}, {**BODY, "amount": 0}),  # bad field
+        ({"Idempotency-Key": "order"}, b"{not json"),  # bad JSON
+        ({}, BODY),  # no Idempotency-Key
+    ],
+)
+def test_the_key_is_refused_before_the_body_and_the_idempotency_key(
+    api: Api, headers: dict[str, str], body: object
+) -> None:
+    """The declared route's order: 401/403 before 400, whichever path serves the request."""
+    for api_key, status, slug in [
+        (api.ops_key, 403, "forbidden"),
+        ("pok_" + "y" * 43, 401, "unauthorized"),
+    ]:
+        with api.client(api_key) as client:
+            if isinstance(body, bytes):
+                sent = client.post(
+                    "/v1/payments",
+                    content=body,
+                    headers={**headers, "Content-Type": "application/json"},
+                )
+            else:
+                sent = client.post("/v1/payments", json=body, headers=headers)
+        assert_problem(sent, status, slug)
 
 
 def test_a_finished_payment_replays_as_200_with_the_stored_response(api: Api) -> None:

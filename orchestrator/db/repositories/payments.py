@@ -10,9 +10,9 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from orchestrator.db.repositories.rows import to_payment
-from orchestrator.db.tables import outbox_events, payments
+from orchestrator.db.tables import api_clients, outbox_events, payments
 from orchestrator.db.wake import WAKE_CHANNEL
-from orchestrator.domain.model import PaymentRecord
+from orchestrator.domain.model import PaymentRecord, Role
 from orchestrator.domain.states import FINAL_STATUSES, PaymentStatus
 
 
@@ -49,6 +49,49 @@ def _insert_if_absent(dialect: str, columns: tuple[str, ...], wake: bool) -> sa.
 
 # The claim's statement, for orchestrator.db.direct (the same SQL on psycopg itself).
 insert_if_absent_statement = _insert_if_absent
+
+
+@functools.cache
+def authenticated_claim_statement(columns: tuple[str, ...], wake: bool) -> sa.Executable:
+    """PostgreSQL: the accept's authentication and claim in one statement, one round trip.
+
+    It reads the client by ``:key_hash`` and inserts the payment (``INSERT … SELECT … ON
+    CONFLICT DO NOTHING``, ``client_id`` taken from that row) only when the client is an
+    active merchant; ``wake`` adds the claim's ``pg_notify``, as ``_insert_if_absent``.
+    It returns the client's row (none: no such key) and ``claimed_rows``: 1 when the
+    payment was inserted, 0 when the key was taken or the client may not create payments.
+
+    The caller still decides, from the client's row, between 401, 403 and the claim (a
+    revoked or non-merchant client inserts nothing), so the answers are the separate
+    read's and claim's; only the round trips and the checkouts are halved."""
+    client = (
+        sa.select(api_clients)
+        .where(api_clients.c.key_hash == sa.bindparam("key_hash", type_=sa.String()))
+        .cte("client")
+    )
+    source = sa.select(
+        *(
+            client.c.id if name == "client_id" else sa.bindparam(name, type_=payments.c[name].type)
+            for name in columns
+        )
+    ).where(client.c.role == Role.MERCHANT.value, client.c.revoked_at.is_(None))
+    claimed = (
+        postgresql.insert(payments)
+        .from_select(list(columns), source)
+        .on_conflict_do_nothing(index_elements=["client_id", "idempotency_key"])
+        .returning(payments.c.id, payments.c.lease_token)
+        .cte("claimed")
+    )
+    counted: sa.CTE = claimed
+    if wake:
+        # A CTE's SELECT runs only when referenced: the count below references it.
+        notify = sa.func.pg_notify(
+            sa.literal(WAKE_CHANNEL),
+            claimed.c.id + sa.literal(":") + sa.cast(claimed.c.lease_token, sa.Text),
+        )
+        counted = sa.select(claimed.c.id, notify.label("payorch_wake")).cte("woken")
+    claimed_rows = sa.select(sa.func.count()).select_from(counted).scalar_subquery()
+    return sa.select(*client.c, claimed_rows.label("claimed_rows"))
 
 
 def _with_latest_event_sequence() -> sa.Select[Any]:
