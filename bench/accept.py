@@ -13,12 +13,15 @@ or quieter during the run affects both alike; each side's figures pool its round
 from __future__ import annotations
 
 import asyncio
+import functools
 import secrets
+from collections.abc import Callable
 from typing import Any
 
 from bench.async_accept import ASYNC_ACCEPT_PATH
 from bench.load import Request, Samples, closed_loop, json_post
-from bench.procstat import group_usage
+from bench.procstat import command_cpu_seconds, group_usage, machine_busy_seconds
+from bench.profile import record
 from bench.server import BARE_PATH
 
 PAYMENTS_PATH = "/v1/payments"
@@ -41,30 +44,47 @@ def measure_accept(
     compare_async: bool = False,
 ) -> dict[str, Any]:
     """``cpu_of``: process group leaders (name -> pid) whose CPU time is charged to each
-    side's requests (the API; the dispatcher), read from /proc around each round.
+    side's requests (the API; the dispatcher), read from /proc around each round; with an
+    ``api`` among them, also PostgreSQL's, RabbitMQ's and the whole machine's.
     ``compare_async``: a third side, the async variant (PostgreSQL only)."""
     return asyncio.run(
         _measure(api_url, api_key, concurrency, seconds, rounds, cpu_of or {}, compare_async)
     )
 
 
-class _Cpu:
-    """CPU seconds used by some process groups while one side's rounds ran."""
+# The servers every accept also costs, found by command: PostgreSQL's backends and
+# RabbitMQ's Erlang VM (the bench's own processes are counted by process group).
+SHARED_SERVERS = {"postgresql": ("postgres",), "rabbitmq": ("beam.smp",)}
 
-    def __init__(self, leaders: dict[str, int]) -> None:
-        self._leaders = leaders
-        self.seconds = {name: 0.0 for name in leaders}
+
+class _Cpu:
+    """CPU seconds used while one side's rounds ran: by some process groups (the API, the
+    dispatcher), by the shared servers (PostgreSQL, RabbitMQ), by the whole machine."""
+
+    def __init__(self, leaders: dict[str, int], *, shared: bool) -> None:
+        self._readers: dict[str, Callable[[], float]] = {
+            name: functools.partial(_group_cpu, pid) for name, pid in leaders.items()
+        }
+        if shared:
+            for name, prefixes in SHARED_SERVERS.items():
+                self._readers[name] = functools.partial(command_cpu_seconds, prefixes)
+            self._readers["machine"] = machine_busy_seconds
+        self.seconds = {name: 0.0 for name in self._readers}
 
     def __enter__(self) -> _Cpu:
-        self._start = {n: group_usage(pid).cpu_seconds for n, pid in self._leaders.items()}
+        self._start = {name: read() for name, read in self._readers.items()}
         return self
 
     def __exit__(self, *_exc: object) -> None:
-        for name, pid in self._leaders.items():
-            self.seconds[name] += group_usage(pid).cpu_seconds - self._start[name]
+        for name, read in self._readers.items():
+            self.seconds[name] += read() - self._start[name]
 
     def per_request_ms(self, requests: int) -> dict[str, float]:
         return {n: round(1000 * s / requests, 3) for n, s in self.seconds.items() if requests}
+
+
+def _group_cpu(leader: int) -> float:
+    return group_usage(leader).cpu_seconds
 
 
 async def _measure(
@@ -97,15 +117,21 @@ async def _measure(
         sides["async"] = async_
         await closed_loop(api_url, async_(-1), concurrency=concurrency, seconds=WARMUP_SECONDS)
     samples = {side: Samples() for side in sides}
-    cpu = {side: _Cpu(cpu_of) for side in sides}
+    # The shared servers and the machine only where the API has a process of its own.
+    cpu = {side: _Cpu(cpu_of, shared="api" in cpu_of) for side in sides}
     for round_ in range(rounds):
         for side, make in sides.items():
+            # BENCH_PROFILE_DIR: py-spy on the API during this side's rounds only.
+            api = cpu_of.get("api")
+            profile = None if api is None else record(api, f"api-{side}-round{round_}")
             with cpu[side]:
                 samples[side].merge(
                     await closed_loop(
                         api_url, make(round_), concurrency=concurrency, seconds=seconds
                     )
                 )
+            if profile is not None:
+                profile.stop()
     summaries = {side: samples[side].summary() for side in sides}
     # CPU per request of each measured process, per side (the dispatcher's CPU during a
     # side that accepts nothing is the tail of the previous side's wake-ups).

@@ -57,6 +57,31 @@ def group_usage(leader: int) -> GroupUsage:
     )
 
 
+def command_cpu_seconds(prefixes: tuple[str, ...]) -> float:
+    """CPU seconds of every live process whose command starts with one of ``prefixes``
+    (``postgres``, ``beam.smp``): the shared servers the bench does not start, on this
+    machine; another client's work on them is counted too, so read it on a quiet machine."""
+    ticks = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        command = text[text.find("(") + 1 : text.rfind(")")]
+        if command.startswith(prefixes):
+            fields = text.rsplit(")", 1)[-1].split()
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / _TICKS
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds every core spent busy since boot (/proc/stat: all but idle and iowait)."""
+    with open("/proc/stat") as stat:
+        values = [int(value) for value in stat.readline().split()[1:]]
+    idle, iowait = values[3], values[4]
+    return (sum(values[:8]) - idle - iowait) / _TICKS
+
+
 def _pss_bytes(process: Path) -> int:
     try:
         text = (process / "smaps_rollup").read_text()

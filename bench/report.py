@@ -94,6 +94,12 @@ def _rate(summary: dict[str, Any]) -> str:
     )
 
 
+def _cpu_split(cpu: dict[str, float]) -> str:
+    """``api 2.5, dispatcher 0.6, postgresql 0.8, rabbitmq 0.5; machine 4.9``."""
+    parts = [f"{name} {ms:.2f}" for name, ms in cpu.items() if name != "machine"]
+    return ", ".join(parts) + f"; machine {cpu['machine']:.2f}"
+
+
 def verdicts(results: dict[str, Any]) -> dict[str, bool]:
     """Target met or not, per measured figure."""
     met: dict[str, bool] = {}
@@ -174,6 +180,17 @@ def render(results: dict[str, Any], console: Console) -> None:
                 "bare route: " + _rate(accept["bare"]),
                 _number(accept.get("async_ratio")),
                 "(comparison)",
+                "",
+            )
+        ours_cpu, bare_cpu = (accept[s].get("cpu_ms_per_request", {}) for s in ("ours", "bare"))
+        if "machine" in ours_cpu and bare_cpu.get("api"):
+            table.add_row(
+                "1. accept path, CPU per request (ms)",
+                SETUPS[setup],
+                _cpu_split(ours_cpu),
+                "bare route:\n" + _cpu_split(bare_cpu),
+                _number(round(ours_cpu["api"] / bare_cpu["api"], 3)),
+                "(API's, ours / bare)",
                 "",
             )
         if accept.get("p99_ratio") is not None:

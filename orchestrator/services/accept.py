@@ -154,11 +154,15 @@ def authenticate_and_accept(
     request: PaymentRequest,
     fingerprint: str,
     insert: InsertIfAbsent = repository_insert,
+    *,
+    authenticated: Callable[[ApiClient], None] = lambda _client: None,
 ) -> KeyedAccept:
     """``authenticate`` and ``accept_payment`` with one round trip for a new key: the
     claim is built before the client is known, and the statement inserts it only for an
     active merchant.  A taken key goes the way of ``accept_payment`` (the replay and its
-    checks); nothing differs but the round trips.  Raises IdempotencyKeyReused."""
+    checks); nothing differs but the round trips.  ``authenticated`` is told the client
+    as soon as it is known (the request's logs name it, a 422 or 403 included).  Raises
+    IdempotencyKeyReused."""
     if not plausible_key(api_key):
         return KeyedAccept(None, None)
     candidate = hash_key(api_key)
@@ -166,6 +170,8 @@ def authenticate_and_accept(
     record, values = _claim(claim.now(), settings, "", idempotency_key, request, fingerprint)
     found, inserted = claim(candidate, values, settings.wake_up_mode == "notify")
     client = active_found(found, candidate)
+    if client is not None:
+        authenticated(client)
     if client is None or client.role is not Role.MERCHANT:
         return KeyedAccept(client, None)
     if not inserted:

@@ -126,12 +126,12 @@ def serve_accept(container: Container, request: Request, raw: RawBody) -> Respon
             payload.to_domain(),
             fingerprint,
             container.claim_insert,
+            authenticated=lambda client: bind_client(request, client),
         )
     except IdempotencyKeyReused as reused:
         raise key_reused(reused) from None
     if keyed.client is None:
         raise unauthorized("The API key is unknown or revoked.")
-    bind_client(request, keyed.client)
     if keyed.accepted is None:
         raise not_a_merchant()
     return accepted_answer(container, keyed.accepted)
