@@ -1,8 +1,9 @@
 """Scenario 1, the accept path: ``POST /v1/payments`` at 50 concurrent clients, beside the
 bare route of the same app and server (``bench.server``), every request a new key.
 
-On PostgreSQL a third side, the same accept as an async route (``bench.async_accept``), is
-measured in the same rounds: production keeps the synchronous route, which wins it.  No worker runs
+On PostgreSQL a third side, the same accept served by its thread path only
+(``bench.server``'s ``THREADS_ACCEPT_PATH``: no statement on the event loop), is measured in
+the same rounds.  No worker runs
 meanwhile: this is the API's own cost (the messages wait in the queue and
 are dropped with the vhost).  Under PAYORCH_WAKE_UP=notify (PostgreSQL's default) the
 publishes happen in ``payorch dispatcher``, which runs on the same cores meanwhile, so its
@@ -18,11 +19,10 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
-from bench.async_accept import ASYNC_ACCEPT_PATH
 from bench.load import Request, Samples, closed_loop, json_post
 from bench.procstat import command_cpu_seconds, group_usage, machine_busy_seconds
 from bench.profile import record
-from bench.server import BARE_PATH
+from bench.server import BARE_PATH, THREADS_ACCEPT_PATH
 
 PAYMENTS_PATH = "/v1/payments"
 BODY = {"amount": 1999, "currency": "usd", "payment_method": "pm_card_visa"}
@@ -41,14 +41,14 @@ def measure_accept(
     seconds: float,
     rounds: int,
     cpu_of: dict[str, int] | None = None,
-    compare_async: bool = False,
+    compare_threads: bool = False,
 ) -> dict[str, Any]:
     """``cpu_of``: process group leaders (name -> pid) whose CPU time is charged to each
     side's requests (the API; the dispatcher), read from /proc around each round; with an
     ``api`` among them, also PostgreSQL's, RabbitMQ's and the whole machine's.
-    ``compare_async``: a third side, the async variant (PostgreSQL only)."""
+    ``compare_threads``: a third side, the thread path alone (PostgreSQL only)."""
     return asyncio.run(
-        _measure(api_url, api_key, concurrency, seconds, rounds, cpu_of or {}, compare_async)
+        _measure(api_url, api_key, concurrency, seconds, rounds, cpu_of or {}, compare_threads)
     )
 
 
@@ -94,7 +94,7 @@ async def _measure(
     seconds: float,
     rounds: int,
     cpu_of: dict[str, int],
-    compare_async: bool,
+    compare_threads: bool,
 ) -> dict[str, Any]:
     run = secrets.token_hex(4)
 
@@ -104,18 +104,18 @@ async def _measure(
     def bare(round_: int) -> Any:
         return lambda conn, seq: payment_request(api_key, f"bare-{round_}-{conn}-{seq}", BARE_PATH)
 
-    def async_(round_: int) -> Any:
+    def threads(round_: int) -> Any:
         return lambda conn, seq: payment_request(
-            api_key, f"async-{run}-{round_}-{conn}-{seq}", ASYNC_ACCEPT_PATH
+            api_key, f"threads-{run}-{round_}-{conn}-{seq}", THREADS_ACCEPT_PATH
         )
 
     # Warm both paths (connection pools, code paths, PostgreSQL's caches); not counted.
     await closed_loop(api_url, ours(-1), concurrency=concurrency, seconds=WARMUP_SECONDS)
     await closed_loop(api_url, bare(-1), concurrency=concurrency, seconds=WARMUP_SECONDS)
     sides: dict[str, Any] = {"ours": ours, "bare": bare}
-    if compare_async:
-        sides["async"] = async_
-        await closed_loop(api_url, async_(-1), concurrency=concurrency, seconds=WARMUP_SECONDS)
+    if compare_threads:
+        sides["threads"] = threads
+        await closed_loop(api_url, threads(-1), concurrency=concurrency, seconds=WARMUP_SECONDS)
     samples = {side: Samples() for side in sides}
     # The shared servers and the machine only where the API has a process of its own.
     cpu = {side: _Cpu(cpu_of, shared="api" in cpu_of) for side in sides}
@@ -139,10 +139,10 @@ async def _measure(
         summary["cpu_ms_per_request"] = cpu[side].per_request_ms(summary["requests"])
     ours_summary, bare_summary = summaries["ours"], summaries["bare"]
     figures: dict[str, Any] = {}
-    if "async" in summaries and bare_summary["rps"]:
-        # The same accept as an async route (bench.async_accept), in the same rounds.
-        figures["async"] = summaries["async"]
-        figures["async_ratio"] = round(summaries["async"]["rps"] / bare_summary["rps"], 3)
+    if "threads" in summaries and bare_summary["rps"]:
+        # The same accept by its thread path alone, in the same rounds.
+        figures["threads"] = summaries["threads"]
+        figures["threads_ratio"] = round(summaries["threads"]["rps"] / bare_summary["rps"], 3)
     return {
         "concurrency": concurrency,
         "ours": ours_summary,

@@ -172,13 +172,13 @@ def render(results: dict[str, Any], console: Console) -> None:
             f">= {ACCEPT_TARGET}",
             _verdict(met.get(f"accept.{setup}")),
         )
-        if accept.get("async"):
+        if accept.get("threads"):
             table.add_row(
-                f"1. accept path as an async route (comparison), {accept['concurrency']} clients",
+                f"1. accept path, thread path only (comparison), {accept['concurrency']} clients",
                 SETUPS[setup],
-                _rate(accept["async"]),
+                _rate(accept["threads"]),
                 "bare route: " + _rate(accept["bare"]),
-                _number(accept.get("async_ratio")),
+                _number(accept.get("threads_ratio")),
                 "(comparison)",
                 "",
             )

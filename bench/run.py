@@ -149,7 +149,7 @@ def _accept_and_storm(options: BenchOptions, logs: Path) -> Figures:
                     seconds=options.accept_seconds,
                     rounds=options.accept_rounds,
                     cpu_of=cpu_of,
-                    compare_async=True,
+                    compare_threads=True,
                 )
             }
         if "storm" in wanted:

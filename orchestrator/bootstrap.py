@@ -37,6 +37,7 @@ from orchestrator.settings import Settings
 if TYPE_CHECKING:
     from celery import Celery
 
+    from orchestrator.db.async_claim import AsyncAuthenticatedClaim
     from orchestrator.db.direct import DirectAuthenticatedClaim, DirectClaim
     from orchestrator.domain.model import ApiClient
     from orchestrator.providers.base import PaymentProvider, ProviderEvent
@@ -110,6 +111,16 @@ class Container:
 
             self._authenticated_claim = DirectAuthenticatedClaim(self.engine, self.clock)
         return self._authenticated_claim
+
+    def async_authenticated_claim(self) -> AsyncAuthenticatedClaim | None:
+        """A new set of the API's asyncio connections for the accept's statement
+        (orchestrator.db.async_claim): PostgreSQL with ``WAKE_UP=notify`` only (``publish``
+        publishes on the request, which the event loop must not).  The caller closes it."""
+        if self.engine.dialect.name != "postgresql" or self.settings.wake_up_mode != "notify":
+            return None
+        from orchestrator.db.async_claim import AsyncAuthenticatedClaim
+
+        return AsyncAuthenticatedClaim(self.engine, self.clock, self.settings)
 
     def claim_insert(self, uow: UnitOfWork, values: dict[str, Any], notify: bool) -> bool:
         """The accept's ``INSERT … ON CONFLICT DO NOTHING`` (services.accept.InsertIfAbsent):

@@ -18,7 +18,7 @@ hold the two together.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import structlog
@@ -42,6 +42,9 @@ Accept = Callable[[Container, ApiClient, str, Any], Response]
 # (container, request, its body) -> the answer: everything after the body's read, in the
 # one thread hop.
 Serve = Callable[[Container, Request, RawBody], Response]
+# The same on the event loop, for the requests it can answer without blocking; None: not
+# this one, ``Serve`` answers it from the start.
+OnLoop = Callable[[Container, Request, RawBody], Awaitable[Response | None]]
 
 
 def unauthorized(detail: str) -> Problem:
@@ -108,20 +111,25 @@ def bind_client(request: Request, client: ApiClient) -> None:
     structlog.contextvars.bind_contextvars(client_id=client.id)
 
 
-def accept_handler(serve: Serve) -> Handler:
+def accept_handler(serve: Serve, on_loop: OnLoop | None = None) -> Handler:
     async def accept_request(request: Request) -> Response:
         container: Container = request.app.state.container
         raw = await read_raw_body(request)
+        if on_loop is not None:
+            answer = await on_loop(container, request, raw)
+            if answer is not None:
+                return answer
         return await run_in_threadpool(serve, container, request, raw)
 
     return accept_request
 
 
-def accept_route(serve: Serve) -> type[APIRoute]:
-    """An APIRoute class that documents the endpoint it is given and serves ``serve``."""
+def accept_route(serve: Serve, on_loop: OnLoop | None = None) -> type[APIRoute]:
+    """An APIRoute class that documents the endpoint it is given and serves it with
+    ``on_loop`` when that answers, else with ``serve`` in a thread."""
 
     class AcceptRoute(APIRoute):
         def get_route_handler(self) -> Handler:
-            return accept_handler(serve)
+            return accept_handler(serve, on_loop)
 
     return AcceptRoute

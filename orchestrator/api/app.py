@@ -32,16 +32,24 @@ from orchestrator.bootstrap import Container
 
 def create_app(container: Container) -> FastAPI:
     @asynccontextmanager
-    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(served: FastAPI) -> AsyncIterator[None]:
         # Synchronous handlers run in this many threads; each needs at most one pooled DB
         # connection, so keeping it at or under the pool size means a burst of requests
         # waits in the threadpool queue instead of timing out on the connection pool.
         limiter = anyio.to_thread.current_default_thread_limiter()
         limiter.total_tokens = container.settings.api_threads
-        yield
+        # The accept's statement on this loop (POST /v1/payments, accept_route).
+        claim = container.async_authenticated_claim()
+        served.state.async_claim = claim
+        try:
+            yield
+        finally:
+            if claim is not None:
+                await claim.close()
 
     app = FastAPI(title="payorch", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.container = container
+    app.state.async_claim = None  # until the lifespan starts
     app.add_middleware(RequestContextMiddleware)
     install_error_handlers(app)
     app.include_router(payments.router)

@@ -83,10 +83,9 @@ def read_database_now(connection: sa.Connection, clock: Clock) -> datetime:
     return sample.database_now + timedelta(seconds=elapsed - sample.taken_at)
 
 
-def engine_now(engine: sa.Engine, clock: Clock) -> datetime:
-    """``read_database_now`` without a connection of the caller's: the sample when it is
-    fresh (no checkout at all), else one checkout to take a new one.  For statements run
-    outside a unit of work (orchestrator.db.direct's authenticated claim)."""
+def sampled_now(engine: sa.Engine, clock: Clock) -> datetime | None:
+    """The database's now when it needs no round trip (the test seam's instant, or a fresh
+    sample), else None.  Never blocks: the API's event loop may ask."""
     override = clock.override()
     if override is not None:
         return override
@@ -94,6 +93,16 @@ def engine_now(engine: sa.Engine, clock: Clock) -> datetime:
     elapsed = _elapsed()
     if sample is not None and 0 <= elapsed - sample.taken_at < SAMPLE_SECONDS:
         return sample.database_now + timedelta(seconds=elapsed - sample.taken_at)
+    return None
+
+
+def engine_now(engine: sa.Engine, clock: Clock) -> datetime:
+    """``read_database_now`` without a connection of the caller's: the sample when it is
+    fresh (no checkout at all), else one checkout to take a new one.  For statements run
+    outside a unit of work (orchestrator.db.direct's authenticated claim)."""
+    now = sampled_now(engine, clock)
+    if now is not None:
+        return now
     with engine.connect() as connection:
         return read_database_now(connection, clock)
 

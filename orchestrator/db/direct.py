@@ -137,11 +137,26 @@ class DirectAuthenticatedClaim:
     def __call__(
         self, key_hash: str, values: dict[str, Any], notify: bool
     ) -> tuple[tuple[ApiClient, str] | None, bool]:
+        statement = AuthenticatedClaimStatement(self._engine.dialect, key_hash, values, notify)
+        return statement.answer(fetch_one_autocommit(self._engine, statement.sql, statement.params))
+
+
+class AuthenticatedClaimStatement:
+    """``authenticated_claim_statement`` for these values: its SQL, its parameters through
+    their bind processors, and ``answer(row)``: the client and its stored hash (None: no
+    such key), and whether the payment was inserted."""
+
+    def __init__(
+        self, dialect: sa.Dialect, key_hash: str, values: dict[str, Any], notify: bool
+    ) -> None:
         statement = authenticated_claim_statement(tuple(sorted(values)), notify)
         given = {**values, "key_hash": key_hash}
-        compiled = prebuilt.compiled_statement(statement, self._engine.dialect, given)
-        row = fetch_one_autocommit(self._engine, compiled.sql, compiled.params(given))
+        self._compiled = prebuilt.compiled_statement(statement, dialect, given)
+        self.sql = self._compiled.sql
+        self.params = self._compiled.params(given)
+
+    def answer(self, row: tuple[Any, ...] | None) -> tuple[tuple[ApiClient, str] | None, bool]:
         if row is None:
             return None, False
-        found = compiled.mapping(row)
+        found = self._compiled.mapping(row)
         return (to_client(found), found["key_hash"]), found["claimed_rows"] == 1

@@ -74,15 +74,22 @@ def refuse_dead_connection(dbapi_connection: Any, _record: Any, _proxy: Any) -> 
     is a system call, not a round trip.  (An async engine hands over an adapter; its
     ``driver_connection`` is psycopg's connection.)"""
     dbapi_connection = getattr(dbapi_connection, "driver_connection", dbapi_connection)
-    if dbapi_connection.closed:
-        raise sa.exc.DisconnectionError("connection closed")
+    dead = why_dead(dbapi_connection)
+    if dead is not None:
+        raise sa.exc.DisconnectionError(dead)
+
+
+def why_dead(connection: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> str | None:
+    """Why an idle psycopg connection cannot be used (``refuse_dead_connection``'s check,
+    also the API's asyncio connections'), or None."""
+    if connection.closed:
+        return "connection closed"
     try:
-        fd = dbapi_connection.pgconn.socket
+        fd = connection.pgconn.socket
         readable, _, _ = select.select([fd], [], [], 0)
     except (OSError, ValueError, psycopg.Error) as error:  # a socket already gone
-        raise sa.exc.DisconnectionError(str(error)) from error
-    if readable:
-        raise sa.exc.DisconnectionError("the server closed the connection")
+        return str(error)
+    return "the server closed the connection" if readable else None
 
 
 def _idle_in_transaction_ms(settings: Settings) -> int:

@@ -47,9 +47,12 @@ __all__ = [
     "AuthenticatedClaim",
     "IdempotencyKeyReused",
     "KeyedAccept",
+    "KeyedClaim",
     "accept_payment",
     "authenticate_and_accept",
     "claim_payment",
+    "keyed_claim",
+    "new_payment",
 ]
 
 # (the claim's unit of work, the row's values, notify?) -> inserted?  The claim's INSERT …
@@ -144,6 +147,45 @@ class KeyedAccept:
     accepted: Accepted | None
 
 
+@dataclass(frozen=True)
+class KeyedClaim:
+    """A new payment's claim, built before its client is known: the API key's hash, the
+    record and its row's values (``client_id`` comes from the client's row)."""
+
+    key_hash: str
+    idempotency_key: str
+    record: PaymentRecord
+    values: dict[str, Any]
+    notify: bool
+
+
+def keyed_claim(
+    now: datetime,
+    settings: Settings,
+    api_key: str,
+    idempotency_key: str,
+    request: PaymentRequest,
+    fingerprint: str,
+) -> KeyedClaim | None:
+    """None: the key cannot be one of ours (401 without a round trip)."""
+    if not plausible_key(api_key):
+        return None
+    record, values = _claim(now, settings, "", idempotency_key, request, fingerprint)
+    notify = settings.wake_up_mode == "notify"
+    return KeyedClaim(hash_key(api_key), idempotency_key, record, values, notify)
+
+
+def new_payment(
+    claim: KeyedClaim, client: ApiClient, settings: Settings, publisher: TaskPublisher
+) -> Accepted:
+    """The claim inserted for ``client``: counted, logged, and in ``publish`` mode woken."""
+    record = replace(claim.record, client_id=client.id)
+    _count_accepted(record, client, settings, claim.idempotency_key)
+    if settings.wake_up_mode == "publish":
+        publish_wake_up(publisher, record)
+    return Accepted(record, replayed=False)
+
+
 def authenticate_and_accept(
     claim: AuthenticatedClaim,
     uow: UnitOfWorkFactory,
@@ -163,13 +205,11 @@ def authenticate_and_accept(
     checks); nothing differs but the round trips.  ``authenticated`` is told the client
     as soon as it is known (the request's logs name it, a 422 or 403 included).  Raises
     IdempotencyKeyReused."""
-    if not plausible_key(api_key):
+    prepared = keyed_claim(claim.now(), settings, api_key, idempotency_key, request, fingerprint)
+    if prepared is None:
         return KeyedAccept(None, None)
-    candidate = hash_key(api_key)
-    # client_id: the statement takes it from the client's row.
-    record, values = _claim(claim.now(), settings, "", idempotency_key, request, fingerprint)
-    found, inserted = claim(candidate, values, settings.wake_up_mode == "notify")
-    client = active_found(found, candidate)
+    found, inserted = claim(prepared.key_hash, prepared.values, prepared.notify)
+    client = active_found(found, prepared.key_hash)
     if client is not None:
         authenticated(client)
     if client is None or client.role is not Role.MERCHANT:
@@ -179,11 +219,7 @@ def authenticate_and_accept(
             uow, publisher, settings, client, idempotency_key, request, fingerprint, insert
         )
         return KeyedAccept(client, accepted)
-    record = replace(record, client_id=client.id)
-    _count_accepted(record, client, settings, idempotency_key)
-    if settings.wake_up_mode == "publish":
-        publish_wake_up(publisher, record)
-    return KeyedAccept(client, Accepted(record, replayed=False))
+    return KeyedAccept(client, new_payment(prepared, client, settings, publisher))
 
 
 def _count_accepted(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse, Response
@@ -44,14 +44,20 @@ from orchestrator.api.schemas import PaymentCreate, PaymentList, PaymentOut
 from orchestrator.bootstrap import Container
 from orchestrator.domain.fingerprint import request_fingerprint
 from orchestrator.domain.ids import is_payment_id
-from orchestrator.domain.model import ApiClient
+from orchestrator.domain.model import ApiClient, Role
 from orchestrator.services.accept import (
     Accepted,
     IdempotencyKeyReused,
     accept_payment,
     authenticate_and_accept,
+    keyed_claim,
+    new_payment,
 )
+from orchestrator.services.api_keys import active_found
 from orchestrator.services.queries import find_payment_by_key, get_payment
+
+if TYPE_CHECKING:
+    from orchestrator.db.async_claim import AsyncAuthenticatedClaim
 
 router = APIRouter(tags=["payments"])
 
@@ -78,9 +84,9 @@ def create_payment(
 
 
 def accept(container: Container, client: ApiClient, idempotency_key: str, body: Any) -> Response:
-    # Synchronous on purpose, in one thread hop with the authentication: an async variant
-    # (SQLAlchemy's asyncio engine over psycopg) measured slower beside it in the same
-    # runs (bench.async_accept; README, Performance).
+    # The thread path's accept after the authentication (SQLite; PostgreSQL's requests
+    # that fail a check).  An async variant on SQLAlchemy's asyncio engine measured slower
+    # (bench/RESULTS.md §8); the event loop's accept is accept_on_loop, on psycopg itself.
     payload, fingerprint = validated_payment(body)
     try:
         accepted = accept_payment(
@@ -140,6 +146,39 @@ def serve_accept(container: Container, request: Request, raw: RawBody) -> Respon
 _serve_separately = serve_with(accept)
 
 
+async def accept_on_loop(container: Container, request: Request, raw: RawBody) -> Response | None:
+    """``serve_accept``'s common case on the event loop, without a thread: a request that
+    passes every check, from an active merchant, with a new key (orchestrator.db.async_claim).
+    None for anything else, and ``serve_accept`` answers it from the start: a refusal, a
+    taken key, no free connection, a stale clock sample, SQLite or ``WAKE_UP=publish``."""
+    claim: AsyncAuthenticatedClaim | None = request.app.state.async_claim
+    credentials = bearer_credentials(request.headers.get("authorization"))
+    if claim is None or credentials is None:
+        return None
+    now = claim.now()
+    if now is None:
+        return None
+    try:
+        key = idempotency_key(request.headers.get("idempotency-key"))
+        payload, fingerprint = validated_payment(json_from_raw(raw))
+    except Problem:
+        return None  # the declared order (401/403 first) is serve_accept's
+    settings = container.settings
+    prepared = keyed_claim(now, settings, credentials, key, payload.to_domain(), fingerprint)
+    if prepared is None:
+        return None
+    answered = await claim(prepared.key_hash, prepared.values, prepared.notify)
+    if answered is None:
+        return None
+    found, inserted = answered
+    client = active_found(found, prepared.key_hash)
+    if client is None or client.role is not Role.MERCHANT or not inserted:
+        return None  # nothing was inserted: the thread path sees what this one saw
+    bind_client(request, client)
+    accepted = new_payment(prepared, client, settings, container.publisher)
+    return accepted_answer(container, accepted)
+
+
 router.add_api_route(
     PAYMENTS_PATH,
     create_payment,
@@ -165,7 +204,7 @@ router.add_api_route(
         422: problem("The Idempotency-Key was already used with a different request"),
         **AUTH_ERRORS,
     },
-    route_class_override=accept_route(serve_accept),
+    route_class_override=accept_route(serve_accept, accept_on_loop),
 )
 
 
