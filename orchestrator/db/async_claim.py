@@ -47,6 +47,7 @@ from orchestrator.settings import Settings
 # Connections this path may hold per API process.  One statement of ~1 ms each: 4 serve
 # thousands of accepts a second; beyond them the thread path takes the overflow.
 CONNECTIONS = 4
+APPLICATION_NAME = "payorch-accept-loop"
 
 Found = tuple[tuple[ApiClient, str] | None, bool]
 
@@ -59,6 +60,8 @@ class AsyncAuthenticatedClaim:
         url = engine.url.set(drivername="postgresql")
         self._conninfo = url.render_as_string(hide_password=False)
         self._connect_args: dict[str, Any] = dict(postgres_options(settings)["connect_args"])
+        # Told apart from the pool's in pg_stat_activity.
+        self._connect_args["application_name"] = APPLICATION_NAME
         self._idle: list[tuple[psycopg.AsyncConnection[Any], float]] = []
         self._open = 0  # idle + in use
         self._closed = False
@@ -86,7 +89,10 @@ class AsyncAuthenticatedClaim:
             # Cancelled mid-statement: what the connection holds is unknown.
             await self._discard(connection)
             raise
-        self._idle.append((connection, opened_at))
+        if self._closed:  # the app stopped while this statement ran
+            await self._discard(connection)
+        else:
+            self._idle.append((connection, opened_at))
         return statement.answer(row)
 
     async def close(self) -> None:

@@ -160,3 +160,28 @@ def test_with_no_connection_free_the_thread_path_answers(
     answer = served.post("no-connection")
     assert answer.status_code == 202 and served.stored("no-connection") == 1
     assert served.recording.answers and set(served.recording.answers) == {None}
+
+
+def test_the_loops_connections_close_when_the_app_stops(make_postgres_database) -> None:
+    container = build_container(make_postgres_database(), wake_up="notify")
+    issued = create_client(container.uow, "merchant", Role.MERCHANT)
+    app = create_app(container)
+    loop_backends = sa.text(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        f"AND application_name = '{async_claim.APPLICATION_NAME}'"
+    )
+    try:
+        with ServerThread(app) as server:
+            served = Served(container, server.url, Recording(None), issued.api_key, "")
+            for n in range(3):
+                assert served.post(f"stop-{n}").status_code == 202
+            with container.engine.connect() as connection:
+                assert connection.execute(loop_backends).scalar_one() >= 1
+        deadline = time.monotonic() + 10
+        with container.engine.connect() as connection:
+            while connection.execute(loop_backends).scalar_one():
+                assert time.monotonic() < deadline, "the loop's connections outlived the app"
+                connection.rollback()  # pg_stat_activity is a snapshot per transaction
+                time.sleep(0.02)
+    finally:
+        container.close()
