@@ -83,7 +83,13 @@ class AsyncAuthenticatedClaim:
         except psycopg.Error as error:
             await self._discard(connection)
             raise sa.exc.DBAPIError.instance(
-                statement.sql, statement.params, error, psycopg.Error, connection_invalidated=True
+                statement.sql,
+                statement.params,
+                error,
+                psycopg.Error,
+                # As the engine (hide_parameters): they hold key hashes and idempotency keys.
+                hide_parameters=True,
+                connection_invalidated=True,
             ) from error
         except BaseException:
             # Cancelled mid-statement: what the connection holds is unknown.

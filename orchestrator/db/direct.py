@@ -91,7 +91,13 @@ def fetch_one_autocommit(
     except psycopg.Error as error:
         pooled.invalidate(error)  # closed and replaced, never handed out again
         raise sa.exc.DBAPIError.instance(
-            sql, params, error, psycopg.Error, connection_invalidated=True
+            sql,
+            params,
+            error,
+            psycopg.Error,
+            # As the engine (hide_parameters): they hold key hashes and idempotency keys.
+            hide_parameters=True,
+            connection_invalidated=True,
         ) from error
     finally:
         pooled.close()

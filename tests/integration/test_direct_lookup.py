@@ -5,8 +5,10 @@ statement) inserts only for an active merchant.  Real PostgreSQL."""
 
 from __future__ import annotations
 
+import pytest
 import sqlalchemy as sa
 
+from orchestrator.db.direct import fetch_one_autocommit
 from orchestrator.db.tables import payments
 from orchestrator.domain.model import PaymentRequest, Role
 from orchestrator.services.accept import _claim
@@ -90,5 +92,20 @@ def test_sqlite_has_no_authenticated_claim(tmp_path) -> None:
     container = build_container(f"sqlite:///{tmp_path / 'direct.sqlite3'}")
     try:
         assert container.authenticated_claim is None
+    finally:
+        container.close()
+
+
+def test_a_failed_direct_statement_hides_its_parameters(make_postgres_database) -> None:
+    """Its parameters hold key hashes and idempotency keys: an error (and so a logged
+    traceback) names the statement, never them, as the engine's own errors do."""
+    container = build_container(make_postgres_database())
+    try:
+        with pytest.raises(sa.exc.DBAPIError) as raised:
+            fetch_one_autocommit(
+                container.engine, "SELECT 1 / 0 WHERE %(k)s IS NOT NULL", {"k": "SECRETKEY"}
+            )
+        assert "SECRETKEY" not in str(raised.value)
+        assert container.engine.pool.checkedout() == 0  # type: ignore[attr-defined]
     finally:
         container.close()
