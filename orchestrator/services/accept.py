@@ -114,14 +114,26 @@ def claim_payment(
     )
     record = claimed.record
     if not claimed.created:
-        key_tag = key_digest(settings.secret_key.get_secret_value(), idempotency_key)
-        require_same_request(
-            record, record.request_fingerprint, fingerprint, client_id=client.id, key_tag=key_tag
-        )
-        metrics.REPLAYS_ANSWERED.labels(state=record.status.value).inc()
-        return Accepted(record, replayed=True)
+        return _replay(record, settings, client, idempotency_key, fingerprint)
     _count_accepted(record, client, settings, idempotency_key)
     return Accepted(record, replayed=False)
+
+
+def _replay(
+    record: PaymentRecord,
+    settings: Settings,
+    client: ApiClient,
+    idempotency_key: str,
+    fingerprint: str,
+) -> Accepted:
+    """The record that holds the key, answered as a replay; IdempotencyKeyReused when it
+    was claimed by another request."""
+    key_tag = key_digest(settings.secret_key.get_secret_value(), idempotency_key)
+    require_same_request(
+        record, record.request_fingerprint, fingerprint, client_id=client.id, key_tag=key_tag
+    )
+    metrics.REPLAYS_ANSWERED.labels(state=record.status.value).inc()
+    return Accepted(record, replayed=True)
 
 
 class AuthenticatedClaim(Protocol):
@@ -215,6 +227,14 @@ def authenticate_and_accept(
     if client is None or client.role is not Role.MERCHANT:
         return KeyedAccept(client, None)
     if not inserted:
+        # The key is taken: read its record (the statement already tried the INSERT).
+        with uow() as unit:
+            existing = unit.payments.find_by_key(client.id, idempotency_key)
+        if existing is not None:
+            return KeyedAccept(
+                client, _replay(existing, settings, client, idempotency_key, fingerprint)
+            )
+        # Gone meanwhile (retention purged its key): claim it anew, as accept_payment does.
         accepted = accept_payment(
             uow, publisher, settings, client, idempotency_key, request, fingerprint, insert
         )
