@@ -32,6 +32,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Generic, Protocol, TypeVar
 
+from orchestrator.db.repositories.lease_columns import has_ended
 from orchestrator.db.uow import UnitOfWork, UnitOfWorkFactory
 from orchestrator.domain.backoff import backoff_delay
 from orchestrator.domain.states import WaitingFor
@@ -90,6 +91,8 @@ class LeasedRecord(Protocol):
     def attempts(self) -> int: ...
     @property
     def unknown_outcomes(self) -> int: ...
+    @property
+    def status(self) -> Any: ...
 
 
 R = TypeVar("R", bound=LeasedRecord)
@@ -132,6 +135,10 @@ class LeaseStore(Protocol[R_co]):
         """Release the lease until ``until`` as a wait (not a failed attempt)."""
         ...
 
+    def ended_under(self, record_id: str, *, token: int) -> R_co | None:
+        """The record, if a write under ``token`` ended the operation."""
+        ...
+
 
 @dataclass
 class Lease(Generic[R]):
@@ -147,6 +154,9 @@ class Lease(Generic[R]):
     rng: random.Random | None = None
     started: float = 0.0
     retries: int = 0
+    # The finish's report (its metric and log line) from before its commit until it has
+    # run: ``engine.runner`` reports a finish an interruption split from its line.
+    finishing: Callable[[R], None] | None = None
 
     @property
     def id(self) -> str:
@@ -184,6 +194,25 @@ class Lease(Generic[R]):
             call_log.write_alone(calls, self.uow)
             raise
         self.record = written
+        return written
+
+    def finish(
+        self, change: Callable[[UnitOfWork, datetime], R | None], report: Callable[[R], None]
+    ) -> R:
+        """The write that ends the operation, then ``report``.
+
+        Hazard: Celery's soft time limit raises asynchronously, anywhere, including after
+        the commit reached the server and before the report ran.  The report is therefore
+        held on the lease until it has run; the runner, interrupted, reads the row and
+        reports a finish that landed (``runner._interrupted``).  The worst case is the
+        line twice (an interruption in the last instructions here), never not at all.
+        A change that commits without ending the operation (a settlement kept for a park)
+        reports nothing."""
+        self.finishing = report
+        written = self.write(change)
+        if has_ended(written.status):
+            report(written)
+        self.finishing = None
         return written
 
     def renew(self) -> None:

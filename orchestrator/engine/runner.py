@@ -175,7 +175,21 @@ def _run(
     except Parked as parked:
         return _park(lease, parked.reason)
     except interruptions as interruption:
-        return _defer(lease, Deferred(0.0, f"interrupted: {type(interruption).__name__}"))
+        return _interrupted(lease, interruption)
+
+
+def _interrupted(lease: Lease[Any], interruption: BaseException) -> ProcessResult:
+    """Hand the work back to the row, unless the interruption landed inside the finish
+    after its commit: then the row, ended under our token, is reported as finished."""
+    report = lease.finishing
+    if report is not None:
+        with lease.uow() as uow:
+            ended = lease.store(uow).ended_under(lease.id, token=lease.token)
+        if ended is not None:
+            lease.finishing = None
+            report(ended)
+            return ProcessResult.COMPLETED
+    return _defer(lease, Deferred(0.0, f"interrupted: {type(interruption).__name__}"))
 
 
 def _fenced(lease: Lease[Any]) -> ProcessResult:

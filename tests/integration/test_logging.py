@@ -290,12 +290,9 @@ def test_a_busy_pool_writes_every_record_on_its_own_line(
     _every_line_one_json_object(sweeper)
     records = _every_line_one_json_object(worker)
     finished = {r["payment_id"] for r in records if r["event"] == "payment_finished"}
-    # Known gap (stop 27): a prefork task's soft time limit can land between its finish's
-    # commit and the payment_finished line; the task then finds its lease fenced (the row
-    # is final) and logs fenced_out instead.  Every payment is still named by one of them.
-    fenced = {r["payment_id"] for r in records if r["event"] == "fenced_out"}
-    assert finished | fenced == {p["id"] for p in accepted}
-    assert len(finished) >= BURST - len(fenced)
+    # Also when a soft time limit lands between a finish's commit and its line
+    # (test_interrupted_finish): the run reports the finish it finds in the row.
+    assert finished == {p["id"] for p in accepted}
     assert "worker: Warm shutdown (MainProcess)" in {r["event"] for r in records}
 
 

@@ -106,6 +106,11 @@ def param(name: str, column: sa.ColumnElement[Any]) -> sa.BindParameter[Any]:
     return sa.bindparam(f"p_{name}", type_=column.type)
 
 
+def has_ended(status: object) -> bool:
+    """Whether a record's ``status`` says its operation is over (not parked, not in work)."""
+    return status not in (PROCESSING, NEEDS_ATTENTION)
+
+
 def lease_state_of(record: Leased, now: datetime) -> LeaseState | None:
     """The one state ``record`` is listed under (None once finished)."""
     if record.status == NEEDS_ATTENTION:
@@ -350,6 +355,19 @@ class LeaseColumns(Generic[R]):
             last_error=error[:2000],
             updated_at=now,
         )
+
+    def ended_under(self, record_id: str, *, token: int) -> R | None:
+        """The record, if a write under ``token`` ended it: no later holder can have
+        finished it, since every claim and takeover bumps the token."""
+        c = self.table.c
+        row = self._conn.execute(
+            sa.select(self.table).where(
+                c.id == record_id,
+                c.lease_token == token,
+                c.status.not_in((PROCESSING, NEEDS_ATTENTION)),
+            )
+        ).first()
+        return None if row is None else self._to_record(row)
 
     # -- takeover (sweeper and operator) ----------------------------------------------------
 

@@ -646,11 +646,9 @@ class _Charge:
                     return record  # the settlement commits; the park follows
             return self._write_finish(uow, now, record, row_locked=settlement is not None)
 
-        finished = self.lease.write(write)
+        self.lease.finish(write, report=_report_finished)
         if parked:
             raise Parked(parked[0])
-        metrics.PAYMENTS_FINISHED.labels(status=finished.status.value).inc()
-        log.info("payment_finished", payment_id=finished.id, status=finished.status.value)
 
     def _write_finish(
         self, uow: UnitOfWork, now: datetime, record: PaymentRecord, *, row_locked: bool
@@ -719,6 +717,11 @@ def _finish_amount(record: PaymentRecord) -> tuple[int, str]:
     if moved and record.settled_amount is not None:
         amount, currency = record.settled_amount, record.settled_currency or currency
     return amount, currency
+
+
+def _report_finished(finished: PaymentRecord) -> None:
+    metrics.PAYMENTS_FINISHED.labels(status=finished.status.value).inc()
+    log.info("payment_finished", payment_id=finished.id, status=finished.status.value)
 
 
 def _finish_problem(record: PaymentRecord) -> str | None:

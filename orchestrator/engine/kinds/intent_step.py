@@ -261,13 +261,16 @@ def finish_intent_operation(lease: Lease[OperationRecord], write_books: WriteBoo
             record.id, token=lease.token, final_response=answer.decode("utf-8"), now=now
         )
 
-    lease.write(write_finish)
-    kind = record.kind.value
-    metrics.OPERATIONS_FINISHED.labels(kind=kind, status=record.provider_outcome).inc()
+    lease.finish(write_finish, report=_report_finished)
+
+
+def _report_finished(finished: OperationRecord) -> None:
+    kind = finished.kind.value
+    metrics.OPERATIONS_FINISHED.labels(kind=kind, status=finished.provider_outcome).inc()
     log.info(
         f"{kind}_finished",
-        operation_id=record.id,
-        payment_id=record.payment_id,
-        status=record.provider_outcome,
-        amount=record.amount,
+        operation_id=finished.id,
+        payment_id=finished.payment_id,
+        status=finished.provider_outcome,
+        amount=finished.amount,
     )

@@ -293,11 +293,15 @@ class _Refund(OperationSteps):
             book_refund_outcome(uow, final, provider=payment.provider, now=now, reserved=True)
             return finished
 
-        self.lease.write(write_finish)
-        metrics.OPERATIONS_FINISHED.labels(kind="refund", status=status.value).inc()
-        log.info(
-            "refund_finished",
-            operation_id=record.id,
-            payment_id=record.payment_id,
-            status=status.value,
-        )
+        self.lease.finish(write_finish, report=_report_finished)
+
+
+def _report_finished(finished: OperationRecord) -> None:
+    status = finished.status.value
+    metrics.OPERATIONS_FINISHED.labels(kind="refund", status=status).inc()
+    log.info(
+        "refund_finished",
+        operation_id=finished.id,
+        payment_id=finished.payment_id,
+        status=status,
+    )

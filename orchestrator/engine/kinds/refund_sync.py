@@ -273,15 +273,17 @@ class _RefundSync(OperationSteps):
                 now=now,
             )
 
-        lease.write(write)
-        metrics.OPERATIONS_FINISHED.labels(kind=REFUND_SYNC.name, status="succeeded").inc()
-        log.info(
-            "refund_sync_finished",
-            operation_id=self.record.id,
-            payment_id=self.record.payment_id,
-            listed=listed,
-            recorded=recorded,
-        )
+        def report(finished: OperationRecord) -> None:
+            metrics.OPERATIONS_FINISHED.labels(kind=REFUND_SYNC.name, status="succeeded").inc()
+            log.info(
+                "refund_sync_finished",
+                operation_id=finished.id,
+                payment_id=finished.payment_id,
+                listed=listed,
+                recorded=recorded,
+            )
+
+        lease.finish(write, report)
 
 
 def _provider_refund_values(
