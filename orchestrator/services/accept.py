@@ -114,12 +114,12 @@ def claim_payment(
     )
     record = claimed.record
     if not claimed.created:
-        return _replay(record, settings, client, idempotency_key, fingerprint)
+        return replay_existing(record, settings, client, idempotency_key, fingerprint)
     _count_accepted(record, client, settings, idempotency_key)
     return Accepted(record, replayed=False)
 
 
-def _replay(
+def replay_existing(
     record: PaymentRecord,
     settings: Settings,
     client: ApiClient,
@@ -232,7 +232,7 @@ def authenticate_and_accept(
             existing = unit.payments.find_by_key(client.id, idempotency_key)
         if existing is not None:
             return KeyedAccept(
-                client, _replay(existing, settings, client, idempotency_key, fingerprint)
+                client, replay_existing(existing, settings, client, idempotency_key, fingerprint)
             )
         # Gone meanwhile (retention purged its key): claim it anew, as accept_payment does.
         accepted = accept_payment(

@@ -1,12 +1,14 @@
 """``POST /v1/payments`` on the event loop (orchestrator.db.async_claim): the new key of an
 active merchant is answered there, everything else by the thread path with the same
-answers as before; dead connections are not reused; a full set of connections sends the
-request to the thread path instead of making it wait.  Real PostgreSQL over real HTTP."""
+answers as before; dead connections are not reused; a request that finds every connection
+busy waits for one, for a bounded time, then takes the thread path.  Real PostgreSQL over
+real HTTP."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +34,7 @@ class Recording:
 
     inner: Any
     answers: list[tuple[str | None, bool] | None] = field(default_factory=list)
+    replays_read: list[str | None] = field(default_factory=list)  # the records' ids
 
     def now(self) -> Any:
         return self.inner.now()
@@ -45,6 +48,11 @@ class Recording:
             self.answers.append((None if found is None else found[0].id, inserted))
         return answered
 
+    async def find_by_key(self, client_id: str, idempotency_key: str) -> Any:
+        record = await self.inner.find_by_key(client_id, idempotency_key)
+        self.replays_read.append(None if record is None else record.id)
+        return record
+
     async def close(self) -> None:
         await self.inner.close()
 
@@ -57,13 +65,15 @@ class Served:
     merchant_key: str
     merchant_id: str
 
-    def post(self, key: str, api_key: str | None = None) -> httpx.Response:
+    def post(
+        self, key: str, api_key: str | None = None, body: dict[str, Any] = BODY
+    ) -> httpx.Response:
         headers = {
             "Authorization": f"Bearer {api_key or self.merchant_key}",
             "Idempotency-Key": key,
         }
         with httpx.Client(base_url=self.url, timeout=30, trust_env=False) as client:
-            return client.post("/v1/payments", json=BODY, headers=headers)
+            return client.post("/v1/payments", json=body, headers=headers)
 
     def stored(self, key: str) -> int:
         query = sa.select(sa.func.count()).where(payments.c.idempotency_key == key)
@@ -85,9 +95,7 @@ def served(make_postgres_database) -> Iterator[Served]:
         container.close()
 
 
-def test_a_new_key_is_accepted_on_the_loop_and_the_rest_by_the_thread_path(
-    served: Served,
-) -> None:
+def test_a_new_key_and_its_replays_are_answered_on_the_loop(served: Served) -> None:
     # The first accept may find no fresh sample of the database clock: the thread path
     # answers it and takes one.
     assert served.post("warm").status_code == 202
@@ -98,10 +106,16 @@ def test_a_new_key_is_accepted_on_the_loop_and_the_rest_by_the_thread_path(
     assert served.recording.answers == [(served.merchant_id, True)]
     assert first.json()["idempotency_key"] == "new" and served.stored("new") == 1
 
-    replay = served.post("new")  # taken: the loop inserts nothing, the thread replays
+    replay = served.post("new")  # taken: the loop inserts nothing and reads the record
     assert replay.status_code == 202 and replay.headers["Idempotent-Replayed"] == "true"
     assert replay.content == first.content
     assert served.recording.answers[-1] == (served.merchant_id, False)
+    assert served.recording.replays_read == [first.json()["id"]]
+
+    reused = served.post("new", body={**BODY, "amount": 2500})  # another request's key
+    assert reused.status_code == 422, reused.text
+    assert reused.headers["content-type"] == "application/problem+json"
+    assert served.recording.replays_read == [first.json()["id"]] * 2
     assert served.stored("new") == 1
 
 
@@ -152,10 +166,61 @@ def test_connections_the_server_closed_are_not_reused(served: Served) -> None:
     assert (served.merchant_id, True) in served.recording.answers
 
 
-def test_with_no_connection_free_the_thread_path_answers(
-    served: Served, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def one_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The app's loop claim (made when ``served`` starts it) has one connection and waits
+    for it as long as a test may take."""
+    monkeypatch.setattr(async_claim, "CONNECTIONS", 1)
+    monkeypatch.setattr(async_claim, "SLOT_WAIT_SECONDS", 60.0)
+
+
+@pytest.fixture
+def no_connection(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(async_claim, "CONNECTIONS", 0)
+    monkeypatch.setattr(async_claim, "SLOT_WAIT_SECONDS", 0.0)
+
+
+def wait_until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 20
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+def test_a_request_that_finds_every_connection_busy_waits_for_one(
+    one_connection: None, served: Served
+) -> None:
+    claim = served.recording.inner
+    assert served.post("warm").status_code == 202
+    served.recording.answers.clear()
+    waiting_on_lock = sa.text(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        f"AND application_name = '{async_claim.APPLICATION_NAME}' AND wait_event_type = 'Lock'"
+    )
+    with ThreadPoolExecutor(max_workers=2) as clients:
+        with served.container.engine.connect() as blocker:
+            # The one connection's INSERT waits behind this lock, holding the only slot.
+            blocker.execute(sa.text("LOCK TABLE payments IN SHARE MODE"))
+            first = clients.submit(served.post, "first")
+            with served.container.engine.connect() as watcher:
+
+                def first_blocked() -> bool:
+                    watcher.rollback()  # pg_stat_activity is a snapshot per transaction
+                    return bool(watcher.execute(waiting_on_lock).scalar_one())
+
+                wait_until(first_blocked, "the first accept never reached the lock")
+            second = clients.submit(served.post, "second")
+            wait_until(lambda: claim.waiting == 1, "the second accept never queued for a slot")
+            blocker.rollback()
+        assert first.result().status_code == 202 and second.result().status_code == 202
+    # Both on the loop: the second waited for the first's connection.
+    assert served.recording.answers == [(served.merchant_id, True)] * 2
+    assert served.stored("first") == served.stored("second") == 1
+
+
+def test_past_the_wait_for_a_connection_the_thread_path_answers(
+    no_connection: None, served: Served
+) -> None:
     assert served.post("warm").status_code == 202
     answer = served.post("no-connection")
     assert answer.status_code == 202 and served.stored("no-connection") == 1

@@ -52,6 +52,7 @@ from orchestrator.services.accept import (
     authenticate_and_accept,
     keyed_claim,
     new_payment,
+    replay_existing,
 )
 from orchestrator.services.api_keys import active_found
 from orchestrator.services.queries import find_payment_by_key, get_payment
@@ -147,10 +148,11 @@ _serve_separately = serve_with(accept)
 
 
 async def accept_on_loop(container: Container, request: Request, raw: RawBody) -> Response | None:
-    """``serve_accept``'s common case on the event loop, without a thread: a request that
-    passes every check, from an active merchant, with a new key (orchestrator.db.async_claim).
-    None for anything else, and ``serve_accept`` answers it from the start: a refusal, a
-    taken key, no free connection, a stale clock sample, SQLite or ``WAKE_UP=publish``."""
+    """``serve_accept``'s common cases on the event loop, without a thread: a request that
+    passes every check, from an active merchant, with a new key or a taken one (its replay
+    or its 422; orchestrator.db.async_claim).  None for anything else, and ``serve_accept``
+    answers it from the start: a refusal, a purged key, no connection free in time, a stale
+    clock sample, SQLite or ``WAKE_UP=publish``."""
     claim: AsyncAuthenticatedClaim | None = request.app.state.async_claim
     credentials = bearer_credentials(request.headers.get("authorization"))
     if claim is None or credentials is None:
@@ -172,11 +174,23 @@ async def accept_on_loop(container: Container, request: Request, raw: RawBody) -
         return None
     found, inserted = answered
     client = active_found(found, prepared.key_hash)
-    if client is None or client.role is not Role.MERCHANT or not inserted:
+    if client is None or client.role is not Role.MERCHANT:
         return None  # nothing was inserted: the thread path sees what this one saw
+    if inserted:
+        bind_client(request, client)
+        return accepted_answer(
+            container, new_payment(prepared, client, settings, container.publisher)
+        )
+    # The key is taken (a retry, a storm of them): its replay, read on the loop too.
+    existing = await claim.find_by_key(client.id, key)
+    if existing is None:
+        return None  # purged meanwhile, or no connection: the thread path claims anew
     bind_client(request, client)
-    accepted = new_payment(prepared, client, settings, container.publisher)
-    return accepted_answer(container, accepted)
+    try:
+        replayed = replay_existing(existing, settings, client, key, fingerprint)
+    except IdempotencyKeyReused as reused:
+        raise key_reused(reused) from None
+    return accepted_answer(container, replayed)
 
 
 router.add_api_route(

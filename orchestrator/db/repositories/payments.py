@@ -107,7 +107,8 @@ def _with_latest_event_sequence() -> sa.Select[Any]:
 
 
 # The replay's read (every duplicate POST): built once, with bound parameters.
-_BY_KEY = _with_latest_event_sequence().where(
+# The record holding a client's key (also run on the API's event loop: db.async_claim).
+BY_KEY = _with_latest_event_sequence().where(
     payments.c.client_id == sa.bindparam("client_id"),
     payments.c.idempotency_key == sa.bindparam("idempotency_key"),
 )
@@ -133,7 +134,7 @@ class PaymentRepository:
 
     def find_by_key(self, client_id: str, idempotency_key: str) -> PaymentRecord | None:
         row = self._conn.execute(
-            _BY_KEY, {"client_id": client_id, "idempotency_key": idempotency_key}
+            BY_KEY, {"client_id": client_id, "idempotency_key": idempotency_key}
         ).first()
         return None if row is None else to_payment(row)
 
