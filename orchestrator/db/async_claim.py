@@ -1,20 +1,22 @@
 """The accept's one statement on the API's event loop (PostgreSQL, ``WAKE_UP=notify``).
 
 ``POST /v1/payments`` for a new key of an active merchant is one statement that
-authenticates and claims (``authenticated_claim_statement``).  In a worker thread it costs a
-thread hop and the interpreter lock handed between the thread and the event loop for every
-request; here it runs on an asyncio psycopg connection, with no thread at all.  Measured in
-the same runs of ``payorch bench --only accept``: 0.46-0.51 of the bare route against
-0.41-0.46 from the thread (bench/RESULTS.md §14).
+authenticates and claims (``authenticated_claim_statement``); a taken key is that statement
+and the read of the record that holds it (its replay).  In a worker thread each costs a
+thread hop and the interpreter lock handed between the thread and the event loop; here they
+run on asyncio psycopg connections, with no thread at all.  Measured in the same runs of
+``payorch bench --only accept``: 0.55-0.60 of the bare route against 0.36-0.40 for the
+thread path alone (bench/RESULTS.md §15).
 
 What keeps this safe to add beside the tested path:
 
-* **Only the new key of an active merchant is answered here.**  Everything else (a stale
-  clock sample, an unknown, revoked or ops key, a taken key) makes ``__call__`` answer
-  None or a row the caller does not accept, and the request is served again from the
-  start by the thread path (``routes.payments.serve_accept``), whose answers stay the
-  only ones for those cases.  The statement inserted nothing then, so the second run sees
-  what the first would have.
+* **Only an active merchant's key is answered here**: a new key's 202, a taken key's
+  replay or 422 (the thread path's own ``services.accept.replay_existing``).  Everything
+  else (a stale clock sample, an unknown, revoked or ops key, a key whose record is gone)
+  makes the caller answer None, and the request is served again from the start by the
+  thread path (``routes.payments.serve_accept``), whose answers stay the only ones for
+  those cases.  The statement inserted nothing then, so the second run sees what the
+  first would have.
 * **A request waits briefly for one of the ``CONNECTIONS``, then takes the thread path.**
   At most ``CONNECTIONS`` statements run at once (a semaphore's slots); a request that
   finds them all busy queues on the loop for up to ``SLOT_WAIT_SECONDS``.  Under a burst

@@ -1,8 +1,8 @@
-"""``POST /v1/payments`` on the event loop (orchestrator.db.async_claim): the new key of an
-active merchant is answered there, everything else by the thread path with the same
-answers as before; dead connections are not reused; a request that finds every connection
-busy waits for one, for a bounded time, then takes the thread path.  Real PostgreSQL over
-real HTTP."""
+"""``POST /v1/payments`` on the event loop (orchestrator.db.async_claim): an active merchant's
+new key is answered there, and so is its replay (or 422); everything else by the thread
+path with the same answers as before; dead connections are not reused; a request that finds
+every connection busy waits for one, for a bounded time, then takes the thread path.  Real
+PostgreSQL over real HTTP."""
 
 from __future__ import annotations
 
