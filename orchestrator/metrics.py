@@ -93,6 +93,14 @@ KEY_REUSE_CONFLICTS = Counter(
     "payorch_idempotency_key_reuse_conflicts_total",
     "Same Idempotency-Key with a different request (422).",
 )
+# orchestrator.db.async_claim: why an accept on the event loop went to the thread path.
+ACCEPT_LOOP_FALLBACK_REASONS = ("busy", "connect_failed")
+ACCEPT_LOOP_FALLBACKS = Counter(
+    "payorch_accept_loop_fallbacks_total",
+    "Accepts the event loop handed to the thread path: every loop connection busy past the "
+    "wait (busy), or a connection that could not be opened (connect_failed).",
+    ["reason"],
+)
 WAKEUPS_DISPATCHED = Counter(
     "payorch_wakeups_dispatched_total",
     "Accepted payments whose NOTIFY the dispatcher published as a task (PAYORCH_WAKE_UP=notify).",
@@ -214,6 +222,7 @@ ROLE_SERIES: dict[Role, frozenset[str]] = {
             "payorch_payments_accepted_total",
             "payorch_idempotent_replays_total",
             "payorch_idempotency_key_reuse_conflicts_total",
+            "payorch_accept_loop_fallbacks_total",
             "payorch_task_publish_failures_total",
             "payorch_lease_takeovers_total",  # operator takeovers through the ops API
             "payorch_payments_needs_attention_total",  # a takeover that parks
@@ -252,6 +261,8 @@ def _initialise_label_sets() -> None:
     ``increase()``) sees the first event instead of a series appearing out of nowhere."""
     for status in PAYMENT_STATUSES:
         REPLAYS_ANSWERED.labels(state=status)
+    for reason in ACCEPT_LOOP_FALLBACK_REASONS:
+        ACCEPT_LOOP_FALLBACKS.labels(reason=reason)
     for operation in PROVIDER_OPERATIONS:
         PROVIDER_LATENCY.labels(operation=operation)
         for outcome in PROVIDER_OUTCOMES:

@@ -48,6 +48,7 @@ import psycopg
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from orchestrator import metrics
 from orchestrator.db import prebuilt
 from orchestrator.db.clock import Clock, sampled_now
 from orchestrator.db.direct import AuthenticatedClaimStatement
@@ -111,11 +112,15 @@ class AsyncAuthenticatedClaim:
     async def _fetch_one(self, sql: str, params: dict[str, Any]) -> tuple[Row | None] | None:
         """The statement's first row (in a 1-tuple), or None when no connection could be
         had in time."""
-        if self._closed or not await self._take_slot():
+        if self._closed:
+            return None
+        if not await self._take_slot():
+            metrics.ACCEPT_LOOP_FALLBACKS.labels(reason="busy").inc()
             return None
         try:
             checked_out = await self._checkout()
             if checked_out is None:
+                metrics.ACCEPT_LOOP_FALLBACKS.labels(reason="connect_failed").inc()
                 return None
             return (await self._run(checked_out, sql, params),)
         finally:

@@ -21,6 +21,7 @@ from orchestrator.bootstrap import Container
 from orchestrator.db import async_claim
 from orchestrator.db.tables import payments
 from orchestrator.domain.model import Role
+from orchestrator.metrics import ACCEPT_LOOP_FALLBACKS
 from orchestrator.services.api_keys import create_client, revoke_client
 from tests.harness.containers import build_container
 from tests.harness.server import ServerThread
@@ -221,10 +222,14 @@ def test_a_request_that_finds_every_connection_busy_waits_for_one(
 def test_past_the_wait_for_a_connection_the_thread_path_answers(
     no_connection: None, served: Served
 ) -> None:
+    busy = ACCEPT_LOOP_FALLBACKS.labels(reason="busy")
+    before = busy._value.get()
     assert served.post("warm").status_code == 202
     answer = served.post("no-connection")
     assert answer.status_code == 202 and served.stored("no-connection") == 1
     assert served.recording.answers and set(served.recording.answers) == {None}
+    # Operators see it: one fallback counted for each request the loop handed over.
+    assert busy._value.get() - before == len(served.recording.answers)
 
 
 def test_the_loops_connections_close_when_the_app_stops(make_postgres_database) -> None:

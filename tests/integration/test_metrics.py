@@ -46,6 +46,8 @@ API_EXPOSED = [
     ("payorch_idempotent_replays_total", {"state": "processing"}),
     ("payorch_idempotent_replays_total", {"state": "succeeded"}),
     ("payorch_idempotency_key_reuse_conflicts_total", {}),
+    ("payorch_accept_loop_fallbacks_total", {"reason": "busy"}),
+    ("payorch_accept_loop_fallbacks_total", {"reason": "connect_failed"}),
     ("payorch_lease_takeovers_total", {"by": "operator"}),
     ("payorch_payment_records", {"status": "processing"}),
     ("payorch_payment_records", {"status": "needs_attention"}),
