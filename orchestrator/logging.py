@@ -81,9 +81,9 @@ def capture_standard_logging(settings: Settings) -> None:
     root = logging.getLogger()
     root.handlers = [handler]
     root.setLevel(_level(settings))
-    # The SDK and httpx log every provider request at INFO (three lines per call): noise at
-    # our volume, and the protocol logs what matters about each call itself.
-    for chatty in ("stripe", "httpx", "httpcore"):
+    # The SDK and the HTTP clients log every request (the SDK and httpx at INFO, three lines
+    # per call): noise at our volume, and the protocol logs what matters about each call.
+    for chatty in ("stripe", "httpx", "httpcore", "urllib3"):
         logging.getLogger(chatty).setLevel(max(logging.WARNING, _level(settings)))
     logging.captureWarnings(True)  # a library's warning is a log line like any other
 

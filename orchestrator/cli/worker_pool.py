@@ -99,8 +99,8 @@ class ConnectionSizing:
 def connection_sizing(pool: str, concurrency: int, processes: int = 1) -> ConnectionSizing:
     """The database pool of each worker process, from the tasks it runs at once
     (``concurrency``, per process) and the threads-pool processes one ``payorch worker``
-    runs (``worker_processes``).  (The provider client needs no sizing: it keeps one httpx
-    client per thread, see ``orchestrator.providers.stripe_adapter``.)
+    runs (``worker_processes``).  (The provider client needs no sizing: it keeps one urllib3
+    connection per thread, see ``orchestrator.providers.stripe_adapter``.)
 
     A task holds a connection only inside its short transactions (never across a provider
     call), one at a time.  The pool holds one per task in flight, and one ``payorch

@@ -1,8 +1,9 @@
 """Stripe behind our provider protocol.  The only module in payorch that imports ``stripe``.
 
 It builds its own ``stripe.StripeClient`` (no global API key, base or HTTP client) with
-``max_network_retries=0`` (retries are the worker's, at one layer), an explicit HTTPX client
-with connect and read timeouts, and always passes our derived idempotency key.
+``max_network_retries=0`` (retries are the worker's, at one layer), an HTTP client of its
+own on urllib3 with connect and read timeouts (``_Urllib3Client``), and always passes our
+derived idempotency key.
 
 How SDK failures become our taxonomy (``base``)::
 
@@ -45,24 +46,27 @@ raised while sending into ``APIConnectionError`` -- a vcrpy cassette miss, a bug
 transport, even a ``DeprecationWarning`` turned into an error by ``-W error`` (the SDK's
 HTTPXClient passes a string as ``data=``, which httpx deprecates).  Treated as a timeout,
 such a bug would send the worker into "query first, retry later" forever and hide the bug.
-So our HTTP client wraps only httpx transport errors, and the mapping checks the cause chain
-again for any other client.
+So our HTTP client wraps only urllib3's and the socket's errors, and the mapping checks the
+cause chain again for any other client.
 """
 
 from __future__ import annotations
 
 import email.utils
+import ssl
 import threading
 import time
+import urllib.request
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-import httpx
+import certifi
 import stripe
+import urllib3
 
 from orchestrator.providers import keys
 from orchestrator.providers.base import (
@@ -90,12 +94,6 @@ LIST_PAGE_LIMIT = 100
 # replayed later than this is refused.  Shorter would refuse genuine deliveries from a host
 # whose clock is a little off; longer widens the replay window.
 WEBHOOK_TOLERANCE_SECONDS = 300
-# Connections the adapter keeps to the provider.  One client is shared by every thread of a
-# process, so a pool smaller than the threads calling at once makes them queue on the
-# ``pool`` timeout (which then looks like a provider outage).  ``StripeProvider`` takes
-# ``max_connections`` so the composition root can size it from the worker's concurrency.
-DEFAULT_MAX_CONNECTIONS = 100
-DEFAULT_MAX_KEEPALIVE_CONNECTIONS = 20
 
 
 class ProviderBug(Exception):
@@ -105,61 +103,33 @@ class ProviderBug(Exception):
     """
 
 
-class _HttpxClient(stripe.HTTPClient):
-    """The SDK's HTTP seam, on httpx clients we configure (timeouts, transport).
+Transport = Callable[[str, str, bytes | None, dict[str, str]], urllib3.BaseHTTPResponse]
+"""Sends one request (method, URL, body, headers) and answers urllib3's response, or raises
+urllib3's (or the socket's) error.  Production sends through ``_ThreadPools``; unit tests
+pass a function that answers canned responses without a network."""
 
-    ``transport`` is the test seam: an ``httpx.MockTransport`` (or any BaseTransport) lets
-    unit tests answer with canned responses without a network.
 
-    One httpx client **per thread**, all sharing one SSL context: a thread makes one call at
-    a time, so its own pool holds the one connection it keeps alive.  One pool shared by a
-    worker's 128 threads cost 27 % of the worker's CPU in httpcore's pool bookkeeping (each
-    request scans every connection of the pool under one lock), and a pool smaller than the
-    threads made them queue on the ``pool`` timeout (which then looks like an outage).
+class _Urllib3Client(stripe.HTTPClient):
+    """The SDK's HTTP seam, on urllib3 connection pools we configure (timeouts, TLS, proxy).
+
+    Why urllib3 and not httpx (which the rest of payorch uses): the provider call is the
+    worker's hot path, twice per payment.  In one thread against the simulator, httpx spent
+    ~0.75 ms of CPU per request and urllib3 ~0.4 ms; the payment's CPU fell by about 1 ms
+    (bench/RESULTS.md section 16).  urllib3 is what the SDK's own ``RequestsClient`` sends
+    through, minus the layer of ``requests``.
     """
 
-    name = "httpx"
+    name = "urllib3"
 
     def __init__(
-        self,
-        *,
-        timeout: httpx.Timeout,
-        transport: httpx.BaseTransport | None,
-        limits: httpx.Limits | None = None,
+        self, *, connect_timeout: float, read_timeout: float, transport: Transport | None
     ) -> None:
         super().__init__()
-        self._timeout = timeout
+        self._pools: _ThreadPools | None = None
+        if transport is None:
+            self._pools = _ThreadPools(urllib3.Timeout(connect=connect_timeout, read=read_timeout))
+            transport = self._pools
         self._transport = transport
-        self._limits = limits or pool_limits()
-        # Loading the CA bundle costs milliseconds: once per adapter, not per thread.
-        self._ssl_context = httpx.create_ssl_context() if transport is None else None
-        self._local = threading.local()
-        # One finalizer per thread's client.  Hazard: an httpx.Client dropped without
-        # close() leaks its keep-alive socket (a ResourceWarning, an fd until the GC runs).
-        # A client is closed when its thread ends (the thread-local drops its holder) or at
-        # close(), whichever comes first; a finalizer runs at most once.
-        self._finalizers: set[weakref.finalize[Any, Any]] = set()
-        self._finalizers_lock = threading.Lock()
-
-    @property
-    def _http(self) -> httpx.Client:
-        """The calling thread's client."""
-        holder: _ThreadClient | None = getattr(self._local, "holder", None)
-        if holder is None:
-            client = httpx.Client(
-                timeout=self._timeout,
-                transport=self._transport,
-                limits=self._limits,
-                verify=self._ssl_context if self._ssl_context is not None else True,
-                follow_redirects=False,
-            )
-            holder = _ThreadClient(client)
-            self._local.holder = holder
-            finalizer = weakref.finalize(holder, client.close)
-            with self._finalizers_lock:
-                self._finalizers = {f for f in self._finalizers if f.alive}
-                self._finalizers.add(finalizer)
-        return holder.client
 
     def request(
         self,
@@ -170,18 +140,108 @@ class _HttpxClient(stripe.HTTPClient):
         *,
         _usage: list[str] | None = None,
     ) -> tuple[str, int, Mapping[str, str]]:
+        body = post_data.encode() if isinstance(post_data, str) else post_data
         try:
-            response = self._http.request(
-                method, url, headers=dict(headers or {}), content=post_data
-            )
-        except (httpx.TransportError, httpx.DecodingError) as exc:
-            # Only a transport failure means "the network failed"; anything else raised
-            # here (a cassette miss, a bug) must surface as itself.
+            response = self._transport(method.upper(), url, body, dict(headers or {}))
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            # Only a transport failure means "the network failed" (``_is_transport_failure``
+            # reads the cause again); anything else raised here (a cassette miss, a bug)
+            # must surface as itself.
             raise stripe.APIConnectionError(  # type: ignore[no-untyped-call]
                 f"Network error talking to Stripe: {type(exc).__name__}: {exc}",
                 should_retry=False,
             ) from exc
-        return response.text, response.status_code, response.headers
+        return response.data.decode("utf-8", errors="replace"), response.status, response.headers
+
+    def close(self) -> None:
+        if self._pools is not None:
+            self._pools.close()
+
+
+class _ThreadPools:
+    """urllib3 connection pools **per thread**, all sharing one SSL context.
+
+    A thread makes one call at a time, so its own pool holds the one connection it keeps
+    alive and never waits for another thread's.  One pool shared by a worker's 128 threads
+    cost 27 % of the worker's CPU in the pool's bookkeeping (httpx scanned every connection
+    under one lock), and a pool smaller than the threads made them queue (which then looks
+    like an outage).
+
+    ``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY`` from the environment are honoured, as the
+    SDK's other clients do: an egress proxy in front of Stripe is common.
+    """
+
+    def __init__(self, timeout: urllib3.Timeout) -> None:
+        self._timeout = timeout
+        # Loading the CA bundle costs milliseconds: once per adapter, not per thread.
+        self._ssl_context = ssl.create_default_context(cafile=certifi.where())
+        # Read once, like the SDK's other clients: {"https": "http://proxy:3128", "no": …}.
+        self._proxies = urllib.request.getproxies_environment()
+        self._proxy_by_origin: dict[str, str | None] = {}
+        self._local = threading.local()
+        # One finalizer per thread's pools.  Hazard: a pool dropped without close() leaks
+        # its keep-alive socket (a ResourceWarning, an fd until the GC runs).  A thread's
+        # pools are closed when it ends (the thread-local drops its holder) or at close(),
+        # whichever comes first; a finalizer runs at most once.
+        self._finalizers: set[weakref.finalize[Any, Any]] = set()
+        self._finalizers_lock = threading.Lock()
+
+    def proxy_for(self, url: str) -> str | None:
+        """The proxy a request to ``url`` goes through, or None to go direct."""
+        parsed = urllib3.util.parse_url(url)
+        proxy = self._proxies.get(parsed.scheme or "")
+        # proxy_bypass reads NO_PROXY (on Linux; the system's settings elsewhere).
+        if not proxy or urllib.request.proxy_bypass(parsed.host or ""):
+            return None
+        return str(proxy)
+
+    def __call__(
+        self, method: str, url: str, body: bytes | None, headers: dict[str, str]
+    ) -> urllib3.BaseHTTPResponse:
+        # The origin is the text before the path: "https://api.stripe.com".
+        scheme, _, rest = url.partition("://")
+        host, slash, path = rest.partition("/")
+        origin = f"{scheme}://{host}"
+        if origin not in self._proxy_by_origin:
+            self._proxy_by_origin[origin] = self.proxy_for(url)
+        proxy = self._proxy_by_origin[origin]
+        options: dict[str, Any] = {
+            "body": body,
+            "headers": headers,
+            "retries": False,  # one layer retries: the worker's
+            "redirect": False,
+            "preload_content": True,
+        }
+        holder = self._holder()
+        if proxy is not None:
+            # The proxy manager adds what a proxy needs (absolute form, Host, CONNECT).
+            return holder.proxied(proxy, self._pool_options()).urlopen(method, url, **options)
+        pool = holder.pools.get(origin)
+        if pool is None:
+            pool = holder.pools[origin] = holder.direct(self._pool_options()).connection_from_url(
+                url
+            )
+        return pool.urlopen(method, slash + path, assert_same_host=False, **options)
+
+    def _pool_options(self) -> dict[str, Any]:
+        return {
+            "maxsize": 1,  # one call at a time per thread: never waits for a connection
+            "block": False,
+            "timeout": self._timeout,
+            "retries": False,
+            "ssl_context": self._ssl_context,
+        }
+
+    def _holder(self) -> _ThreadHolder:
+        holder: _ThreadHolder | None = getattr(self._local, "holder", None)
+        if holder is None:
+            holder = _ThreadHolder()
+            self._local.holder = holder
+            finalizer = weakref.finalize(holder, holder.managers_close, holder.managers)
+            with self._finalizers_lock:
+                self._finalizers = {f for f in self._finalizers if f.alive}
+                self._finalizers.add(finalizer)
+        return holder
 
     def close(self) -> None:
         with self._finalizers_lock:
@@ -190,27 +250,38 @@ class _HttpxClient(stripe.HTTPClient):
             finalizer()
 
 
-class _ThreadClient:
-    """What a thread's ``threading.local`` holds: its client.  When the thread ends, the
-    holder goes, and its finalizer closes the client."""
+class _ThreadHolder:
+    """What a thread's ``threading.local`` holds: its pool managers and the direct pools taken
+    from them by origin.  When the thread ends, the holder goes, and its finalizer closes the
+    managers (and with them every pool and socket)."""
 
-    __slots__ = ("__weakref__", "client")
+    __slots__ = ("__weakref__", "direct_manager", "managers", "pools", "proxy_managers")
 
-    def __init__(self, client: httpx.Client) -> None:
-        self.client = client
+    def __init__(self) -> None:
+        self.managers: list[urllib3.PoolManager] = []  # every manager, for the finalizer
+        self.direct_manager: urllib3.PoolManager | None = None
+        self.pools: dict[str, urllib3.HTTPConnectionPool] = {}
+        self.proxy_managers: dict[str, urllib3.ProxyManager] = {}
 
+    def direct(self, options: dict[str, Any]) -> urllib3.PoolManager:
+        if self.direct_manager is None:
+            self.direct_manager = urllib3.PoolManager(num_pools=4, **options)
+            self.managers.append(self.direct_manager)
+        return self.direct_manager
 
-def pool_limits(
-    max_connections: int = DEFAULT_MAX_CONNECTIONS,
-    max_keepalive_connections: int | None = None,
-) -> httpx.Limits:
-    """The connection pool of one adapter (see ``DEFAULT_MAX_CONNECTIONS``)."""
-    keepalive = (
-        min(DEFAULT_MAX_KEEPALIVE_CONNECTIONS, max_connections)
-        if max_keepalive_connections is None
-        else max_keepalive_connections
-    )
-    return httpx.Limits(max_connections=max_connections, max_keepalive_connections=keepalive)
+    def proxied(self, proxy: str, options: dict[str, Any]) -> urllib3.ProxyManager:
+        manager = self.proxy_managers.get(proxy)
+        if manager is None:
+            manager = self.proxy_managers[proxy] = urllib3.ProxyManager(
+                proxy, num_pools=4, **options
+            )
+            self.managers.append(manager)
+        return manager
+
+    @staticmethod
+    def managers_close(managers: list[urllib3.PoolManager]) -> None:
+        for manager in managers:
+            manager.clear()
 
 
 class StripeProvider:
@@ -225,22 +296,20 @@ class StripeProvider:
         api_base: str = stripe.DEFAULT_API_BASE,
         connect_timeout: float,
         read_timeout: float,
-        transport: httpx.BaseTransport | None = None,
+        transport: Transport | None = None,
         api_version: str = PINNED_API_VERSION,
-        limits: httpx.Limits | None = None,
     ) -> None:
         # The SDK offers telemetry (a request-metrics header, a telemetry id written under
         # ~/.config/stripe, the platform string) only as a module switch; it is one-way and
         # the same for every client in the process, so setting it here is harmless.
         stripe.enable_telemetry = False
         # connect: a refused/unroutable connect proves nothing was sent, so it can be short.
-        # read/write: too short turns slow successes into unknown outcomes (a query each);
-        # too long lets a hung provider eat the worker's lease.  pool: waiting for one of our
-        # own connections, bounded like a connect.
-        timeout = httpx.Timeout(
-            connect=connect_timeout, read=read_timeout, write=read_timeout, pool=connect_timeout
+        # read (every wait on the socket after the connect, sending included): too short
+        # turns slow successes into unknown outcomes (a query each); too long lets a hung
+        # provider eat the worker's lease.  No pool wait: each thread has its own connection.
+        self._http_client = _Urllib3Client(
+            connect_timeout=connect_timeout, read_timeout=read_timeout, transport=transport
         )
-        self._http_client = _HttpxClient(timeout=timeout, transport=transport, limits=limits)
         self._client = stripe.StripeClient(
             api_key,
             base_addresses={"api": api_base},
@@ -604,10 +673,12 @@ def _is_transport_failure(exc: stripe.APIConnectionError) -> bool:
     cause: BaseException | None = exc.__cause__ or exc.__context__
     while isinstance(cause, stripe.APIConnectionError):
         cause = cause.__cause__ or cause.__context__
-    if isinstance(cause, httpx.UnsupportedProtocol | httpx.LocalProtocolError):
-        return False  # our URL or request is malformed: nothing was ever sent
-    # A body that cannot be decoded arrived damaged in transit: the request did reach Stripe.
-    return isinstance(cause, httpx.TransportError | httpx.DecodingError | OSError)
+    if isinstance(cause, urllib3.exceptions.LocationValueError):
+        return False  # our URL is malformed (a bad scheme, no host): nothing was ever sent
+    # Everything else urllib3 raises is the network's: a refused or timed-out connect, a
+    # reset, a response cut short or one whose body arrived damaged (DecodeError).  The
+    # request may have reached Stripe.
+    return isinstance(cause, urllib3.exceptions.HTTPError | OSError)
 
 
 def retry_after_seconds(

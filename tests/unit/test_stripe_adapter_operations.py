@@ -12,6 +12,7 @@ from urllib.parse import parse_qsl
 import httpx
 import pytest
 import stripe
+import urllib3
 
 from orchestrator.providers.base import (
     Declined,
@@ -24,8 +25,8 @@ from orchestrator.providers.stripe_adapter import (
     WEBHOOK_TOLERANCE_SECONDS,
     StripeProvider,
     parse_webhook_event,
-    pool_limits,
 )
+from tests.fakes.stripe_http import FakeStripeTransport, LocalStripeServer
 
 Handler = Callable[[httpx.Request], httpx.Response]
 
@@ -65,12 +66,12 @@ class FakeStripe:
         self.requests: list[httpx.Request] = []
         self.handler: Handler = lambda request: httpx.Response(200, json=_intent())
 
-    def transport(self) -> httpx.MockTransport:
+    def transport(self) -> FakeStripeTransport:
         def handle(request: httpx.Request) -> httpx.Response:
             self.requests.append(request)
             return self.handler(request)
 
-        return httpx.MockTransport(handle)
+        return FakeStripeTransport(handle)
 
     def answer(self, status: int, body: dict[str, object]) -> None:
         self.handler = lambda request: httpx.Response(status, json=body)
@@ -257,7 +258,9 @@ def test_a_cancel_that_timed_out_is_an_unknown_outcome(
     provider: StripeProvider, fake: FakeStripe
 ) -> None:
     def time_out(request: httpx.Request) -> httpx.Response:
-        raise httpx.ReadTimeout("slow", request=request)
+        raise urllib3.exceptions.ReadTimeoutError(
+            urllib3.HTTPConnectionPool("stripe.invalid"), str(request.url), "read timed out"
+        )
 
     fake.handler = time_out
 
@@ -368,20 +371,45 @@ def test_listing_refunds_asks_for_one_intents_page_after_a_cursor(
 # -- the connection pool -----------------------------------------------------------------
 
 
-def test_the_connection_pool_is_sized_by_the_caller() -> None:
-    limits = pool_limits(8)
+def test_a_thread_keeps_one_connection_alive_across_calls() -> None:
+    # Against a real server: the second call goes out on the first call's connection.
+    with (
+        LocalStripeServer(_intent()) as server,
+        StripeProvider(
+            api_key="sk_test_unit",
+            api_base=server.url,
+            connect_timeout=1.0,
+            read_timeout=5.0,
+        ) as provider,
+    ):
+        provider.retrieve_intent("pi_fake")
+        provider.retrieve_intent("pi_fake")
 
-    assert limits.max_connections == 8
-    assert limits.max_keepalive_connections == 8
-    with StripeProvider(
-        api_key="sk_test_unit",
-        api_base="https://stripe.invalid",
-        connect_timeout=1.0,
-        read_timeout=1.0,
-        limits=limits,
-    ) as provider:
-        pool = provider._http_client._http._transport._pool  # type: ignore[attr-defined]
-        assert pool._max_connections == 8
+    assert server.paths == ["/v1/payment_intents/pi_fake"] * 2
+    assert len(set(server.client_ports)) == 1
+
+
+def test_requests_go_through_the_proxy_the_environment_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # An egress proxy in front of Stripe is common: HTTP_PROXY is honoured (a plain-HTTP
+    # proxy sees the absolute URL), and NO_PROXY exempts a host.
+    with LocalStripeServer(_intent()) as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        monkeypatch.setenv("NO_PROXY", "stripe.direct.invalid")
+        with StripeProvider(
+            api_key="sk_test_unit",
+            api_base="http://stripe.proxied.invalid",
+            connect_timeout=1.0,
+            read_timeout=5.0,
+        ) as provider:
+            intent = provider.retrieve_intent("pi_fake")
+            pools = provider._http_client._pools  # type: ignore[attr-defined]
+            assert pools.proxy_for("http://stripe.direct.invalid/v1") is None
+
+    assert intent.id == "pi_fake"
+    assert proxy.paths == ["http://stripe.proxied.invalid/v1/payment_intents/pi_fake"]
+    assert proxy.hosts == ["stripe.proxied.invalid"]
 
 
 # -- webhooks ----------------------------------------------------------------------------

@@ -11,11 +11,13 @@ import json
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from email.utils import format_datetime
+from http.client import RemoteDisconnected
 from urllib.parse import parse_qsl
 
 import httpx
 import pytest
 import stripe
+import urllib3
 
 from orchestrator.providers.base import (
     Declined,
@@ -32,6 +34,10 @@ from orchestrator.providers.stripe_adapter import (
 )
 from orchestrator.providers.stripe_version import PINNED_API_VERSION
 from orchestrator.settings import Settings
+from tests.fakes.stripe_http import FakeStripeTransport
+
+# A pool for the errors that name one (urllib3 raises them with the pool they came from).
+_POOL = urllib3.HTTPConnectionPool("stripe.invalid")
 
 Handler = Callable[[httpx.Request], httpx.Response]
 
@@ -67,12 +73,12 @@ class FakeStripe:
         self.requests: list[httpx.Request] = []
         self.handler: Handler = lambda request: httpx.Response(200, json=_intent())
 
-    def transport(self) -> httpx.MockTransport:
+    def transport(self) -> FakeStripeTransport:
         def handle(request: httpx.Request) -> httpx.Response:
             self.requests.append(request)
             return self.handler(request)
 
-        return httpx.MockTransport(handle)
+        return FakeStripeTransport(handle)
 
     def answer(self, response: httpx.Response) -> None:
         self.handler = lambda request: response
@@ -474,17 +480,22 @@ def test_an_answer_that_is_not_stripe_json_is_an_unknown_outcome(
 @pytest.mark.parametrize(
     "failure",
     [
-        httpx.ReadTimeout("timed out"),
-        httpx.ConnectTimeout("timed out"),
-        httpx.ConnectError("connection refused"),
-        httpx.RemoteProtocolError("server disconnected"),
-        httpx.ReadError("connection reset"),
-        httpx.DecodingError("truncated gzip stream"),
+        urllib3.exceptions.ReadTimeoutError(_POOL, "/v1", "read timed out"),
+        urllib3.exceptions.ConnectTimeoutError("connect timed out"),
+        urllib3.exceptions.NewConnectionError(
+            urllib3.connection.HTTPConnection("stripe.invalid"), "connection refused"
+        ),
+        urllib3.exceptions.ProtocolError("Connection aborted.", RemoteDisconnected()),
+        urllib3.exceptions.ProtocolError("Connection broken", ConnectionResetError()),
+        urllib3.exceptions.IncompleteRead(10, 20),
+        urllib3.exceptions.DecodeError("truncated gzip stream"),
+        urllib3.exceptions.SSLError("certificate verify failed"),
+        ConnectionResetError("reset by peer"),
     ],
     ids=lambda e: type(e).__name__,
 )
 def test_transport_failures_are_unknown_outcomes(
-    provider: StripeProvider, fake: FakeStripe, failure: httpx.HTTPError
+    provider: StripeProvider, fake: FakeStripe, failure: Exception
 ) -> None:
     fake.fail_with(failure)
 
@@ -510,10 +521,24 @@ def test_a_non_network_exception_in_the_http_stack_surfaces_as_itself(
 def test_a_malformed_url_is_a_bug_not_an_unknown_outcome(
     provider: StripeProvider, fake: FakeStripe
 ) -> None:
-    fake.fail_with(httpx.UnsupportedProtocol("Request URL has an unsupported protocol"))
+    fake.fail_with(urllib3.exceptions.URLSchemeUnknown("ftp"))
 
     with pytest.raises(ProviderBug) as caught:
         _confirm(provider)
+
+    assert not isinstance(caught.value, ProviderError)
+
+
+@pytest.mark.parametrize("api_base", ["ftp://stripe.invalid", "http://"])
+def test_a_malformed_api_base_through_the_real_transport_is_a_bug(api_base: str) -> None:
+    # Nothing is sent: urllib3 refuses the URL before it opens a connection.
+    with (
+        StripeProvider(
+            api_key="sk_test_unit", api_base=api_base, connect_timeout=1.0, read_timeout=1.0
+        ) as provider,
+        pytest.raises(ProviderBug) as caught,
+    ):
+        provider.retrieve_intent("pi_fake")
 
     assert not isinstance(caught.value, ProviderError)
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 import gc
 import sys
 import threading
+from collections import Counter
 
-import httpx
 import pytest
+import urllib3
 from typer.testing import CliRunner
 
 from orchestrator.cli.main import app as cli
@@ -22,6 +23,7 @@ from orchestrator.cli.worker_pool import (
 )
 from orchestrator.cli.worker_processes import default_processes, split_concurrency, usable_cpus
 from orchestrator.providers.stripe_adapter import StripeProvider
+from tests.fakes.stripe_http import LocalStripeServer
 
 
 def test_the_default_worker_is_a_large_pool_of_threads() -> None:
@@ -90,60 +92,72 @@ def test_the_sizing_never_overrides_what_the_operator_set() -> None:
     assert environ["PAYORCH_DB_MAX_OVERFLOW"] == applied["PAYORCH_DB_MAX_OVERFLOW"] == "0"
 
 
-def test_every_thread_calls_the_provider_through_its_own_connection_pool() -> None:
-    provider = StripeProvider(
-        api_key="sk_test_unit",
-        api_base="https://stripe.invalid",
-        connect_timeout=1.0,
-        read_timeout=1.0,
-    )
-    client = provider._http_client
-    seen: list[object] = []
+_INTENT = {
+    "id": "pi_1",
+    "object": "payment_intent",
+    "amount": 1000,
+    "currency": "usd",
+    "status": "succeeded",
+    "metadata": {},
+    "created": 1_700_000_000,
+}
 
-    def in_a_thread() -> None:
-        seen.append(client._http)
-        seen.append(client._http)
 
-    threads = [threading.Thread(target=in_a_thread) for _ in range(3)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+def test_every_thread_calls_the_provider_through_its_own_connection() -> None:
+    with LocalStripeServer(_INTENT) as server:
+        provider = StripeProvider(
+            api_key="sk_test_unit", api_base=server.url, connect_timeout=1.0, read_timeout=5.0
+        )
+        pools = provider._http_client._pools  # type: ignore[attr-defined]
+        managers: list[object] = []
 
-    assert len(seen) == 6
-    assert len({id(c) for c in seen}) == 3  # one client per thread, kept by that thread
-    assert client._http is client._http
-    pools = {id(c._transport._pool) for c in seen}  # type: ignore[attr-defined]
-    assert len(pools) == 3
+        def in_a_thread() -> None:
+            provider.retrieve_intent("pi_1")
+            provider.retrieve_intent("pi_1")
+            managers.append(pools._holder().direct_manager)
+
+        threads = [threading.Thread(target=in_a_thread) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        provider.close()
+
+    # Three connections, each kept alive for its thread's second call.
+    assert len(server.client_ports) == 6
+    assert sorted(Counter(server.client_ports).values()) == [2, 2, 2]
     # One SSL context for all of them: the CA bundle is loaded once.
-    contexts = {id(c._transport._pool._ssl_context) for c in seen}  # type: ignore[attr-defined]
-    assert len(contexts) == 1
-    provider._http_client.close()
+    contexts = {id(m.connection_pool_kw["ssl_context"]) for m in managers}  # type: ignore[attr-defined]
+    assert len(managers) == 3 and len(contexts) == 1
 
 
-def test_a_threads_client_is_closed_when_its_thread_ends_and_the_rest_at_close() -> None:
-    # An httpx client dropped unclosed leaks its socket (a ResourceWarning under -W error
-    # failed the demo's test): each thread's client is closed when the thread ends, and
-    # close() closes the ones still alive.
-    provider = StripeProvider(
-        api_key="sk_test_unit",
-        api_base="https://stripe.invalid",
-        connect_timeout=1.0,
-        read_timeout=1.0,
-    )
-    client = provider._http_client
-    ended: list[httpx.Client] = []
-    thread = threading.Thread(target=lambda: ended.append(client._http))
-    thread.start()
-    thread.join()
-    del thread
-    gc.collect()
-    assert ended[0].is_closed
+def test_a_threads_connections_are_closed_when_its_thread_ends_and_the_rest_at_close() -> None:
+    # A pool dropped unclosed leaks its socket (a ResourceWarning under -W error failed the
+    # demo's test): each thread's pools are closed when the thread ends, and close() closes
+    # the ones still alive.
+    with LocalStripeServer(_INTENT) as server:
+        provider = StripeProvider(
+            api_key="sk_test_unit", api_base=server.url, connect_timeout=1.0, read_timeout=5.0
+        )
+        pools = provider._http_client._pools  # type: ignore[attr-defined]
+        ended: list[urllib3.PoolManager] = []
 
-    mine = client._http
-    assert not mine.is_closed
-    provider.close()
-    assert mine.is_closed
+        def in_a_thread() -> None:
+            provider.retrieve_intent("pi_1")
+            ended.append(pools._holder().direct_manager)
+
+        thread = threading.Thread(target=in_a_thread)
+        thread.start()
+        thread.join()
+        del thread
+        gc.collect()
+        assert len(ended[0].pools) == 0  # its thread ended: cleared
+
+        provider.retrieve_intent("pi_1")
+        mine = pools._holder().direct_manager
+        assert len(mine.pools) == 1
+        provider.close()
+        assert len(mine.pools) == 0
 
 
 @pytest.mark.parametrize("pool", ["gevent", "eventlet"])
