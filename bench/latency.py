@@ -31,7 +31,7 @@ from bench.noop import SLEEP_TASK, Counter
 from bench.procstat import Sampler, wait_until
 from bench.profile import record
 from bench.stack import Stack
-from bench.stats import completion_rate, ratio
+from bench.stats import completion_rate, ratio, steady_window
 from workers.celery_app import create_celery_app
 
 ACCEPT_CONCURRENCY = 50
@@ -86,7 +86,9 @@ def measure_latency(
         time.sleep(0.6)  # the counters' last write (twice a second)
         worker.stop()
         database = dbcount.read(Path(counts))
-    payments_rate = completion_rate(sorted(stack.completion_times())[-payments_count:])
+    completions = sorted(stack.completion_times())[-payments_count:]
+    payments_rate = completion_rate(completions)
+    steady_cpu_ms = _steady_cpu_ms_per_payment(sampler, completions)
 
     counter = Counter()
     try:
@@ -125,6 +127,10 @@ def measure_latency(
         # the payment's own CPU.
         "sleep_worker_cpu_ms_per_task": round(sleep_sampler.cpu_seconds * 1000 / payments_count, 2),
         "worker_cpu_ms_per_payment": round(sampler.cpu_seconds * 1000 / payments_count, 2),
+        # The same over the rate's steady window only (10th to 90th percentile completion):
+        # what a payment costs a running worker, without its threads' first tasks
+        # (connections, compiled statements, per-thread clients) and the drained tail.
+        "worker_cpu_ms_per_payment_steady": steady_cpu_ms,
         "worker_system_cpu_ms_per_payment": round(
             sampler.system_seconds * 1000 / payments_count, 2
         ),
@@ -132,6 +138,15 @@ def measure_latency(
         "database": database,
         "database_per_payment": dbcount.per_payment(database, payments_count),
     }
+
+
+def _steady_cpu_ms_per_payment(sampler: Sampler, completions: list[float]) -> float | None:
+    window = steady_window(completions)
+    if window is None:
+        return None
+    start, end, count = window
+    cpu = sampler.cpu_seconds_between(start, end)
+    return None if cpu is None or count == 0 else round(cpu * 1000 / count, 2)
 
 
 def parse_worker_args(values: list[str] | None) -> tuple[tuple[str, ...], ...]:

@@ -8,6 +8,7 @@ measured processes nothing) and keeps the peak resident set and the CPU time use
 
 from __future__ import annotations
 
+import bisect
 import os
 import threading
 import time
@@ -106,6 +107,9 @@ class Sampler:
     first: GroupUsage | None = None
     last: GroupUsage | None = None
     in_flight_samples: list[int] = field(default_factory=list)
+    # (wall-clock instant, CPU seconds so far) per sample: the CPU spent between two
+    # instants, e.g. over the steady window of the completion rate.
+    cpu_series: list[tuple[float, float]] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -126,6 +130,7 @@ class Sampler:
         if self.first is None:
             self.first = usage
         self.last = usage
+        self.cpu_series.append((time.time(), usage.cpu_seconds))
         self.peak_rss_bytes = max(self.peak_rss_bytes, usage.rss_bytes)
         self.peak_pss_bytes = max(self.peak_pss_bytes, usage.pss_bytes)
         if self.in_flight is not None:
@@ -136,6 +141,15 @@ class Sampler:
         if self._thread is not None:
             self._thread.join(timeout=5)
         self.sample()
+
+    def cpu_seconds_between(self, start: float, end: float) -> float | None:
+        """CPU seconds spent between two wall-clock instants, interpolated between samples;
+        None when the samples do not cover them."""
+        if len(self.cpu_series) < 2 or not (
+            self.cpu_series[0][0] <= start <= end <= self.cpu_series[-1][0]
+        ):
+            return None
+        return _cpu_at(self.cpu_series, end) - _cpu_at(self.cpu_series, start)
 
     @property
     def cpu_seconds(self) -> float:
@@ -160,3 +174,11 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None
         if time.monotonic() > deadline:
             raise RuntimeError(f"timed out after {timeout:.0f}s waiting for {what}")
         time.sleep(0.1)
+
+
+def _cpu_at(series: list[tuple[float, float]], instant: float) -> float:
+    """The CPU total at ``instant``, on the straight line between the samples around it."""
+    times = [at for at, _ in series]
+    index = min(max(bisect.bisect_left(times, instant), 1), len(series) - 1)
+    (t0, c0), (t1, c1) = series[index - 1], series[index]
+    return c0 if t1 == t0 else c0 + (c1 - c0) * (instant - t0) / (t1 - t0)

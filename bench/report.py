@@ -263,6 +263,7 @@ def render(results: dict[str, Any], console: Console) -> None:
             f"{_number(latency.get('peak_pss_mib'))} MiB), {latency['peak_in_flight']} in flight"
             f"\n= {_number(latency['rss_mib_per_100_in_flight'])} MiB per 100 in flight"
             f"\nworker CPU {latency['worker_cpu_ms_per_payment']:.1f} ms/payment"
+            f" ({_number(latency.get('worker_cpu_ms_per_payment_steady'))} steady)"
             f"\n{per.get('transactions', 0):.1f} transactions, "
             f"{per.get('round_trips', 0):.1f} round trips/payment",
             f"{latency['sleep']['seconds']:.1f} s sleeping task:"

@@ -239,7 +239,9 @@ def _latency(options: BenchOptions, logs: Path) -> Figures:
             f"{done['sleep']['per_second']}/s, ratio {done['ratio']}, peak RSS "
             f"{done['peak_rss_mib']} MiB (PSS {done.get('peak_pss_mib')} MiB) at "
             f"{done['peak_in_flight']} in flight, "
-            f"{done['worker_cpu_ms_per_payment']} ms CPU/payment, db {done['database_per_payment']}"
+            f"{done['worker_cpu_ms_per_payment']} ms CPU/payment "
+            f"({done.get('worker_cpu_ms_per_payment_steady')} steady), "
+            f"db {done['database_per_payment']}"
             f", max connections checked out {done['database'].get('max_checked_out')}, "
             f"load {os.getloadavg()[0]:.1f}",
             flush=True,

@@ -33,5 +33,16 @@ def completion_rate(times: list[float]) -> dict[str, Any]:
     }
 
 
+def steady_window(times: list[float]) -> tuple[float, float, int] | None:
+    """The window ``completion_rate`` measures: from the 10th to the 90th percentile
+    completion, and how many completions it spans (None for fewer than 10)."""
+    ordered = sorted(times)
+    n = len(ordered)
+    if n < 10:
+        return None
+    first, last = n // 10, (9 * n) // 10 - 1
+    return ordered[first], ordered[last], last - first
+
+
 def ratio(ours: float, baseline: float) -> float | None:
     return round(ours / baseline, 3) if baseline else None
