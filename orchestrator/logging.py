@@ -85,6 +85,14 @@ def capture_standard_logging(settings: Settings) -> None:
     # per call): noise at our volume, and the protocol logs what matters about each call.
     for chatty in ("stripe", "httpx", "httpcore", "urllib3"):
         logging.getLogger(chatty).setLevel(max(logging.WARNING, _level(settings)))
+    # Celery writes two lines per task at INFO ("received", "succeeded in"): half of a
+    # busy worker's log and ~6 % of its CPU per payment (bench/RESULTS.md section 16), for
+    # what payorch's own lease_claimed and *_finished lines say with the record's id.
+    # Shown at DEBUG; a task's failure (ERROR) always.  Hazard: Celery reads these levels
+    # once, when the worker builds its tracers, so they are set before the worker starts.
+    per_task_level = logging.WARNING if _level(settings) > logging.DEBUG else logging.DEBUG
+    for per_task in ("celery.app.trace", "celery.worker.strategy"):
+        logging.getLogger(per_task).setLevel(per_task_level)
     logging.captureWarnings(True)  # a library's warning is a log line like any other
 
 
