@@ -32,51 +32,92 @@ import sqlalchemy as sa
 from sqlalchemy import event
 
 DIRECTORY_ENV = "BENCH_DB_COUNTS"
-_lock = threading.Lock()
-_counts: Counter[str] = Counter()
+
+# Counting must cost the measured worker next to nothing: it once took a lock shared by
+# 128 threads, a getpid() system call and an environment lookup per count, and lower-cased
+# each statement's whole text, which was ~1.3 ms of a payment's ~9.5 ms of worker CPU
+# (bench/RESULTS.md section 16).  Each thread now counts into its own Counter, with no
+# lock; the writer thread sums them.
+_local = threading.local()
+_counters: list[Counter[str]] = []  # every thread's, appended under _registering
+_registering = threading.Lock()
+_kinds: dict[str, str] = {}  # statement text -> its kind (the prebuilt texts repeat)
 _checked_out = 0
-_writer_pid: int | None = None
+_peak_checked_out = 0
+_checkout_lock = threading.Lock()
+
+
+def _counter() -> Counter[str]:
+    counter: Counter[str] | None = getattr(_local, "counter", None)
+    if counter is None:
+        counter = _local.counter = Counter()
+        with _registering:
+            _counters.append(counter)
+    return counter
 
 
 def _bump(name: str, by: int = 1) -> None:
-    with _lock:
-        _counts[name] += by
-    _ensure_writer()
+    _counter()[name] += by
 
 
 def _statement_kind(statement: str) -> str:
-    text = statement.lstrip().lower()
-    if text.startswith("select coalesce") and "clock_timestamp()" in text:
-        return "statements.clock"
-    word = text.split(None, 1)[0] if text else "empty"
-    return f"statements.{word}"
+    kind = _kinds.get(statement)
+    if kind is None:
+        text = statement.lstrip().lower()
+        if text.startswith("select coalesce") and "clock_timestamp()" in text:
+            kind = "statements.clock"
+        else:
+            word = text.split(None, 1)[0] if text else "empty"
+            kind = f"statements.{word}"
+        _kinds[statement] = kind
+    return kind
 
 
-def _ensure_writer() -> None:
-    """One writer thread per process, started after a fork (a prefork child's own)."""
-    global _writer_pid
+def _snapshot() -> dict[str, int]:
+    total: Counter[str] = Counter()
+    with _registering:
+        counters = list(_counters)
+    for counter in counters:
+        # dict() copies in one step under the GIL, while the counter's thread goes on.
+        total.update(dict(counter))
+    result = dict(total)
+    result["max_checked_out"] = _peak_checked_out
+    return result
+
+
+def _start_writer() -> None:
+    """One writer thread per process: started at install, and again in a forked child
+    (a prefork child's or a threads process's own), whose counts start from zero."""
     directory = os.environ.get(DIRECTORY_ENV)
-    if not directory or _writer_pid == os.getpid():
+    if not directory:
         return
-    _writer_pid = os.getpid()
     target = Path(directory) / f"{os.getpid()}.json"
 
     def write() -> None:
         while True:
-            with _lock:
-                snapshot = dict(_counts)
             temporary = target.with_suffix(".tmp")
-            temporary.write_text(json.dumps(snapshot))
+            temporary.write_text(json.dumps(_snapshot()))
             temporary.replace(target)
             threading.Event().wait(0.5)
 
     threading.Thread(target=write, name="bench-dbcount", daemon=True).start()
 
 
+def _after_fork_in_child() -> None:
+    global _local, _counters, _registering, _checked_out, _peak_checked_out
+    _local = threading.local()
+    _counters = []
+    _registering = threading.Lock()
+    _checked_out = _peak_checked_out = 0
+    _start_writer()
+
+
 def install() -> None:
     if getattr(install, "_done", False):
         return
     install._done = True  # type: ignore[attr-defined]
+    _start_writer()
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
     @event.listens_for(sa.engine.Engine, "before_cursor_execute")
     def _statement(conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
@@ -115,18 +156,18 @@ def install() -> None:
 
     @event.listens_for(sa.pool.Pool, "checkout")
     def _checkout(_dbapi: Any, _record: Any, proxy: Any) -> None:
-        global _checked_out
+        global _checked_out, _peak_checked_out
         _bump("checkouts")
         if getattr(proxy._pool, "_pre_ping", False):
             _bump("pre_pings")
-        with _lock:
+        with _checkout_lock:
             _checked_out += 1
-            _counts["max_checked_out"] = max(_counts["max_checked_out"], _checked_out)
+            _peak_checked_out = max(_peak_checked_out, _checked_out)
 
     @event.listens_for(sa.pool.Pool, "checkin")
     def _checkin(_dbapi: Any, _record: Any) -> None:
         global _checked_out
-        with _lock:
+        with _checkout_lock:
             _checked_out -= 1
 
     @event.listens_for(sa.pool.Pool, "connect")
