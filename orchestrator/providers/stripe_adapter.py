@@ -53,6 +53,7 @@ cause chain again for any other client.
 from __future__ import annotations
 
 import email.utils
+import os
 import ssl
 import threading
 import time
@@ -174,7 +175,7 @@ class _ThreadPools:
     def __init__(self, timeout: urllib3.Timeout) -> None:
         self._timeout = timeout
         # Loading the CA bundle costs milliseconds: once per adapter, not per thread.
-        self._ssl_context = ssl.create_default_context(cafile=certifi.where())
+        self._ssl_context = trusted_context()
         # Read once, like the SDK's other clients: {"https": "http://proxy:3128", "no": …}.
         self._proxies = urllib.request.getproxies_environment()
         self._proxy_by_origin: dict[str, str | None] = {}
@@ -248,6 +249,19 @@ class _ThreadPools:
             finalizers, self._finalizers = self._finalizers, set()
         for finalizer in finalizers:
             finalizer()
+
+
+def trusted_context(environ: Mapping[str, str] | None = None) -> ssl.SSLContext:
+    """The TLS context for Stripe: certificates and host names verified against
+    ``SSL_CERT_FILE`` or ``SSL_CERT_DIR`` when set (a company's CA behind an intercepting
+    egress proxy), else certifi's bundle.  The same choice httpx made for this adapter
+    before it moved to urllib3."""
+    env = os.environ if environ is None else environ
+    if env.get("SSL_CERT_FILE"):
+        return ssl.create_default_context(cafile=env["SSL_CERT_FILE"])
+    if env.get("SSL_CERT_DIR"):
+        return ssl.create_default_context(capath=env["SSL_CERT_DIR"])
+    return ssl.create_default_context(cafile=certifi.where())
 
 
 class _ThreadHolder:

@@ -5,14 +5,21 @@ fields, and what a Stripe webhook becomes -- through the real SDK over a functio
 from __future__ import annotations
 
 import json
+import ssl
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from urllib.parse import parse_qsl
 
 import httpx
 import pytest
 import stripe
 import urllib3
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from orchestrator.providers.base import (
     Declined,
@@ -25,6 +32,7 @@ from orchestrator.providers.stripe_adapter import (
     WEBHOOK_TOLERANCE_SECONDS,
     StripeProvider,
     parse_webhook_event,
+    trusted_context,
 )
 from tests.fakes.stripe_http import FakeStripeTransport, LocalStripeServer
 
@@ -527,3 +535,39 @@ def test_a_signed_body_that_is_not_an_event_is_refused() -> None:
     for payload in (b"not json", b'{"id": "evt_1"}'):
         with pytest.raises(WebhookSignatureInvalid):
             parse_webhook_event(payload, _sign(payload), SECRET)
+
+
+# -- TLS ----------------------------------------------------------------------------------
+
+
+def test_the_tls_context_trusts_ssl_cert_file_when_it_is_set(tmp_path: Path) -> None:
+    # A company's CA behind an intercepting egress proxy: SSL_CERT_FILE names its bundle.
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "payorch test egress CA")])
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.now(UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(days=1))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    bundle = tmp_path / "egress-ca.pem"
+    bundle.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+
+    context = trusted_context({"SSL_CERT_FILE": str(bundle)})
+
+    subjects = [dict(entry[0] for entry in ca["subject"]) for ca in context.get_ca_certs()]
+    assert subjects == [{"commonName": "payorch test egress CA"}]
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+
+
+def test_the_tls_context_trusts_certifis_bundle_by_default() -> None:
+    context = trusted_context({})
+
+    assert len(context.get_ca_certs()) > 50  # certifi's roots, not an empty store
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
