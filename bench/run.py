@@ -7,6 +7,8 @@
     5  polling          PostgreSQL + RabbitMQ (on the same stack as 1, after 3)
     6  latency          PostgreSQL + RabbitMQ, a simulator answering after --latency-ms,
                         a fresh stack per worker configuration
+    7  cpu              PostgreSQL + RabbitMQ, the default worker's CPU per payment with a
+                        simulator answering at once (issue 14's goal 2), its own stack
 
 PostgreSQL and RabbitMQ are shared with every test session on the machine.  While a
 scenario measures, the bench holds the test suite's service lock, so an outage test of
@@ -39,7 +41,7 @@ from bench.takeover import measure_takeover
 from bench.throughput import measure_embedded, measure_production
 from tests.support.locking import SERVICE_LOCK
 
-SCENARIOS = ("accept", "storm", "end_to_end", "takeover", "polling", "latency")
+SCENARIOS = ("accept", "storm", "end_to_end", "takeover", "polling", "latency", "cpu")
 RESULTS = ROOT / "bench" / "results"
 
 
@@ -63,6 +65,9 @@ class BenchOptions:
     latency_payments: int = 1000
     # Worker argument lists to measure at latency; () is the default ``payorch worker``.
     latency_workers: tuple[tuple[str, ...], ...] = ((),)
+    # Payments of the zero-latency CPU run: enough that each of the worker's threads runs
+    # many, so the steady window is not its threads' first tasks.
+    cpu_payments: int = 3000
     output: Path = field(default=RESULTS / "latest.json")
 
     def quick(self) -> BenchOptions:
@@ -78,6 +83,7 @@ class BenchOptions:
             polling_seconds=2.0,
             polling_rounds=1,
             latency_payments=min(self.latency_payments, 300),
+            cpu_payments=min(self.cpu_payments, 500),
         )
 
 
@@ -92,6 +98,7 @@ def options_from_cli(
     latency_ms: float = 300.0,
     latency_payments: int = 1000,
     latency_workers: list[str] | None = None,
+    cpu_payments: int = 3000,
 ) -> BenchOptions:
     """The options of ``payorch bench`` (orchestrator/cli/bench.py).  ValueError for an
     unknown scenario."""
@@ -106,6 +113,7 @@ def options_from_cli(
         latency_seconds=latency_ms / 1000,
         latency_payments=latency_payments,
         latency_workers=parse_worker_args(latency_workers),
+        cpu_payments=cpu_payments,
         output=output or RESULTS / "latest.json",
     )
     return options.quick() if quick else options
@@ -232,21 +240,41 @@ def _latency(options: BenchOptions, logs: Path) -> Figures:
                 worker_args=worker_args,
                 tag=tag,
             )
-        done = figures[tag]
-        # Each configuration as it ends: a long run stopped halfway keeps what it measured.
-        print(
-            f"  {done['worker']}: {done['payments']['per_second']} payments/s, sleeping task "
-            f"{done['sleep']['per_second']}/s, ratio {done['ratio']}, peak RSS "
-            f"{done['peak_rss_mib']} MiB (PSS {done.get('peak_pss_mib')} MiB) at "
-            f"{done['peak_in_flight']} in flight, "
-            f"{done['worker_cpu_ms_per_payment']} ms CPU/payment "
-            f"({done.get('worker_cpu_ms_per_payment_steady')} steady), "
-            f"db {done['database_per_payment']}"
-            f", max connections checked out {done['database'].get('max_checked_out')}, "
-            f"load {os.getloadavg()[0]:.1f}",
-            flush=True,
-        )
+        _print_latency_run(figures[tag])
     return {"latency": figures}
+
+
+def _cpu(options: BenchOptions, logs: Path) -> Figures:
+    """The default worker against a simulator that answers at once: what a payment costs
+    the worker's CPU when nothing waits (the sleeping task of 0 s beside it is the pool's
+    own cost per task)."""
+    with production_stack(logs / "cpu") as stack:
+        stack.start_api()
+        figures = measure_latency(
+            stack,
+            latency_seconds=0.0,
+            payments_count=options.cpu_payments,
+            worker_args=(),
+            tag="cpu",
+        )
+    _print_latency_run(figures)
+    return {"cpu": {"postgres": figures}}
+
+
+def _print_latency_run(done: dict[str, Any]) -> None:
+    """Each run as it ends: a long bench stopped halfway keeps what it measured."""
+    print(
+        f"  {done['worker']}: {done['payments']['per_second']} payments/s, sleeping task "
+        f"{done['sleep']['per_second']}/s, ratio {done['ratio']}, peak RSS "
+        f"{done['peak_rss_mib']} MiB (PSS {done.get('peak_pss_mib')} MiB) at "
+        f"{done['peak_in_flight']} in flight, "
+        f"{done['worker_cpu_ms_per_payment']} ms CPU/payment "
+        f"({done.get('worker_cpu_ms_per_payment_steady')} steady), "
+        f"db {done['database_per_payment']}"
+        f", max connections checked out {done['database'].get('max_checked_out')}, "
+        f"load {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
 
 
 def _steps(options: BenchOptions, logs: Path, scratch: Path) -> list[Step]:
@@ -289,6 +317,13 @@ def _steps(options: BenchOptions, logs: Path, scratch: Path) -> list[Step]:
             Step(
                 f"provider latency {options.latency_seconds * 1000:.0f} ms, PostgreSQL + RabbitMQ",
                 lambda: _latency(options, logs / "latency"),
+            )
+        )
+    if "cpu" in wanted:
+        steps.append(
+            Step(
+                "worker CPU per payment at zero provider latency, PostgreSQL + RabbitMQ",
+                lambda: _cpu(options, logs / "cpu"),
             )
         )
     return steps

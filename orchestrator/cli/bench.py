@@ -31,7 +31,7 @@ def bench(
         typer.Option(
             "--only",
             help="Run only these scenarios (repeatable): accept, storm, end_to_end, "
-            "takeover, polling, latency.",
+            "takeover, polling, latency, cpu.",
         ),
     ] = None,
     embedded: Annotated[
@@ -59,13 +59,21 @@ def bench(
             "--concurrency 8' (repeatable; default: the default payorch worker).",
         ),
     ] = None,
+    cpu_payments: Annotated[
+        int,
+        typer.Option(
+            help="Payments in the zero-latency run that measures the worker's CPU per payment.",
+            min=50,
+        ),
+    ] = 3000,
     output: Annotated[
         Path | None,
         typer.Option(help="Where to write the JSON (default bench/results/latest.json)."),
     ] = None,
 ) -> None:
     """Measure the accept path, end-to-end throughput, the retry storm, takeover latency,
-    polling with and without If-None-Match and throughput at provider latency on
+    polling with and without If-None-Match, throughput at provider latency and the worker's
+    CPU per payment on
     PostgreSQL + RabbitMQ (started, or installed, when missing) and the embedded default;
     print a table and write JSON.
     Needs a source checkout."""
@@ -91,6 +99,7 @@ def bench(
             latency_ms=latency_ms,
             latency_payments=latency_payments,
             latency_workers=latency_worker,
+            cpu_payments=cpu_payments,
         )
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--only") from None
