@@ -89,6 +89,13 @@ def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def _reference_work(before_after: list[float] | None) -> str:
+    """The machine's speed around the run (bench/calibrate.py), when measured."""
+    if not before_after:
+        return ""
+    return "\nreference work\n" + " / ".join(f"{ms:.1f}" for ms in before_after) + " ms"
+
+
 def _rate(summary: dict[str, Any]) -> str:
     return (
         f"{summary['rps']:.0f} req/s\np50 {summary['p50_ms']:.1f} ms, "
@@ -297,7 +304,8 @@ def render(results: dict[str, Any], console: Console) -> None:
             f"\n{cpu['payments']['per_second']:.1f} payments/s"
             f"\n{per.get('transactions', 0):.1f} transactions, "
             f"{per.get('round_trips', 0):.1f} round trips/payment",
-            f"0 s sleeping task:\n{_number(cpu.get('sleep_worker_cpu_ms_per_task'))} ms/task",
+            f"0 s sleeping task:\n{_number(cpu.get('sleep_worker_cpu_ms_per_task'))} ms/task"
+            + _reference_work(cpu.get("reference_work_ms")),
             "-",
             f"<= {CPU_TARGET_MS:.1f} ms",
             _verdict(met.get("cpu.postgres")),

@@ -31,7 +31,7 @@ from typing import Any
 
 from rich.console import Console
 
-from bench import report, services
+from bench import calibrate, report, services
 from bench.accept import measure_accept
 from bench.latency import measure_latency, parse_worker_args
 from bench.polling import measure_polling
@@ -248,6 +248,7 @@ def _cpu(options: BenchOptions, logs: Path) -> Figures:
     """The default worker against a simulator that answers at once: what a payment costs
     the worker's CPU when nothing waits (the sleeping task of 0 s beside it is the pool's
     own cost per task)."""
+    before = calibrate.reference_ms()
     with production_stack(logs / "cpu") as stack:
         stack.start_api()
         figures = measure_latency(
@@ -257,6 +258,9 @@ def _cpu(options: BenchOptions, logs: Path) -> Figures:
             worker_args=(),
             tag="cpu",
         )
+    # The machine's speed around the run (bench/calibrate.py): the same code's figure moves
+    # with it, by up to 2x on the project's VM.
+    figures["reference_work_ms"] = [before, calibrate.reference_ms()]
     _print_latency_run(figures)
     return {"cpu": {"postgres": figures}}
 
@@ -272,7 +276,12 @@ def _print_latency_run(done: dict[str, Any]) -> None:
         f"({done.get('worker_cpu_ms_per_payment_steady')} steady), "
         f"db {done['database_per_payment']}"
         f", max connections checked out {done['database'].get('max_checked_out')}, "
-        f"load {os.getloadavg()[0]:.1f}",
+        f"load {os.getloadavg()[0]:.1f}"
+        + (
+            f", reference work {done['reference_work_ms']} ms"
+            if "reference_work_ms" in done
+            else ""
+        ),
         flush=True,
     )
 
@@ -323,7 +332,7 @@ def _steps(options: BenchOptions, logs: Path, scratch: Path) -> list[Step]:
         steps.append(
             Step(
                 "worker CPU per payment at zero provider latency, PostgreSQL + RabbitMQ",
-                lambda: _cpu(options, logs / "cpu"),
+                lambda: _cpu(options, logs),
             )
         )
     return steps

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from bench import report
+from bench import calibrate, report
 from bench.run import SCENARIOS, options_from_cli
 
 
@@ -73,6 +73,29 @@ def test_the_table_shows_both_figures_the_pool_floor_and_the_verdict() -> None:
     assert "<= 5.0 ms" in text
     row = next(line for line in text.splitlines() if "7. worker CPU" in line)
     assert "met" in row and "missed" not in row
+
+
+def test_the_machine_speed_around_the_run_is_shown_when_measured() -> None:
+    run = _cpu_run(steady=4.37, whole=4.61)
+    run["reference_work_ms"] = [14.2, 19.75]
+    results = _results(run)
+    console = Console(record=True, width=200)
+
+    report.render(results, console)
+
+    assert "14.2 / 19.8 ms" in console.export_text()
+    assert "reference work" not in _rendered(_results(_cpu_run(steady=4.37, whole=4.61)))
+
+
+def test_the_reference_work_is_a_positive_cpu_time_of_fixed_work() -> None:
+    assert calibrate._work() == calibrate._work()
+    assert calibrate.reference_ms() > 0
+
+
+def _rendered(results: dict[str, Any]) -> str:
+    console = Console(record=True, width=200)
+    report.render(results, console)
+    return console.export_text()
 
 
 def test_cpu_is_a_scenario_of_its_own_with_fewer_payments_in_a_quick_run() -> None:
