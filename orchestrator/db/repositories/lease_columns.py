@@ -215,9 +215,9 @@ class LeaseColumns(Generic[R]):
         """``statement`` (a prebuilt ``UPDATE … RETURNING``) that also writes its lease
         event row, as a data-modifying CTE::
 
-            WITH updated AS (UPDATE … RETURNING *),
-                 history AS (INSERT INTO lease_events SELECT … FROM updated)
-            SELECT * FROM updated
+            WITH u AS (UPDATE … RETURNING *),
+                 h AS (INSERT INTO lease_events SELECT … FROM u)
+            SELECT * FROM u
 
         One statement, so the event still commits or rolls back with the change, and a
         fenced UPDATE (no row) writes no event; it saves the INSERT's round trip.  The
@@ -233,7 +233,12 @@ class LeaseColumns(Generic[R]):
 
     def _build_with_history(self, statement: sa.Update) -> tuple[sa.Update, sa.Select[Any]]:
         """Build and cache ``_with_history``'s statement (under ``_BUILDING``)."""
-        updated = statement.cte("updated")
+        # One-letter names: the statement names every column twice, once per reference to
+        # the CTE, and the claim's came to 4,153 bytes with "updated": psycopg converts a
+        # statement longer than 4,096 bytes anew on every execution (its cache's limit),
+        # 3.5 % of the worker's CPU.  tests/integration/test_worker_protocol_service.py
+        # keeps every statement of a payment under that limit.
+        updated = statement.cte("u")
         columns: dict[str, sa.ColumnElement[Any]] = {
             **self._history_id_columns(updated),
             "event": sa.bindparam("p_event", type_=lease_events.c.event.type),
@@ -242,7 +247,7 @@ class LeaseColumns(Generic[R]):
         }
         names = ["owner" if name == "lease_owner" else name for name in columns]
         history = lease_events.insert().from_select(names, sa.select(*columns.values()))
-        with_history = sa.select(*updated.c).add_cte(history.cte("history"))
+        with_history = sa.select(*updated.c).add_cte(history.cte("h"))
         entry = _PREBUILT_WITH_HISTORY[id(statement)] = (statement, with_history)
         return entry
 
