@@ -68,6 +68,9 @@ class BenchOptions:
     # Payments of the zero-latency CPU run: enough that each of the worker's threads runs
     # many, so the steady window is not its threads' first tasks.
     cpu_payments: int = 3000
+    # Rounds of the CPU run, each on a fresh stack; the verdict takes their median: one
+    # round's figure moves with the host's slow spells (bench/RESULTS.md §17).
+    cpu_rounds: int = 3
     output: Path = field(default=RESULTS / "latest.json")
 
     def quick(self) -> BenchOptions:
@@ -84,6 +87,7 @@ class BenchOptions:
             polling_rounds=1,
             latency_payments=min(self.latency_payments, 300),
             cpu_payments=min(self.cpu_payments, 500),
+            cpu_rounds=1,
         )
 
 
@@ -99,6 +103,7 @@ def options_from_cli(
     latency_payments: int = 1000,
     latency_workers: list[str] | None = None,
     cpu_payments: int = 3000,
+    cpu_rounds: int = 3,
 ) -> BenchOptions:
     """The options of ``payorch bench`` (orchestrator/cli/bench.py).  ValueError for an
     unknown scenario."""
@@ -114,6 +119,7 @@ def options_from_cli(
         latency_payments=latency_payments,
         latency_workers=parse_worker_args(latency_workers),
         cpu_payments=cpu_payments,
+        cpu_rounds=cpu_rounds,
         output=output or RESULTS / "latest.json",
     )
     return options.quick() if quick else options
@@ -247,22 +253,25 @@ def _latency(options: BenchOptions, logs: Path) -> Figures:
 def _cpu(options: BenchOptions, logs: Path) -> Figures:
     """The default worker against a simulator that answers at once: what a payment costs
     the worker's CPU when nothing waits (the sleeping task of 0 s beside it is the pool's
-    own cost per task)."""
-    before = calibrate.reference_ms()
-    with production_stack(logs / "cpu") as stack:
-        stack.start_api()
-        figures = measure_latency(
-            stack,
-            latency_seconds=0.0,
-            payments_count=options.cpu_payments,
-            worker_args=(),
-            tag="cpu",
-        )
-    # The machine's speed around the run (bench/calibrate.py): the same code's figure moves
-    # with it, by up to 2x on the project's VM.
-    figures["reference_work_ms"] = [before, calibrate.reference_ms()]
-    _print_latency_run(figures)
-    return {"cpu": {"postgres": figures}}
+    own cost per task).  ``cpu_rounds`` rounds, each on a fresh stack."""
+    rounds = []
+    for n in range(options.cpu_rounds):
+        before = calibrate.reference_ms()
+        with production_stack(logs / f"cpu-{n}") as stack:
+            stack.start_api()
+            figures = measure_latency(
+                stack,
+                latency_seconds=0.0,
+                payments_count=options.cpu_payments,
+                worker_args=(),
+                tag=f"cpu-{n}",
+            )
+        # The machine's speed around the round (bench/calibrate.py): the same code's figure
+        # moves with it, by up to 2x on the project's VM.
+        figures["reference_work_ms"] = [before, calibrate.reference_ms()]
+        _print_latency_run(figures)
+        rounds.append(figures)
+    return {"cpu": {"postgres": {"worker": rounds[0]["worker"], "rounds": rounds}}}
 
 
 def _print_latency_run(done: dict[str, Any]) -> None:

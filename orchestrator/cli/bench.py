@@ -66,6 +66,13 @@ def bench(
             min=50,
         ),
     ] = 3000,
+    cpu_rounds: Annotated[
+        int,
+        typer.Option(
+            help="Rounds of that run, each on a fresh stack; the verdict takes their median.",
+            min=1,
+        ),
+    ] = 3,
     output: Annotated[
         Path | None,
         typer.Option(help="Where to write the JSON (default bench/results/latest.json)."),
@@ -100,6 +107,7 @@ def bench(
             latency_payments=latency_payments,
             latency_workers=latency_worker,
             cpu_payments=cpu_payments,
+            cpu_rounds=cpu_rounds,
         )
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--only") from None
