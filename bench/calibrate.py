@@ -1,8 +1,8 @@
 """How fast this machine runs Python right now, to read a CPU figure against.
 
 The 2-core VM the project is measured on runs the same code at very different speeds from
-hour to hour (the same revision's worker CPU per payment read 3.6 and 6.9 ms within one
-hour, with no steal time reported: the host's contention is invisible from inside).  A CPU
+minute to minute (the same revision's worker CPU per payment read 3.5 and 8.6 ms within
+one hour, with no steal time reported: the host's contention is invisible from inside).  A CPU
 figure in milliseconds therefore says as much about the host as about payorch.
 
 ``reference_ms()`` times a fixed piece of work in this process's CPU time (not wall time:
@@ -10,7 +10,8 @@ the other processes of the bench do not count): JSON encoding and decoding of a 
 intent-like object, dictionary and string work, the interpreter's own loop: the kinds of
 work a payment's CPU is made of.  The bench records it beside the CPU figure; a payment's
 CPU divided by it is a figure that moves with payorch, not with the host.  It is never a
-verdict's input: the targets stay in milliseconds.
+verdict's input: the targets stay in milliseconds.  It catches the host's long slow spells
+but not all of them (bench/RESULTS.md §17: a round read 8.2 ms beside a normal reference).
 """
 
 from __future__ import annotations

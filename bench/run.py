@@ -8,7 +8,8 @@
     6  latency          PostgreSQL + RabbitMQ, a simulator answering after --latency-ms,
                         a fresh stack per worker configuration
     7  cpu              PostgreSQL + RabbitMQ, the default worker's CPU per payment with a
-                        simulator answering at once (issue 14's goal 2), its own stack
+                        simulator answering at once (issue 14's goal 2), three rounds,
+                        a fresh stack each
 
 PostgreSQL and RabbitMQ are shared with every test session on the machine.  While a
 scenario measures, the bench holds the test suite's service lock, so an outage test of
