@@ -2,14 +2,14 @@
 
 The 2-core VM the project is measured on runs the same code at very different speeds from
 minute to minute (the same revision's worker CPU per payment read 3.5 and 8.6 ms within
-one hour, with no steal time reported: the host's contention is invisible from inside).  A CPU
-figure in milliseconds therefore says as much about the host as about payorch.
+one hour, with no steal time reported: the host's contention is invisible from inside).
+A CPU figure in milliseconds therefore says as much about the host as about payorch.
 
 ``reference_ms()`` times a fixed piece of work in this process's CPU time (not wall time:
 the other processes of the bench do not count): JSON encoding and decoding of a payment
 intent-like object, dictionary and string work, the interpreter's own loop: the kinds of
-work a payment's CPU is made of.  The bench records it beside the CPU figure; a payment's
-CPU divided by it is a figure that moves with payorch, not with the host.  It is never a
+work a payment's CPU is made of.  The bench records it beside the CPU figure, to tell a
+slow host from a slow change when a figure moves.  It is never a
 verdict's input: the targets stay in milliseconds.  It catches the host's long slow spells
 but not all of them (bench/RESULTS.md §17: a round read 8.2 ms beside a normal reference).
 """
