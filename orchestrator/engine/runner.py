@@ -23,6 +23,7 @@ park are here (and in ``engine.lease``), take-over and sweep in ``engine.takeove
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import socket
@@ -84,8 +85,15 @@ class Runner:
     claim_uow: UnitOfWorkFactory | None = None
 
 
+@functools.cache
 def default_owner() -> str:
+    """This process's name on the leases it takes.  Cached: ``gethostname`` is a system
+    call that hands the interpreter lock to another thread, once per run otherwise
+    (bench/RESULTS.md §18).  A forked child names itself anew."""
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+os.register_at_fork(after_in_child=default_owner.cache_clear)
 
 
 def run_operation(
