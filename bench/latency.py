@@ -36,6 +36,8 @@ from workers.celery_app import create_celery_app
 
 ACCEPT_CONCURRENCY = 50
 MIB = 1024 * 1024
+# The payments worker's context switches are read every fourth sample (once a second).
+SWITCHES_EVERY = 4
 
 
 def _drain_timeout(count: int) -> float:
@@ -72,7 +74,9 @@ def measure_latency(
         worker = stack.start_worker_with(
             worker_args, name=f"worker-{tag}-payments", env={dbcount.DIRECTORY_ENV: counts}
         )
-        sampler = Sampler(worker.pid, in_flight=stack.count_in_flight).start()
+        sampler = Sampler(
+            worker.pid, in_flight=stack.count_in_flight, switches_every=SWITCHES_EVERY
+        ).start()
         profile = record(worker.pid, f"worker-{tag}-latency-{latency_seconds * 1000:.0f}ms")
         started = time.monotonic()
         wait_until(
@@ -89,6 +93,7 @@ def measure_latency(
     completions = sorted(stack.completion_times())[-payments_count:]
     payments_rate = completion_rate(completions)
     steady_cpu_ms = _steady_cpu_ms_per_payment(sampler, completions)
+    steady_switches = _steady_switches_per_payment(sampler, completions)
 
     counter = Counter()
     try:
@@ -131,6 +136,9 @@ def measure_latency(
         # what a payment costs a running worker, without its threads' first tasks
         # (connections, compiled statements, per-thread clients) and the drained tail.
         "worker_cpu_ms_per_payment_steady": steady_cpu_ms,
+        # The worker's threads' context switches per payment over the same window: the
+        # interpreter lock handed among them (bench/RESULTS.md §18).
+        "worker_context_switches_per_payment_steady": steady_switches,
         "worker_system_cpu_ms_per_payment": round(
             sampler.system_seconds * 1000 / payments_count, 2
         ),
@@ -147,6 +155,15 @@ def _steady_cpu_ms_per_payment(sampler: Sampler, completions: list[float]) -> fl
     start, end, count = window
     cpu = sampler.cpu_seconds_between(start, end)
     return None if cpu is None or count == 0 else round(cpu * 1000 / count, 2)
+
+
+def _steady_switches_per_payment(sampler: Sampler, completions: list[float]) -> float | None:
+    window = steady_window(completions)
+    if window is None:
+        return None
+    start, end, count = window
+    switches = sampler.context_switches_between(start, end)
+    return None if switches is None or count == 0 else round(switches / count, 1)
 
 
 def parse_worker_args(values: list[str] | None) -> tuple[tuple[str, ...], ...]:

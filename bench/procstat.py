@@ -1,9 +1,13 @@
-"""Memory and CPU of a measured process and its children (its process group), from /proc.
+"""Memory, CPU and context switches of a measured process and its children (its process
+group), from /proc.
 
 Every process the bench starts leads its own process group (``tests.support.processes``), so
 a prefork worker's pool children are found by their group id.  ``Sampler`` reads the group
 every ``interval`` seconds in a thread of the bench process (reading /proc costs the
-measured processes nothing) and keeps the peak resident set and the CPU time used.
+measured processes nothing) and keeps the peak resident set, the CPU time used and, every
+``switches_every`` samples, the context switches of every thread in the group (a threads
+worker's payments hand the interpreter lock among 64 threads per process, and on this VM
+those switches are what separates 5 ms of CPU per payment from 7: bench/RESULTS.md §18).
 """
 
 from __future__ import annotations
@@ -30,10 +34,12 @@ class GroupUsage:
     # group of forked processes (prefork, the threads processes under their supervisor)
     # shares its imported code copy-on-write, which summed RSS counts once per process.
     pss_bytes: int = 0
+    members: tuple[int, ...] = ()  # the group's process ids
 
 
 def group_usage(leader: int) -> GroupUsage:
     count, rss, ticks, system, pss = 0, 0, 0, 0, 0
+    members: list[int] = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             text = stat.read_text()
@@ -45,6 +51,7 @@ def group_usage(leader: int) -> GroupUsage:
         if len(fields) < 22 or fields[2] != str(leader):
             continue
         count += 1
+        members.append(int(stat.parent.name))
         ticks += int(fields[11]) + int(fields[12])
         system += int(fields[12])
         rss += int(fields[21]) * _PAGE
@@ -55,7 +62,24 @@ def group_usage(leader: int) -> GroupUsage:
         cpu_seconds=ticks / _TICKS,
         system_seconds=system / _TICKS,
         pss_bytes=pss,
+        members=tuple(members),
     )
+
+
+def context_switches(pids: tuple[int, ...]) -> int:
+    """Voluntary and involuntary context switches of every live thread of ``pids`` (a
+    thread that ended meanwhile takes its count with it: read it on long-lived threads)."""
+    total = 0
+    for pid in pids:
+        for status in Path(f"/proc/{pid}/task").glob("*/status"):
+            try:
+                with status.open() as lines:
+                    for line in lines:
+                        if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt")):
+                            total += int(line.split()[1])
+            except (OSError, ValueError):  # the thread ended while it was read
+                continue
+    return total
 
 
 def command_cpu_seconds(prefixes: tuple[str, ...]) -> float:
@@ -110,6 +134,12 @@ class Sampler:
     # (wall-clock instant, CPU seconds so far) per sample: the CPU spent between two
     # instants, e.g. over the steady window of the completion rate.
     cpu_series: list[tuple[float, float]] = field(default_factory=list)
+    # (wall-clock instant, context switches so far), every ``switches_every`` samples and
+    # at the stop: reading every thread's status costs the bench ~4 ms for 130 threads, on
+    # the cores the measured processes use.  0: not read.
+    switch_series: list[tuple[float, float]] = field(default_factory=list)
+    switches_every: int = 0
+    _samples: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -123,14 +153,18 @@ class Sampler:
             self.sample()
             self._stop.wait(self.interval)
 
-    def sample(self) -> None:
+    def sample(self, *, with_switches: bool = False) -> None:
         usage = group_usage(self.leader)
         if usage.processes == 0:
             return
         if self.first is None:
             self.first = usage
         self.last = usage
-        self.cpu_series.append((time.time(), usage.cpu_seconds))
+        now = time.time()
+        self.cpu_series.append((now, usage.cpu_seconds))
+        if self.switches_every and (with_switches or self._samples % self.switches_every == 0):
+            self.switch_series.append((now, float(context_switches(usage.members))))
+        self._samples += 1
         self.peak_rss_bytes = max(self.peak_rss_bytes, usage.rss_bytes)
         self.peak_pss_bytes = max(self.peak_pss_bytes, usage.pss_bytes)
         if self.in_flight is not None:
@@ -140,16 +174,17 @@ class Sampler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
-        self.sample()
+        self.sample(with_switches=True)
 
     def cpu_seconds_between(self, start: float, end: float) -> float | None:
         """CPU seconds spent between two wall-clock instants, interpolated between samples;
         None when the samples do not cover them."""
-        if len(self.cpu_series) < 2 or not (
-            self.cpu_series[0][0] <= start <= end <= self.cpu_series[-1][0]
-        ):
-            return None
-        return _cpu_at(self.cpu_series, end) - _cpu_at(self.cpu_series, start)
+        return _between(self.cpu_series, start, end)
+
+    def context_switches_between(self, start: float, end: float) -> float | None:
+        """Context switches of the group's threads between two instants (as
+        ``cpu_seconds_between``, on the sparser series)."""
+        return _between(self.switch_series, start, end)
 
     @property
     def cpu_seconds(self) -> float:
@@ -176,8 +211,15 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None
         time.sleep(0.1)
 
 
-def _cpu_at(series: list[tuple[float, float]], instant: float) -> float:
-    """The CPU total at ``instant``, on the straight line between the samples around it."""
+def _between(series: list[tuple[float, float]], start: float, end: float) -> float | None:
+    if len(series) < 2 or not (series[0][0] <= start <= end <= series[-1][0]):
+        return None
+    return _value_at(series, end) - _value_at(series, start)
+
+
+def _value_at(series: list[tuple[float, float]], instant: float) -> float:
+    """The running total (CPU seconds, context switches) at ``instant``, on the straight
+    line between the samples around it."""
     times = [at for at, _ in series]
     index = min(max(bisect.bisect_left(times, instant), 1), len(series) - 1)
     (t0, c0), (t1, c1) = series[index - 1], series[index]

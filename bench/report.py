@@ -95,6 +95,10 @@ def _numbers(values: Iterable[float | None]) -> str:
     return ", ".join(_number(value) for value in values)
 
 
+def _counts(values: Iterable[float | None]) -> str:
+    return ", ".join("-" if value is None else f"{value:.0f}" for value in values)
+
+
 def _reference_work(per_round: list[list[float] | None]) -> str:
     """The machine's speed around each round (bench/calibrate.py), when measured."""
     measured = [pair for pair in per_round if pair]
@@ -299,6 +303,8 @@ def render(results: dict[str, Any], console: Console) -> None:
             f"\n= {_number(latency['rss_mib_per_100_in_flight'])} MiB per 100 in flight"
             f"\nworker CPU {latency['worker_cpu_ms_per_payment']:.1f} ms/payment"
             f" ({_number(latency.get('worker_cpu_ms_per_payment_steady'))} steady)"
+            f"\n{_counts([latency.get('worker_context_switches_per_payment_steady')])}"
+            " context switches/payment"
             f"\n{per.get('transactions', 0):.1f} transactions, "
             f"{per.get('round_trips', 0):.1f} round trips/payment",
             f"{latency['sleep']['seconds']:.1f} s sleeping task:"
@@ -317,6 +323,8 @@ def render(results: dict[str, Any], console: Console) -> None:
             f"{_number(cpu_per_payment(cpu))} ms steady (median)"
             f"\nrounds: {_numbers(r.get('worker_cpu_ms_per_payment_steady') for r in rounds)}"
             f"\nwhole runs: {_numbers(r['worker_cpu_ms_per_payment'] for r in rounds)}"
+            "\ncontext switches/payment: "
+            f"{_counts(r.get('worker_context_switches_per_payment_steady') for r in rounds)}"
             f"\n{_numbers(r['payments']['per_second'] for r in rounds)} payments/s"
             f"\n{per.get('transactions', 0):.1f} transactions, "
             f"{per.get('round_trips', 0):.1f} round trips/payment",

@@ -284,6 +284,7 @@ def _print_latency_run(done: dict[str, Any]) -> None:
         f"{done['peak_in_flight']} in flight, "
         f"{done['worker_cpu_ms_per_payment']} ms CPU/payment "
         f"({done.get('worker_cpu_ms_per_payment_steady')} steady), "
+        f"{done.get('worker_context_switches_per_payment_steady')} context switches/payment, "
         f"db {done['database_per_payment']}"
         f", max connections checked out {done['database'].get('max_checked_out')}, "
         f"load {os.getloadavg()[0]:.1f}"
