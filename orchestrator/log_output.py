@@ -18,7 +18,14 @@ file), so every process writing the same stream queues for it, however it got th
 descriptor (fork, spawn, a shell redirect).  A POSIX lock does not exclude threads of its
 own process, so a thread lock comes first.
 
-Costs and edges: two ``fcntl`` calls per line; a process frozen (SIGSTOP) in the
+A regular file needs no lock: Linux writes one ``write`` to it whole, however long,
+under the file's own lock (the inode's for ``O_APPEND``, the shared offset's for a
+descriptor inherited over fork), so lines are never split or interleaved there.  The lock
+is taken for pipes, sockets and terminals only; whether a descriptor is a regular file is
+read once per descriptor.  (Each ``fcntl`` hands the interpreter lock to another thread:
+in a threads worker those were 4 of a payment's ~95 such calls, bench/RESULTS.md §18.)
+
+Costs and edges: two ``fcntl`` calls per line on a pipe; a process frozen (SIGSTOP) in the
 microseconds between lock and unlock holds up other processes' logging until it
 continues (a killed one releases the lock); a stream that refuses locks (``ENOLCK``,
 ``EINVAL``) is written without, still one write per line.
@@ -30,6 +37,7 @@ import fcntl
 import io
 import logging
 import os
+import stat
 import threading
 import weakref
 from typing import Any, TextIO
@@ -43,6 +51,7 @@ class LineWriter:
         self._thread_lock = threading.RLock()
         self._depth = 0  # nested write_line calls in this thread (a signal handler's)
         self._lockable = True
+        self._regular: tuple[int, bool] | None = None  # (fd, a regular file?), read once
         _writers.add(self)
 
     def write_line(self, line: str) -> None:
@@ -81,7 +90,7 @@ class LineWriter:
         return fd
 
     def _lock_stream(self, fd: int) -> bool:
-        if not self._lockable:
+        if not self._lockable or self._is_regular_file(fd):
             return False
         try:
             fcntl.lockf(fd, fcntl.LOCK_EX)
@@ -89,6 +98,16 @@ class LineWriter:
             self._lockable = False  # e.g. ENOLCK on some network filesystems
             return False
         return True
+
+    def _is_regular_file(self, fd: int) -> bool:
+        known = self._regular
+        if known is None or known[0] != fd:
+            try:
+                regular = stat.S_ISREG(os.fstat(fd).st_mode)
+            except OSError:
+                regular = False
+            known = self._regular = (fd, regular)
+        return known[1]
 
     def _reset_after_fork(self) -> None:
         # A fork while another thread held the lock would leave the child's copy held

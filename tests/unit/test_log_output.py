@@ -10,6 +10,7 @@ long records cut into each other.
 
 from __future__ import annotations
 
+import fcntl
 import io
 import json
 import logging
@@ -18,8 +19,9 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
+import pytest
 import structlog
 
 from orchestrator.log_output import LineHandler, LineLoggerFactory, LineWriter
@@ -179,3 +181,48 @@ def test_a_child_forked_while_another_thread_was_writing_can_still_log(tmp_path:
             holder.join()
 
     assert _json_objects(path.read_text().splitlines()) == [{"event": "from the child"}]
+
+
+def test_records_longer_than_pipe_buf_from_forked_processes_arrive_whole_in_a_file(
+    tmp_path: Path,
+) -> None:
+    """A regular file takes no lock (one write lands whole there, however long): long
+    records from several processes sharing the descriptor still never mix."""
+    path = tmp_path / "long.log"
+    per_child = 150
+    with _like_stderr(os.open(path, os.O_WRONLY | os.O_CREAT)) as stream:
+        events = _structlog_logger(stream)
+
+        def work(number: int) -> None:
+            for n in range(per_child):
+                events.error("task_failed", n=n, child=number, exception="x" * 20_000)
+
+        _in_forked_children(work)
+
+    records = _json_objects(path.read_text().splitlines())
+    assert len(records) == PROCESSES * per_child
+    assert all(len(str(r["exception"])) == 20_000 for r in records)
+
+
+def test_the_cross_process_lock_is_taken_on_a_pipe_and_not_on_a_regular_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    locked: list[tuple[int, int]] = []
+    real_lockf = fcntl.lockf
+
+    def recording_lockf(fd: int, operation: int, *args: int) -> Any:
+        locked.append((fd, operation))
+        return real_lockf(fd, operation, *args)
+
+    monkeypatch.setattr(fcntl, "lockf", recording_lockf)
+
+    with (tmp_path / "plain.log").open("w") as file_stream:
+        LineWriter(file_stream).write_line('{"event": "to a file"}')
+    assert locked == []
+
+    read_fd, write_fd = os.pipe()
+    with _like_stderr(write_fd) as pipe_stream, os.fdopen(read_fd) as reader:
+        LineWriter(pipe_stream).write_line('{"event": "to a pipe"}')
+        pipe_stream.close()
+        assert reader.read() == '{"event": "to a pipe"}\n'
+    assert [operation for _, operation in locked] == [fcntl.LOCK_EX, fcntl.LOCK_UN]
