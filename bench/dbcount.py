@@ -9,10 +9,13 @@ Round trips on PostgreSQL with psycopg 3, per kind of event:
 
     statement       one (every execute: SELECT, INSERT, UPDATE, ...)
     begin           one: psycopg sends ``BEGIN`` on its own before the first statement
-    commit/rollback one each
+                    and waits for it (in pipeline mode too: a sync)
+    commit/rollback one each, none when the session is idle by then (a COMMIT sent with
+                    the deferred statements, ``prebuilt.end_deferred``)
     (none of the last two in autocommit: a unit of one statement, its own transaction)
     deferred        none per statement sent in pipeline mode, one per unit for all of them
-                    (``orchestrator.db.prebuilt.defer_answers``)
+                    (``orchestrator.db.prebuilt.defer_answers``), and one for each read
+                    in pipeline mode (``prebuilt.first``: a flush and its answer)
     pre-ping        one per checkout when ``pool_pre_ping`` is on (a ``SELECT 1``)
 
 The statements are also counted by their first word, so the clock reads (``SELECT
@@ -126,7 +129,10 @@ def install() -> None:
         if _autocommit(conn):
             _bump("statements.autocommit")  # a transaction of its own
         if _deferring(conn):
-            _bump("statements.deferred")  # no round trip of its own
+            _bump("statements.deferred")  # no round trip of its own, unless read (below)
+        if not _autocommit(conn) and _idle(conn) is True:
+            # psycopg sends BEGIN first and waits for it, in pipeline mode too (a sync).
+            _bump("begin_round_trips")
 
     # One round trip collects a unit's deferred statements (orchestrator.db.prebuilt).
     from orchestrator.db import prebuilt
@@ -139,20 +145,37 @@ def install() -> None:
 
     prebuilt.end_deferred = _counted_end_deferred  # type: ignore[assignment]
 
+    # A statement whose answer is read while the unit defers waits for it: one round trip
+    # (a flush).  The engine defers only writes today; this keeps the count true if not.
+    first = prebuilt.first
+
+    def _counted_first(connection: Any, *args: Any, **kwargs: Any) -> Any:
+        if _deferring(connection):
+            _bump("deferred_reads")
+        return first(connection, *args, **kwargs)
+
+    prebuilt.first = _counted_first  # type: ignore[assignment]
+
     @event.listens_for(sa.engine.Engine, "begin")
     def _begin(conn: Any) -> None:
         if not _autocommit(conn):
             _bump("begins")
+            if _idle(conn) is None:  # not psycopg: its BEGIN is counted here
+                _bump("begin_round_trips")
 
     @event.listens_for(sa.engine.Engine, "commit")
     def _commit(conn: Any) -> None:
         if not _autocommit(conn):
             _bump("commits")
+            if _idle(conn) is not True:  # psycopg sends nothing for an idle session
+                _bump("commit_round_trips")
 
     @event.listens_for(sa.engine.Engine, "rollback")
     def _rollback(conn: Any) -> None:
         if not _autocommit(conn):
             _bump("rollbacks")
+            if _idle(conn) is not True:
+                _bump("rollback_round_trips")
 
     @event.listens_for(sa.pool.Pool, "checkout")
     def _checkout(_dbapi: Any, _record: Any, proxy: Any) -> None:
@@ -179,6 +202,14 @@ def _autocommit(conn: Any) -> bool:
     """A unit of one statement (``UnitOfWork(single_statement=True)``) runs in autocommit:
     psycopg sends no BEGIN and no COMMIT for it, though SQLAlchemy still fires the events."""
     return bool(getattr(conn.connection.dbapi_connection, "autocommit", False))
+
+
+def _idle(conn: Any) -> bool | None:
+    """Whether psycopg's session is outside a transaction (None: not psycopg)."""
+    pgconn = getattr(conn.connection.dbapi_connection, "pgconn", None)
+    if pgconn is None:
+        return None
+    return bool(pgconn.transaction_status == 0)  # PQTRANS_IDLE
 
 
 def _deferring(conn: Any) -> bool:
@@ -212,9 +243,10 @@ def per_payment(counts: dict[str, int], payments: int) -> dict[str, float]:
         counts.get("statements", 0)
         - counts.get("statements.deferred", 0)
         + counts.get("deferred_syncs", 0)
-        + counts.get("begins", 0)
-        + counts.get("commits", 0)
-        + counts.get("rollbacks", 0)
+        + counts.get("deferred_reads", 0)
+        + counts.get("begin_round_trips", 0)
+        + counts.get("commit_round_trips", 0)
+        + counts.get("rollback_round_trips", 0)
         + counts.get("pre_pings", 0)
     )
     figures = {

@@ -28,11 +28,15 @@ through SQLAlchemy; the hot statements use ``=``/``OR`` instead.
 
 Deferred answers (``defer_answers``): a transaction's last statements, the ones run for
 their effect only (a finish's outcome, ledger, outbox and provider-call rows), are sent in
-psycopg's pipeline mode: no wait for each answer, one round trip for all of them when the
-unit of work commits.  A failed one is raised then, as SQLAlchemy's exception, and the
-transaction rolls back as before.  Hazard: a statement SQLAlchemy itself runs in pipeline
-mode would find no result description (psycopg fills it in only at the next sync) and read
-as returning no rows, so ``refuse_statements_while_deferred`` makes that an error.
+psycopg's pipeline mode: no wait for each answer, one round trip for all of them and the
+COMMIT when the unit of work commits.  A failed one is raised then, as SQLAlchemy's
+exception, and the transaction rolls back as before.  Only a unit's last statements:
+psycopg's pipeline mode spends more system calls per statement whose answer is read
+(polls for writing and reading, a flush each) than it saves, so a unit that deferred from
+its start cost a payment more calls in all (bench/RESULTS.md §18).  Hazard: a statement
+SQLAlchemy itself runs in pipeline mode would find no result description (psycopg fills
+it in only at the next sync) and read as returning no rows, so
+``refuse_statements_while_deferred`` makes that an error.
 """
 
 from __future__ import annotations
@@ -237,17 +241,39 @@ def defer_answers(connection: sa.Connection) -> DeferredAnswers | None:
 
 
 def end_deferred(
-    connection: sa.Connection, deferred: DeferredAnswers, error: BaseException | None
+    connection: sa.Connection,
+    deferred: DeferredAnswers,
+    error: BaseException | None,
+    *,
+    commit: bool = False,
 ) -> None:
     """Leave pipeline mode: one round trip that collects every deferred answer.  A
     deferred statement's failure is raised here as SQLAlchemy's exception, unless the unit
-    is already failing with ``error`` (then it is only logged by psycopg)."""
+    is already failing with ``error`` (then it is only logged by psycopg).
+
+    ``commit``: the transaction's COMMIT is sent behind the deferred statements, in the
+    same round trip (a failed statement before it makes the server skip it: nothing is
+    committed, and the failure is raised).  SQLAlchemy's commit that follows finds the
+    session idle, and psycopg sends nothing more."""
+    first: psycopg.Error | None = None
+    if commit and error is None:
+        driver = _driver(connection)
+        # In autocommit each statement committed on its own: nothing to send.
+        if not driver.autocommit and driver.pgconn.transaction_status != pq.TransactionStatus.IDLE:
+            try:
+                driver.execute("COMMIT", prepare=False)
+            except psycopg.Error as failure:
+                # A deferred statement's answer that arrived while the COMMIT was sent.
+                # Hazard: the pipeline must still be left, or the rollback that follows
+                # meets the COMMIT's skipped answer and fails in its place.
+                first = failure
+    failing = error if error is not None else first
     try:
-        deferred.__exit__(type(error) if error else None, error, None)
+        deferred.__exit__(type(failing) if failing else None, failing, None)
     except psycopg.Error as failure:
-        if error is not None:
-            return
-        _raise(connection, failure, "(deferred statements)", None)
+        first = first or failure
+    if first is not None and error is None:
+        _raise(connection, first, "(deferred statements)", None)
 
 
 def refuse_statements_while_deferred(connection: sa.Connection, cursor: Any, *_args: Any) -> None:

@@ -147,21 +147,22 @@ class UnitOfWork:
 
     def defer_answers(self) -> None:
         """From here to the commit, the statements run for their effect (the prebuilt
-        INSERTs) are sent without waiting for each answer, and collected in one round trip
-        before the commit (``orchestrator.db.prebuilt.defer_answers``; PostgreSQL only).
+        INSERTs) are sent without waiting for each answer, and collected with the COMMIT
+        in one round trip (``orchestrator.db.prebuilt.defer_answers``; PostgreSQL only).
         Only for a unit's last statements: a statement SQLAlchemy runs itself is refused
         from here on."""
         if self._deferred is None:
             self._deferred = prebuilt.defer_answers(self.connection)
 
-    def _end_deferred(self, error: BaseException | None) -> None:
+    def _end_deferred(self, error: BaseException | None, *, commit: bool = False) -> None:
         deferred, self._deferred = self._deferred, None
         if deferred is not None and self._connection is not None:
-            prebuilt.end_deferred(self._connection, deferred, error)
+            prebuilt.end_deferred(self._connection, deferred, error, commit=commit)
 
     def commit(self) -> None:
         assert self._transaction is not None, "unit of work used outside 'with'"
-        self._end_deferred(None)  # a deferred statement's failure is raised here
+        # A deferred statement's failure is raised here; the COMMIT went with them.
+        self._end_deferred(None, commit=self._given is None)
         self._transaction.commit()
 
     def rollback(self) -> None:

@@ -190,6 +190,43 @@ def test_a_deferred_statements_failure_is_raised_at_the_commit_and_nothing_stays
         assert row is not None and row["last_error"] is None
 
 
+@pytest.mark.postgres
+def test_a_deferred_failure_answered_before_the_commit_is_sent_is_the_one_raised(
+    make_postgres_database,
+) -> None:
+    """The COMMIT rides behind the deferred statements.  When a deferred statement's
+    failure is already on the socket as the COMMIT is sent, psycopg raises it there: it
+    must still be that failure (not the skipped COMMIT's "pipeline aborted"), nothing may
+    stay, and the pooled connection must work on."""
+    import select
+
+    container = build_container(make_postgres_database())
+    try:
+        payment_id = _payment(container)
+        with container.uow() as uow:
+            prebuilt.execute(uow.connection, OUTCOME, _outcome(payment_id, "pi_1"))
+            uow.commit()
+
+        def second_outcome_answered_before_the_commit() -> None:
+            with container.uow() as uow:
+                prebuilt.first(uow.connection, MARK, {"p_id": payment_id, "p_error": "late"})
+                uow.defer_answers()
+                prebuilt.execute(uow.connection, OUTCOME, _outcome(payment_id, "pi_2"))
+                pgconn = uow.connection.connection.driver_connection.pgconn
+                readable, _, _ = select.select([pgconn.socket], [], [], 10)
+                assert readable, "the server never answered the deferred INSERT"
+                uow.commit()
+
+        with pytest.raises(sa.exc.IntegrityError):
+            second_outcome_answered_before_the_commit()
+        assert _outcomes(container) == 1
+        with container.uow() as uow:
+            row = prebuilt.first(uow.connection, BY_ID, {"p_id": payment_id})
+            assert row is not None and row["last_error"] is None
+    finally:
+        container.close()
+
+
 def test_a_unit_that_defers_and_does_not_commit_writes_nothing(container: Container) -> None:
     payment_id = _payment(container)
     with container.uow() as uow:
@@ -223,3 +260,81 @@ def test_a_statement_sqlalchemy_runs_itself_is_refused_while_answers_are_deferre
             assert uow.connection.execute(BY_ID, {"p_id": payment_id}).first() is not None
     finally:
         container.close()
+
+
+# -- round trips (libpq's protocol trace: each turn from sending to reading is one) ---------
+
+
+def _round_trips(trace: str) -> int:
+    """How many times the client stopped sending and read the server's answer."""
+    turns, sending = 0, False
+    for line in trace.splitlines():
+        direction = line.split("\t", 1)[0]
+        if direction == "F":
+            sending = True
+        elif direction == "B" and sending:
+            turns, sending = turns + 1, False
+    return turns
+
+
+def _traced_round_trips(container: Container, unit: Any, tmp_path: Any) -> int:
+    """Round trips of ``unit(uow)`` run in a unit of work that commits, measured on its
+    second run: the first prepares the statements on the connection (psycopg's cache,
+    one round trip each, once per connection)."""
+    from psycopg import pq
+
+    for run in range(2):
+        with container.uow() as uow:
+            pgconn = uow.connection.connection.driver_connection.pgconn
+            path = tmp_path / f"protocol-{run}.trace"
+            with path.open("w") as trace:
+                pgconn.trace(trace.fileno())
+                pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+                try:
+                    unit(uow)
+                    uow.commit()
+                finally:
+                    pgconn.untrace()
+    return _round_trips(path.read_text())
+
+
+@pytest.mark.postgres
+def test_the_commit_travels_with_the_deferred_statements(make_postgres_database, tmp_path) -> None:
+    """A finish's shape: an UPDATE whose answer is read, then writes deferred.  BEGIN,
+    the UPDATE, then the deferred INSERT with the COMMIT: three round trips (four when
+    the COMMIT waited for the deferred answers first), and the rows committed."""
+    container = build_container(make_postgres_database())
+    try:
+        payment_id = _payment(container)
+        read: list[Any] = []
+
+        def finish_shape(uow: Any) -> None:
+            read.append(prebuilt.first(uow.connection, MARK, {"p_id": payment_id, "p_error": "x"}))
+            uow.defer_answers()
+            prebuilt.execute(uow.connection, LEDGER, _ledger_line(payment_id))
+
+        assert _traced_round_trips(container, finish_shape, tmp_path) == 3
+        assert all(row is not None and row["last_error"] == "x" for row in read)
+        assert _ledger_lines(container, payment_id) == 2
+    finally:
+        container.close()
+
+
+def _ledger_line(payment_id: str) -> dict[str, Any]:
+    return {
+        "payment_id": payment_id,
+        "account": "provider_receivable",
+        "amount": 1000,
+        "currency": "usd",
+        "created_at": datetime.now(UTC),
+    }
+
+
+def _ledger_lines(container: Container, payment_id: str) -> int:
+    with container.uow() as uow:
+        count = (
+            sa.select(sa.func.count())
+            .select_from(ledger_lines)
+            .where(ledger_lines.c.payment_id == sa.bindparam("p_id"))
+        )
+        return int(prebuilt.scalar(uow.connection, count, {"p_id": payment_id}))
