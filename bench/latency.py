@@ -9,6 +9,8 @@ For each worker configuration (none given: the default ``payorch worker``, no fl
    sampled from /proc, and so is the number of payments it holds a lease on (in flight);
 3. the same worker command drains as many ``bench.sleep`` tasks (``2 x latency`` seconds
    each) from the same queue: the rate the pool allows when the work is pure waiting.
+   The sleep counts as a provider call in progress (``bench.noop``), so the worker's
+   prefetch limit treats it as it treats a payment's calls.
 
 Rates are taken between the 10th and 90th percentile completion (``bench.stats``).  The
 worker also counts its transactions and database round trips (``bench.dbcount``).

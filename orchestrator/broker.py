@@ -32,6 +32,13 @@ PROCESS_OPERATION = "payorch.process_operation"
 SWEEP = "payorch.sweep"
 # The consumer's task module, named, not imported (see the module docstring).
 TASK_MODULE = "workers.tasks"
+# The consumer step of a threads-pool worker that sets its prefetch count from the
+# provider's latency (``workers.prefetch_limit``), named as data like TASK_MODULE.
+ADAPTIVE_PREFETCH_STEP = "workers.prefetch_limit:AdaptivePrefetch"
+# Celery's threads pool with an executor that reuses the thread idle the shortest
+# (``workers.thread_pool``), under a pool name of its own.
+THREADS_POOL_ALIAS = "payorch-threads"
+THREADS_POOL_CLASS = "workers.thread_pool:TaskPool"
 
 
 def create_celery_app(settings: Settings) -> Celery:

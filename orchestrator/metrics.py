@@ -145,6 +145,12 @@ OPERATIONS_FINISHED = Counter(
 PAYMENTS_PARKED = Counter(
     "payorch_payments_needs_attention_total", "Payments moved to needs_attention."
 )
+WORKER_PREFETCH_LIMIT = Gauge(
+    "payorch_worker_prefetch_limit",
+    "Messages a threads-pool worker takes at once, set from the provider calls in progress "
+    "(summed over the worker's processes).",
+    multiprocess_mode="livesum",
+)
 # Sampled by the API at each scrape.  With several API processes (multiprocess mode) the
 # value of the process that sampled last is the one to report.
 RECORDS_BY_STATUS = Gauge(
@@ -238,6 +244,7 @@ ROLE_SERIES: dict[Role, frozenset[str]] = {
             "payorch_provider_call_seconds",
             "payorch_fenced_writes_total",
             "payorch_payments_finished_total",
+            "payorch_worker_prefetch_limit",
             *_SWEEP_SERIES,
         }
     ),

@@ -24,6 +24,7 @@ from uvicorn.supervisors import Multiprocess
 
 from orchestrator import metrics
 from orchestrator.bootstrap import bootstrap
+from orchestrator.broker import ADAPTIVE_PREFETCH_STEP, THREADS_POOL_ALIAS, THREADS_POOL_CLASS
 from orchestrator.cli.config import load_settings
 from orchestrator.cli.worker_pool import (
     DEFAULT_POOL,
@@ -206,7 +207,7 @@ def worker(
             "--quiet",  # no banner: the log stays one JSON object per line
             "worker",
             f"--concurrency={share}",
-            f"--pool={pool}",
+            f"--pool={THREADS_POOL_ALIAS if pool == 'threads' else pool}",
             f"--loglevel={loglevel}",
             f"--hostname=payorch@{os.uname().nodename}.{os.getpid()}",
             "--without-gossip",
@@ -243,6 +244,13 @@ def configure_for_threads(app: Any) -> None:
     """
     app.conf.worker_cancel_long_running_tasks_on_connection_loss = False
     app.conf.worker_enable_prefetch_count_reduction = False
+    # The prefetch count follows the provider's latency (workers.prefetch_limit), and the
+    # pool wakes the thread idle the shortest (workers.thread_pool): with few tasks in
+    # flight, few threads stay warm.  Celery's --pool takes a registered name only.
+    app.steps["consumer"].add(ADAPTIVE_PREFETCH_STEP)
+    from celery import concurrency
+
+    concurrency.ALIASES[THREADS_POOL_ALIAS] = THREADS_POOL_CLASS
     # Celery warns at every connection loss that the cancelling will become its default.
     warnings.filterwarnings(
         "ignore", message=r"(?s).*worker_cancel_long_running_tasks_on_connection_loss"

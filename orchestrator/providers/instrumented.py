@@ -19,6 +19,7 @@ from orchestrator.providers.base import (
     Retryable,
     optional,
 )
+from orchestrator.providers.calls_in_progress import PROVIDER_CALLS_IN_PROGRESS
 
 T = TypeVar("T")
 
@@ -42,12 +43,14 @@ class InstrumentedProvider:
 
     def _observe(self, operation: str, call: Callable[[], T]) -> T:
         started = time.perf_counter()
+        in_progress = PROVIDER_CALLS_IN_PROGRESS.started()
         try:
             result = call()
         except BaseException as error:
             metrics.PROVIDER_CALLS.labels(operation, outcome_label(error)).inc()
             raise
         finally:
+            PROVIDER_CALLS_IN_PROGRESS.ended(in_progress)
             metrics.PROVIDER_LATENCY.labels(operation).observe(time.perf_counter() - started)
         metrics.PROVIDER_CALLS.labels(operation, "ok").inc()
         return result

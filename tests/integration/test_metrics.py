@@ -313,3 +313,55 @@ def test_a_prefork_worker_serves_its_childrens_metrics_on_its_own_port(
     assert metric(after, "payorch_payments_finished_total", status="succeeded") == 3
     assert metric(after, "payorch_provider_call_seconds_count", operation="confirm") == 3
     assert not families(after) & set(API_ONLY)
+
+
+def test_a_threads_worker_takes_fewer_messages_while_the_provider_answers_at_once(
+    make_postgres_database, broker_url: str, processes: ProcessManager
+) -> None:
+    """The default pool's prefetch limit (workers.prefetch_limit) on a real broker: a worker
+    that starts on a backlog holds its whole window (32), and with a provider that answers
+    at once the limit it sends RabbitMQ falls toward the floor while every payment still
+    finishes."""
+    database_url = make_postgres_database()
+    with start_in_thread() as simulator:
+        env = payorch_environment(
+            database_url,
+            PAYORCH_BROKER_URL=broker_url,
+            PAYORCH_STRIPE_API_BASE=simulator.url,
+        )
+        container = build_container(database_url, broker_url=broker_url)
+        container.publisher = CeleryPublisher(create_celery_app(container.settings))
+        try:
+            merchant = create_client(container.uow, "prefetch-worker", Role.MERCHANT).client
+            ids = [accept(container, merchant, f"prefetch-{n}").id for n in range(400)]
+            port = free_port()
+            worker = processes.payorch(
+                "worker",
+                "--processes",
+                "1",
+                "--concurrency",
+                "32",
+                "--metrics-port",
+                str(port),
+                env=env,
+            )
+            wait_for_http(f"http://127.0.0.1:{port}/metrics", process=worker)
+            limits: list[float] = []  # as scraped, once the step has set one
+            deadline = time.monotonic() + 60
+            while not limits or limits[-1] >= 32:  # the backlog lasts a few seconds
+                assert worker.running, worker.tail()
+                assert time.monotonic() < deadline, (limits, worker.tail())
+                scrape = httpx.get(f"http://127.0.0.1:{port}/metrics", trust_env=False).text
+                limit = metric(scrape, "payorch_worker_prefetch_limit")
+                if limit and (not limits or limits[-1] != limit):
+                    limits.append(limit)
+                time.sleep(0.05)
+            while any(reload(container, i).status.value == "processing" for i in ids):
+                assert worker.running, worker.tail()
+                assert time.monotonic() < deadline, worker.tail()
+                time.sleep(0.2)
+        finally:
+            container.close()
+    assert limits[0] == 32, limits  # the whole window at the start, as a fixed prefetch
+    assert min(limits) < 32, limits  # then fewer, the provider being fast
+    assert min(limits) >= 8, limits  # never below the floor
