@@ -35,6 +35,8 @@ TASK_MODULE = "workers.tasks"
 # The consumer step of a threads-pool worker that sets its prefetch count from the
 # provider's latency (``workers.prefetch_limit``), named as data like TASK_MODULE.
 ADAPTIVE_PREFETCH_STEP = "workers.prefetch_limit:AdaptivePrefetch"
+# Where that step finds its floor (Settings.worker_prefetch_floor) in the app's conf.
+PREFETCH_FLOOR_CONF = "payorch_prefetch_floor"
 # Celery's threads pool with an executor that reuses the thread idle the shortest
 # (``workers.thread_pool``), under a pool name of its own.
 THREADS_POOL_ALIAS = "payorch-threads"

@@ -45,6 +45,12 @@ class Settings(BaseSettings):
     db_pool_size: int = Field(default=20, ge=1)
     db_max_overflow: int = Field(default=10, ge=0)
     db_pool_timeout_seconds: float = Field(default=10.0, gt=0)
+    # Messages a threads-pool worker process holds at least, beside one and a half per slow
+    # provider call in progress (workers/prefetch_limit.py).  Too small: payments wait in
+    # the broker while the database's round trips leave the process idle (a database tens of
+    # milliseconds away wants more); too large: at a fast provider the payments held compete
+    # for the interpreter lock.  The process's threads (--concurrency) fix the prefetch.
+    worker_prefetch_floor: int = Field(default=8, ge=1)
     # Statement timeout on PostgreSQL.  Too short: a healthy but busy database fails requests;
     # too long: a stuck lock holds an API thread (and its client) hostage.
     db_statement_timeout_ms: int = Field(default=5000, ge=100)

@@ -33,6 +33,7 @@ from celery import bootsteps
 from celery.worker import state as worker_state
 
 from orchestrator import metrics
+from orchestrator.broker import PREFETCH_FLOOR_CONF
 from orchestrator.logging import get_logger
 from orchestrator.providers.calls_in_progress import PROVIDER_CALLS_IN_PROGRESS, CallsInProgress
 
@@ -40,9 +41,10 @@ __all__ = ["STEP", "AdaptivePrefetch", "PrefetchPolicy"]
 
 log = get_logger(__name__)
 
-# Runs a process lets compete for the interpreter besides those waiting for the provider.
-# Enough to overlap their database round trips; measured at zero provider latency, 4 and 8
-# cost the same CPU per payment and 16 more (RESULTS §19).
+# Runs a process lets compete for the interpreter besides those waiting for the provider
+# (the default of Settings.worker_prefetch_floor).  Enough to overlap their database round
+# trips; measured at zero provider latency, 4 and 8 cost the same CPU per payment and 16
+# more (RESULTS §19).
 RUNS_BESIDE_PROVIDER_CALLS = 8
 # Room above the calls in progress, so that the count grows within a few seconds when the
 # provider slows down (each second multiplies a saturated limit by up to this much).
@@ -98,7 +100,8 @@ class AdaptivePrefetch(bootsteps.StartStopStep):  # type: ignore[misc]  # celery
             log.info("prefetch_limit_off", reason="no event loop or no prefetch count")
             return
         if self.policy is None:
-            self.policy = PrefetchPolicy(ceiling=parent.initial_prefetch_count)
+            floor = parent.app.conf.get(PREFETCH_FLOOR_CONF) or RUNS_BESIDE_PROVIDER_CALLS
+            self.policy = PrefetchPolicy(ceiling=parent.initial_prefetch_count, floor=floor)
         # After a reconnect the Tasks step built a new QoS at the ceiling; the policy's
         # limit survives it and applies at once.
         self.applied = parent.qos.value

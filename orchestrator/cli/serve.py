@@ -24,7 +24,12 @@ from uvicorn.supervisors import Multiprocess
 
 from orchestrator import metrics
 from orchestrator.bootstrap import bootstrap
-from orchestrator.broker import ADAPTIVE_PREFETCH_STEP, THREADS_POOL_ALIAS, THREADS_POOL_CLASS
+from orchestrator.broker import (
+    ADAPTIVE_PREFETCH_STEP,
+    PREFETCH_FLOOR_CONF,
+    THREADS_POOL_ALIAS,
+    THREADS_POOL_CLASS,
+)
 from orchestrator.cli.config import load_settings
 from orchestrator.cli.worker_pool import (
     DEFAULT_POOL,
@@ -190,7 +195,7 @@ def worker(
     # below) build theirs after the fork.
     container.close()
     if pool == "threads":
-        configure_for_threads(app)
+        configure_for_threads(app, settings)
     log_celery_as_json(settings, loglevel)
 
     def run_pool(process: int, share: int) -> None:
@@ -229,7 +234,7 @@ def worker(
     raise typer.Exit(status)
 
 
-def configure_for_threads(app: Any) -> None:
+def configure_for_threads(app: Any, settings: Settings) -> None:
     """Two Celery behaviours after a broker connection loss assume tasks can be killed,
     which threads cannot be:
 
@@ -248,6 +253,7 @@ def configure_for_threads(app: Any) -> None:
     # pool wakes the thread idle the shortest (workers.thread_pool): with few tasks in
     # flight, few threads stay warm.  Celery's --pool takes a registered name only.
     app.steps["consumer"].add(ADAPTIVE_PREFETCH_STEP)
+    app.conf[PREFETCH_FLOOR_CONF] = settings.worker_prefetch_floor
     from celery import concurrency
 
     concurrency.ALIASES[THREADS_POOL_ALIAS] = THREADS_POOL_CLASS

@@ -5,6 +5,7 @@ keeping Celery's own changes to the count (held ETA tasks)."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from kombu.common import QoS
@@ -67,7 +68,10 @@ class FakeTimer:
 class FakeConsumer:
     """The parts of Celery's consumer the step touches; the QoS is kombu's own."""
 
-    def __init__(self, *, prefetch: int, hub: object | None = object()) -> None:
+    def __init__(
+        self, *, prefetch: int, hub: object | None = object(), conf: dict[str, int] | None = None
+    ) -> None:
+        self.app = SimpleNamespace(conf=conf or {})
         self.sent: list[int] = []
         self.hub = hub
         self.timer = FakeTimer()
@@ -171,3 +175,16 @@ def test_the_step_is_named_where_celery_finds_it() -> None:
     from orchestrator.broker import ADAPTIVE_PREFETCH_STEP
 
     assert ADAPTIVE_PREFETCH_STEP == STEP
+
+
+def test_the_floor_comes_from_the_settings() -> None:
+    from orchestrator.broker import PREFETCH_FLOOR_CONF
+
+    clock = Clock()
+    consumer = FakeConsumer(prefetch=64, conf={PREFETCH_FLOOR_CONF: 20})
+    started_step(consumer, CallsInProgress(clock, grace=0.0), [64])
+    [(_, adjust, args)] = consumer.timer.entries
+    for _ in range(10):
+        clock.now += 1.0
+        adjust(*args)
+    assert consumer.sent == [64, 42, 31, 25, 22, 21, 20]
