@@ -187,6 +187,10 @@ class Lease(Generic[R]):
                 written = change(uow, now)
                 if written is None:
                     raise Fenced()
+                if calls:
+                    # Run for their effect only, and the write's last statements: their
+                    # answers come back with the COMMIT, one round trip fewer.
+                    uow.defer_answers()
                 for call in calls:
                     uow.history.add_provider_call(call, now=now)
                 uow.commit()

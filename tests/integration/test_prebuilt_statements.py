@@ -18,6 +18,7 @@ from orchestrator.bootstrap import Container
 from orchestrator.db import prebuilt
 from orchestrator.db.tables import ledger_lines, payment_outcomes, payments
 from tests.harness.containers import build_container
+from tests.harness.protocol_trace import round_trips, start_trace
 from tests.harness.seeds import accept, new_merchant
 
 BY_ID = sa.select(payments).where(payments.c.id == sa.bindparam("p_id"))
@@ -265,37 +266,22 @@ def test_a_statement_sqlalchemy_runs_itself_is_refused_while_answers_are_deferre
 # -- round trips (libpq's protocol trace: each turn from sending to reading is one) ---------
 
 
-def _round_trips(trace: str) -> int:
-    """How many times the client stopped sending and read the server's answer."""
-    turns, sending = 0, False
-    for line in trace.splitlines():
-        direction = line.split("\t", 1)[0]
-        if direction == "F":
-            sending = True
-        elif direction == "B" and sending:
-            turns, sending = turns + 1, False
-    return turns
-
-
 def _traced_round_trips(container: Container, unit: Any, tmp_path: Any) -> int:
     """Round trips of ``unit(uow)`` run in a unit of work that commits, measured on its
     second run: the first prepares the statements on the connection (psycopg's cache,
     one round trip each, once per connection)."""
-    from psycopg import pq
-
     for run in range(2):
         with container.uow() as uow:
             pgconn = uow.connection.connection.driver_connection.pgconn
             path = tmp_path / f"protocol-{run}.trace"
-            with path.open("w") as trace:
-                pgconn.trace(trace.fileno())
-                pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
-                try:
-                    unit(uow)
-                    uow.commit()
-                finally:
-                    pgconn.untrace()
-    return _round_trips(path.read_text())
+            trace = start_trace(pgconn, path)
+            try:
+                unit(uow)
+                uow.commit()
+            finally:
+                pgconn.untrace()
+                trace.close()
+    return round_trips(path.read_text())
 
 
 @pytest.mark.postgres

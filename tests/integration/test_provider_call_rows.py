@@ -12,6 +12,7 @@ from orchestrator.engine.kinds.charge import process_payment
 from orchestrator.engine.lease import ProcessResult
 from tests.fakes.provider import FakeProvider
 from tests.harness.containers import build_container
+from tests.harness.protocol_trace import traced_checkouts
 from tests.harness.seeds import accept, force, new_merchant, reload
 
 
@@ -85,3 +86,26 @@ def test_a_run_that_fails_after_a_call_still_records_it(container, provider):
     assert recorded[1][1] != "ok"
     # The confirm number was durable before the call: the next holder queries first.
     assert reload(container, record.id).confirm_attempts == 1
+
+
+@pytest.mark.postgres
+def test_each_steps_call_rows_travel_with_its_commit(make_postgres_database, provider, tmp_path):
+    """A charge's round trips, from libpq's protocol trace of every checkout: the claim
+    (1); the write that stores the intent, with the create's row (BEGIN, the UPDATE, the
+    row with the COMMIT: 3); the finish, with the confirm's row (BEGIN, the settlement,
+    the event number, the final UPDATE, the deferred rows with the COMMIT: 5).  Measured
+    on the second charge: the first prepares the statements on the connection."""
+    container = build_container(make_postgres_database(), provider=provider)
+    try:
+        merchant = new_merchant(container)
+        with traced_checkouts(container.engine, tmp_path) as traces:
+            for n in range(2):
+                record = accept(container, merchant, f"trips-{n}")
+                traces.active = n == 1
+                assert run(container, record.id, record.lease_token) is ProcessResult.COMPLETED
+                traces.active = False
+        assert calls(container, record.id) == [("create", "ok"), ("confirm", "ok")]
+        assert len(traces.paths) == 3  # one checkout per transaction
+        assert traces.round_trips() == 9
+    finally:
+        container.close()

@@ -131,12 +131,13 @@ class _Charge:
             outcome, ledger, outbox, COMPLETED) (``finish``)
                 the only write after the last call
 
-    On PostgreSQL that is 11 round trips: T1 is one statement in autocommit (its lease
-    event row written by the same statement); T2 is BEGIN, the ``UPDATE``, the call row,
-    COMMIT; T3 is BEGIN, the settlement, the event sequence (the settlement's ``UPDATE``
-    holds the row lock it needs), the finish's ``UPDATE`` with its lease event, then the
-    rows that need no answer (outcome, ledger, outbox, the call row) in one round trip
-    (``UnitOfWork.defer_answers``), and COMMIT.
+    On PostgreSQL that is 9 round trips: T1 is one statement in autocommit (its lease
+    event row written by the same statement); T2 is BEGIN, the ``UPDATE``, then the call
+    row with the COMMIT; T3 is BEGIN, the settlement, the event sequence (the settlement's
+    ``UPDATE`` holds the row lock it needs), the finish's ``UPDATE`` with its lease event,
+    then the rows that need no answer (outcome, ledger, outbox, the call row) with the
+    COMMIT, in one round trip (``UnitOfWork.defer_answers``, which every ``Lease.write``
+    with call rows uses; tests/integration/test_provider_call_rows.py counts them).
 
     Before this, the renewals, the provider-call rows and the settlement were transactions
     of their own (eight).  The settlement is no longer committed before the finish on the
@@ -690,7 +691,7 @@ class _Charge:
         if finished is None:
             return None
         # The rest only writes (and the provider-call rows after it, ``Lease.write``): their
-        # answers come back together, in one round trip before the commit.
+        # answers come back together with the COMMIT's, in one round trip.
         uow.defer_answers()
         uow.outcomes.add_outcome(finished, now=now)
         uow.outcomes.add_ledger_lines(
