@@ -26,7 +26,8 @@ def round_trips(trace: str) -> int:
 
 
 def start_trace(pgconn: pq.abc.PGconn, path: Path) -> Any:
-    """Trace ``pgconn`` into ``path`` until ``stop_trace``; returns the open file."""
+    """Trace ``pgconn`` into ``path`` until ``pgconn.untrace()``; returns the open file,
+    for the caller to close after that."""
     trace = path.open("w")
     pgconn.trace(trace.fileno())
     pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
