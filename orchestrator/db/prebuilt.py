@@ -136,7 +136,8 @@ def compiled_statement(
     return _compiled(statement, dialect, values)
 
 
-def _is_direct(connection: sa.Connection) -> bool:
+def is_direct(connection: sa.Connection) -> bool:
+    """Whether statements here run on psycopg itself (PostgreSQL through psycopg)."""
     return connection.dialect.name == "postgresql" and connection.dialect.driver == "psycopg"
 
 
@@ -166,7 +167,7 @@ def first(
     connection: sa.Connection, statement: sa.Executable, values: Mapping[str, Any]
 ) -> Mapping[str, Any] | None:
     """The first row of ``statement`` (its columns by name), or None."""
-    if _is_direct(connection):
+    if is_direct(connection):
         compiled = _compiled(statement, connection.dialect, values)
         if compiled.direct:
             cursor = _run(connection, compiled, values)
@@ -190,7 +191,7 @@ def scalar(connection: sa.Connection, statement: sa.Executable, values: Mapping[
 
 def execute(connection: sa.Connection, statement: sa.Executable, values: Mapping[str, Any]) -> None:
     """Run ``statement`` for its effect (an INSERT, a row lock)."""
-    if _is_direct(connection):
+    if is_direct(connection):
         compiled = _compiled(statement, connection.dialect, values)
         if compiled.direct:
             _run(connection, compiled, values)
@@ -205,7 +206,7 @@ def execute_many(
     trip on psycopg, which pipelines them."""
     if not rows:
         return
-    if _is_direct(connection):
+    if is_direct(connection):
         compiled = _compiled(statement, connection.dialect, rows[0])
         if compiled.direct:
             params = [compiled.params(row) for row in rows]
@@ -230,7 +231,7 @@ def defer_answers(connection: sa.Connection) -> DeferredAnswers | None:
     """Enter psycopg's pipeline mode on ``connection`` (see the module docstring); None on
     SQLite, or when the connection defers already.  The caller ends it with
     ``end_deferred`` before its commit."""
-    if not _is_direct(connection):
+    if not is_direct(connection):
         return None
     driver = _driver(connection)
     if driver.pgconn.pipeline_status != pq.PipelineStatus.OFF:
@@ -279,7 +280,7 @@ def end_deferred(
 def refuse_statements_while_deferred(connection: sa.Connection, cursor: Any, *_args: Any) -> None:
     """``before_cursor_execute`` on PostgreSQL: a statement SQLAlchemy runs itself (it has a
     cursor; the prebuilt ones pass None) must never run in pipeline mode."""
-    if cursor is None or not _is_direct(connection):
+    if cursor is None or not is_direct(connection):
         return
     if _driver(connection).pgconn.pipeline_status != pq.PipelineStatus.OFF:
         raise RuntimeError(

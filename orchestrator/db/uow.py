@@ -20,6 +20,7 @@ from orchestrator.db.clock import Clock, read_database_now
 from orchestrator.db.engine import READ_ONLY_OPTION
 from orchestrator.db.repositories.audit import AuditRepository
 from orchestrator.db.repositories.authorizations import AuthorizationRepository
+from orchestrator.db.repositories.carried_calls import CarriedCalls
 from orchestrator.db.repositories.clients import ClientRepository
 from orchestrator.db.repositories.deliveries import DeliveryRepository
 from orchestrator.db.repositories.disputes import DisputeRepository
@@ -33,6 +34,7 @@ from orchestrator.db.repositories.payment_search import PaymentSearchRepository
 from orchestrator.db.repositories.payments import PaymentRepository
 from orchestrator.db.repositories.provider_events import ProviderEventRepository
 from orchestrator.db.repositories.webhook_endpoints import WebhookEndpointRepository
+from orchestrator.domain.history import ProviderCallRecord
 
 
 class UnitOfWork:
@@ -72,6 +74,7 @@ class UnitOfWork:
         self._transaction: sa.RootTransaction | None = None
         self._now: datetime | None = None
         self._deferred: prebuilt.DeferredAnswers | None = None
+        self._carried = CarriedCalls()
 
     def __enter__(self) -> UnitOfWork:
         self._connection = self._given if self._given is not None else self._engine.connect()
@@ -92,8 +95,9 @@ class UnitOfWork:
         conn = self._connection
         self.clients = ClientRepository(conn)
         self.payments = PaymentRepository(conn)
-        self.leases = LeaseRepository(conn)
-        self.operations = OperationRepository(conn)
+        self._carried = CarriedCalls()
+        self.leases = LeaseRepository(conn, self._carried)
+        self.operations = OperationRepository(conn, self._carried)
         self.money = MoneyRepository(conn)
         self.authorizations = AuthorizationRepository(conn)
         self.outcomes = OutcomeRepository(conn)
@@ -144,6 +148,19 @@ class UnitOfWork:
         if self._now is None:
             self._now = read_database_now(self._connection, self._clock)
         return self._now
+
+    def carry_calls(self, calls: list[ProviderCallRecord], now: datetime) -> None:
+        """Have the unit's next prebuilt lease UPDATE insert ``calls`` itself (see
+        ``orchestrator.db.repositories.carried_calls``), when this unit's statements each
+        commit on their own on psycopg: only there does the statement that ran them store
+        them for good.  Elsewhere nothing is armed and ``calls_carried`` stays False."""
+        if self._single_statement and self._given is None and prebuilt.is_direct(self.connection):
+            self._carried.carry(calls, now)
+
+    @property
+    def calls_carried(self) -> bool:
+        """Whether a statement of this unit stored the calls given to ``carry_calls``."""
+        return self._carried.written
 
     def defer_answers(self) -> None:
         """From here to the commit, the statements run for their effect (the prebuilt

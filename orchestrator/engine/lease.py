@@ -154,6 +154,9 @@ class Lease(Generic[R]):
     rng: random.Random | None = None
     started: float = 0.0
     retries: int = 0
+    # A unit whose statements each commit on their own (the runner's ``claim_uow``), for
+    # ``write(one_statement=True)``; None: such writes use ``uow``.
+    statement_uow: UnitOfWorkFactory | None = None
     # The finish's report (its metric and log line) from before its commit until it has
     # run: ``engine.runner`` reports a finish an interruption split from its line.
     finishing: Callable[[R], None] | None = None
@@ -172,30 +175,44 @@ class Lease(Generic[R]):
 
     # -- the fenced write -----------------------------------------------------------------
 
-    def write(self, change: Callable[[UnitOfWork, datetime], R | None]) -> R:
+    def write(
+        self, change: Callable[[UnitOfWork, datetime], R | None], *, one_statement: bool = False
+    ) -> R:
         """Run ``change`` in one short transaction and commit it, or raise ``Fenced`` (and
         roll back) when it found our token stale.  The only writer after the claim.
 
         The provider-call rows held since the last write (``engine.call_log``) go into the
         same transaction: the write that follows a call is what stores its answer, so the
         call's evidence costs no transaction of its own.  A change that does not commit
-        (fenced, a database error) leaves them to be written alone."""
+        (fenced, a database error) leaves them to be written alone.
+
+        ``one_statement``: ``change`` is one prebuilt lease UPDATE, so it runs in a unit
+        whose statement commits on its own (``statement_uow``), and the rows ride in that
+        statement (``db.repositories.carried_calls``): one round trip for the write.  Once
+        that statement ran, its rows are stored, fenced or not, and are not written
+        again."""
         calls = call_log.take()
+        stored = False
+        factory = self.statement_uow if one_statement and self.statement_uow else self.uow
         try:
-            with self.uow() as uow:
+            with factory() as uow:
                 now = uow.now()
+                if factory is not self.uow:
+                    uow.carry_calls(calls, now)
                 written = change(uow, now)
+                stored = uow.calls_carried
                 if written is None:
                     raise Fenced()
-                if calls:
+                if calls and not stored:
                     # Run for their effect only, and the write's last statements: their
                     # answers come back with the COMMIT, one round trip fewer.
                     uow.defer_answers()
-                for call in calls:
-                    uow.history.add_provider_call(call, now=now)
+                    for call in calls:
+                        uow.history.add_provider_call(call, now=now)
                 uow.commit()
         except BaseException:
-            call_log.write_alone(calls, self.uow)
+            if not stored:
+                call_log.write_alone(calls, self.uow)
             raise
         self.record = written
         return written
@@ -256,7 +273,7 @@ class Lease(Generic[R]):
             self.retries + self.record.unknown_outcomes,
             base=settings.retry_base_seconds,
             cap=settings.retry_cap_seconds,
-            rng=self.rng or random.Random(),
+            rng=self._rng(),
             retry_after=retry_after,
         )
         self.retries += 1
@@ -268,6 +285,11 @@ class Lease(Generic[R]):
             raise Deferred(delay, reason)
         log.info("provider_backoff", **self.log_fields, delay=round(delay, 3), reason=reason)
         self.sleep(delay)
+
+    def _rng(self) -> random.Random:
+        if self.rng is None:
+            self.rng = random.Random()
+        return self.rng
 
     def park_if_out_of_attempts(self, why: str) -> None:
         if self.record.unknown_outcomes >= self.settings.max_attempts:

@@ -164,8 +164,11 @@ def _run(
         owner=owner,
         log_fields=fields,
         sleep=sleep,
-        rng=rng or random.Random(),
+        # None until a backoff needs one (``Lease.wait``): seeding a generator reads the
+        # system's entropy, a cost on every run that rarely backs off.
+        rng=rng,
         started=started,
+        statement_uow=runner.claim_uow,
     )
 
     # 2. the kind's steps, 3. how they ended

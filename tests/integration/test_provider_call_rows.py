@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+import sqlalchemy as sa
 
 from orchestrator.bootstrap import Container
 from orchestrator.engine.kinds.charge import process_payment
@@ -88,13 +89,70 @@ def test_a_run_that_fails_after_a_call_still_records_it(container, provider):
     assert reload(container, record.id).confirm_attempts == 1
 
 
+@pytest.fixture
+def pg_container(make_postgres_database, provider: FakeProvider) -> Iterator[Container]:
+    built = build_container(make_postgres_database(), provider=provider)
+    yield built
+    built.close()
+
+
+def lose_the_lease_after(container: Container, provider: FakeProvider, method: str) -> None:
+    """``provider.method`` answers, then another holder takes the record's lease."""
+    original = getattr(provider, method)
+
+    def then_lose_the_lease(*args, **kwargs):
+        result = original(*args, **kwargs)
+        current = reload(container, kwargs["record_id"])
+        force(container, current.id, lease_token=current.lease_token + 1, lease_owner="other")
+        return result
+
+    setattr(provider, method, then_lose_the_lease)
+
+
+@pytest.mark.postgres
+def test_a_fenced_out_intent_write_records_the_create_once(pg_container, provider):
+    """The write after the create carries the create's row in its own statement
+    (``carried_calls``), which inserts it even when the UPDATE finds the lease taken: the
+    row is stored by that statement and must not be written again."""
+    record = accept(pg_container, new_merchant(pg_container), "rows-4")
+    lose_the_lease_after(pg_container, provider, "create_intent")
+
+    assert run(pg_container, record.id, record.lease_token) is ProcessResult.FENCED
+
+    assert calls(pg_container, record.id) == [("create", "ok")]
+    assert reload(pg_container, record.id).provider_payment_id is None
+
+
+@pytest.mark.postgres
+def test_a_failed_intent_write_leaves_the_create_to_be_written_alone(pg_container):
+    """A database error in the statement that carries the row stores none of it (one
+    statement, one transaction): the row is written on its own afterwards."""
+    record = accept(pg_container, new_merchant(pg_container), "rows-5")
+    with pg_container.engine.begin() as connection:
+        connection.exec_driver_sql(
+            "CREATE FUNCTION refuse_intents() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            "IF NEW.provider_payment_id IS NOT NULL THEN RAISE EXCEPTION 'refused'; END IF; "
+            "RETURN NEW; END $$"
+        )
+        connection.exec_driver_sql(
+            "CREATE TRIGGER refuse_intents BEFORE UPDATE ON payments "
+            "FOR EACH ROW EXECUTE FUNCTION refuse_intents()"
+        )
+
+    with pytest.raises(sa.exc.DBAPIError, match="refused"):
+        run(pg_container, record.id, record.lease_token)
+
+    assert calls(pg_container, record.id) == [("create", "ok")]
+    assert reload(pg_container, record.id).provider_payment_id is None
+
+
 @pytest.mark.postgres
 def test_each_steps_call_rows_travel_with_its_commit(make_postgres_database, provider, tmp_path):
     """A charge's round trips, from libpq's protocol trace of every checkout: the claim
-    (1); the write that stores the intent, with the create's row (BEGIN, the UPDATE, the
-    row with the COMMIT: 3); the finish, with the confirm's row (BEGIN, the settlement,
-    the event number, the final UPDATE, the deferred rows with the COMMIT: 5).  Measured
-    on the second charge: the first prepares the statements on the connection."""
+    (1); the write that stores the intent, one statement that also inserts the create's
+    row (1); the finish, with the confirm's row (BEGIN, the settlement, the event number,
+    the final UPDATE, the deferred rows with the COMMIT: 5).  Measured on the second
+    charge: the first prepares the statements on the connection."""
     container = build_container(make_postgres_database(), provider=provider)
     try:
         merchant = new_merchant(container)
@@ -106,6 +164,6 @@ def test_each_steps_call_rows_travel_with_its_commit(make_postgres_database, pro
                 traces.active = False
         assert calls(container, record.id) == [("create", "ok"), ("confirm", "ok")]
         assert len(traces.paths) == 3  # one checkout per transaction
-        assert traces.round_trips() == 9
+        assert traces.round_trips() == 7
     finally:
         container.close()

@@ -8,6 +8,7 @@ from datetime import datetime
 import sqlalchemy as sa
 
 from orchestrator.db import prebuilt
+from orchestrator.db.repositories.carried_calls import call_values
 from orchestrator.db.tables import (
     lease_events,
     ledger_lines,
@@ -46,25 +47,14 @@ class HistoryRepository:
         self._conn = connection
 
     def add_provider_call(self, call: ProviderCallRecord, *, now: datetime) -> None:
-        values: dict[str, object] = {
-            "operation": call.operation,
-            "method": call.method,
-            "path": call.path[:300],
-            "idempotency_key": call.idempotency_key,
-            "outcome": call.outcome,
-            "http_status": call.http_status,
-            "provider_object_id": call.provider_object_id,
-            "provider_status": call.provider_status,
-            "error": None if call.error is None else call.error[:500],
-            "latency_ms": call.latency_ms,
-            "created_at": now,
-        }
+        values = call_values(call, now)
         if call.payment_id is None and call.provider_object_id is not None:
+            del values["payment_id"]
             prebuilt.execute(
                 self._conn, _CALL_INSERT_BY_OBJECT, {**values, "p_object": call.provider_object_id}
             )
         else:
-            prebuilt.execute(self._conn, _CALL_INSERT, {**values, "payment_id": call.payment_id})
+            prebuilt.execute(self._conn, _CALL_INSERT, values)
 
     def provider_calls(self, payment_id: str) -> list[ProviderCall]:
         rows = self._conn.execute(

@@ -23,6 +23,8 @@ from typing import Any, Generic, Protocol, TypeVar
 import sqlalchemy as sa
 
 from orchestrator.db import prebuilt
+from orchestrator.db.repositories import carried_calls
+from orchestrator.db.repositories.carried_calls import CarriedCalls
 from orchestrator.db.tables import lease_events
 
 PROCESSING = "processing"
@@ -87,7 +89,11 @@ _PREBUILT: dict[tuple[str, str], sa.Update] = {}
 # reused while its entry exists.
 _PREBUILT_WITH_HISTORY: dict[int, tuple[sa.Update, sa.Select[Any]]] = {}
 
-# Held while one of the two caches above is filled.  A worker starts with every thread
+# The same statements carrying provider-call rows (``LeaseColumns._with_calls``), keyed by
+# the UPDATE's identity and the number of rows; each entry keeps its UPDATE alive.
+_PREBUILT_WITH_CALLS: dict[tuple[int, int], tuple[sa.Update, sa.Update]] = {}
+
+# Held while one of the caches above is filled.  A worker starts with every thread
 # claiming at once: without it, each of 64-128 threads built its own copy of every
 # statement (and ``prebuilt`` compiled each copy, keyed by its identity), ~5 % of a
 # 1,000-payment run's CPU.  Reads take no lock; a build happens once per process.
@@ -129,8 +135,11 @@ class LeaseColumns(Generic[R]):
 
     table: sa.Table
 
-    def __init__(self, connection: sa.Connection) -> None:
+    def __init__(self, connection: sa.Connection, carried: CarriedCalls | None = None) -> None:
         self._conn = connection
+        # The unit of work's provider-call rows for its next prebuilt UPDATE, if it
+        # carries any (``carried_calls``).
+        self._carried = carried
 
     # -- what a table says about itself ---------------------------------------------------
 
@@ -203,13 +212,34 @@ class LeaseColumns(Generic[R]):
                 self._conn, self._with_history(statement), {**params, "p_event": history}
             )
             return None if row is None else self._to_record(row)
-        row = prebuilt.first(self._conn, statement, params)
+        carrier = self._carried
+        if carrier is not None and carrier.armed:
+            # The held provider-call rows ride in this statement (``carried_calls``).
+            count, calls = carrier.take()
+            composed = self._with_calls(statement, count)
+            row = prebuilt.first(self._conn, composed, {**params, **calls})
+            carrier.written = True
+        else:
+            row = prebuilt.first(self._conn, statement, params)
         if row is None:
             return None
         record = self._to_record(row)
         if history is not None:
             self._record_history(record, history)
         return record
+
+    def _with_calls(self, statement: sa.Update, count: int) -> sa.Update:
+        """``statement`` that also inserts ``count`` provider-call rows (a CTE, see
+        ``carried_calls``).  PostgreSQL only: the carrier is armed only there."""
+        key = (id(statement), count)
+        entry = _PREBUILT_WITH_CALLS.get(key)
+        if entry is None:
+            with _BUILDING:
+                entry = _PREBUILT_WITH_CALLS.get(key)
+                if entry is None:
+                    composed = statement.add_cte(carried_calls.rows_cte(count))
+                    entry = _PREBUILT_WITH_CALLS[key] = (statement, composed)
+        return entry[1]
 
     def _with_history(self, statement: sa.Update) -> sa.Select[Any]:
         """``statement`` (a prebuilt ``UPDATE … RETURNING``) that also writes its lease

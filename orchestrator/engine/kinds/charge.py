@@ -559,7 +559,8 @@ class _Charge:
                 provider_payment_id=intent.id,
                 now=now,
                 confirm_until=lease.until(now) if take_confirm else None,
-            )
+            ),
+            one_statement=True,
         )
         self.confirm_taken = take_confirm
 
