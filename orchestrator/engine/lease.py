@@ -187,8 +187,8 @@ class Lease(Generic[R]):
         (fenced, a database error) leaves them to be written alone.
 
         ``one_statement``: ``change`` is one prebuilt lease UPDATE, so it runs in a unit
-        whose statement commits on its own (``statement_uow``), and the rows ride in that
-        statement (``db.repositories.carried_calls``): one round trip for the write.  Once
+        whose statement commits on its own (``statement_uow``), and on PostgreSQL the rows
+        ride in that statement (``db.repositories.carried_calls``): one round trip for the write.  Once
         that statement ran, its rows are stored, fenced or not, and are not written
         again."""
         calls = call_log.take()

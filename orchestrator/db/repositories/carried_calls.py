@@ -17,6 +17,9 @@ the INSERT with the COMMIT).  Hazards, and how they are kept:
 * the rows commit with the statement only in autocommit: ``UnitOfWork.carry_calls``
   arms the carrier only on such a unit, so a statement inside a transaction never takes
   rows that a rollback would lose without anyone writing them again;
+* an asynchronous interruption (Celery's soft time limit) that lands between the
+  statement's return and ``Lease.write`` reading ``written`` makes it write the rows a
+  second time: a duplicate evidence row in that window, never a lost one;
 * a call that names only a provider object (no payment: ``_CALL_INSERT_BY_OBJECT``) is
   not carried; its write takes the ordinary path.
 """
@@ -35,7 +38,7 @@ from orchestrator.domain.history import ProviderCallRecord
 # Every column but the id, in the order of the INSERT.
 _COLUMNS = tuple(column.name for column in provider_calls.c if column.name != "id")
 
-# ``count`` rows -> the CTE that inserts them (built once per count, see ``statement``).
+# ``count`` rows -> the CTE that inserts them (built once per count by ``rows_cte``).
 _CTES: dict[int, sa.CTE] = {}
 _BUILDING = threading.Lock()
 
