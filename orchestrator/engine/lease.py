@@ -188,9 +188,9 @@ class Lease(Generic[R]):
 
         ``one_statement``: ``change`` is one prebuilt lease UPDATE, so it runs in a unit
         whose statement commits on its own (``statement_uow``), and on PostgreSQL the rows
-        ride in that statement (``db.repositories.carried_calls``): one round trip for the write.  Once
-        that statement ran, its rows are stored, fenced or not, and are not written
-        again."""
+        ride in that statement (``db.repositories.carried_calls``): one round trip for the
+        write.  Once that statement ran, its rows are stored, fenced or not, and are not
+        written again."""
         calls = call_log.take()
         stored = False
         factory = self.statement_uow if one_statement and self.statement_uow else self.uow

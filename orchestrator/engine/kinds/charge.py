@@ -134,12 +134,12 @@ class _Charge:
     On PostgreSQL that is 7 round trips: T1 is one statement in autocommit (its lease
     event row written by the same statement); T2 is one statement in autocommit too, its
     ``UPDATE`` inserting the call row in a CTE (``Lease.write(one_statement=True)``,
-    ``db.repositories.carried_calls``); T3 is BEGIN, the settlement, the event sequence (the settlement's
-    ``UPDATE`` holds the row lock it needs), the finish's ``UPDATE`` with its lease event,
-    then the rows that need no answer (outcome, ledger, outbox, the call row) with the
-    COMMIT, in one round trip (``UnitOfWork.defer_answers``, which every other
-    ``Lease.write`` with call rows uses; tests/integration/test_provider_call_rows.py
-    counts them).
+    ``db.repositories.carried_calls``); T3 is BEGIN, the settlement, the event sequence
+    (the settlement's ``UPDATE`` holds the row lock it needs), the finish's ``UPDATE``
+    with its lease event, then the rows that need no answer (outcome, ledger, outbox, the
+    call row) with the COMMIT, in one round trip (``UnitOfWork.defer_answers``, which
+    every other ``Lease.write`` with call rows uses;
+    tests/integration/test_provider_call_rows.py counts them).
 
     Before this, the renewals, the provider-call rows and the settlement were transactions
     of their own (eight).  The settlement is no longer committed before the finish on the
