@@ -109,6 +109,10 @@ payments = sa.Table(
     sa.Column("amount_captured", sa.BigInteger, nullable=False, server_default="0"),
     sa.Column("amount_refund_reserved", sa.BigInteger, nullable=False, server_default="0"),
     sa.Column("amount_refunded", sa.BigInteger, nullable=False, server_default="0"),
+    # The sequence of the payment's newest merchant event (migration 0017; 0: none yet).
+    # Raised by every event writer under the row lock (OutcomeRepository.next_event_sequence)
+    # or set by the finish that holds it; always the max of its outbox_events' sequences.
+    sa.Column("latest_event_sequence", sa.Integer, nullable=False, server_default="0"),
     sa.Column("created_at", UtcDateTime(), nullable=False),
     sa.Column("updated_at", UtcDateTime(), nullable=False),
     sa.Column("completed_at", UtcDateTime(), nullable=True),

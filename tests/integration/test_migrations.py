@@ -10,6 +10,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
 from orchestrator.db.migrate import downgrade, upgrade
+from orchestrator.db.repositories.outcomes import OutcomeRepository
 from orchestrator.db.tables import metadata
 
 
@@ -56,24 +57,7 @@ def test_refunds_stored_before_0016_keep_working_and_a_refund_sync_fits_after(da
     upgrade(database_url, "0013")
     engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
     now = datetime(2026, 12, 1, tzinfo=UTC)
-    payment = {
-        "id": "pay_" + "1" * 32,
-        "client_id": "cli_1",
-        "amount": 1000,
-        "currency": "usd",
-        "payment_method": "pm_card_visa",
-        "metadata": "{}",
-        "status": "succeeded",
-        "recovery_point": "completed",
-        "lease_token": 1,
-        "attempts": 1,
-        "unknown_outcomes": 0,
-        "confirm_attempts": 1,
-        "provider": "stripe",
-        "created_at": now,
-        "updated_at": now,
-        "amount_captured": 1000,
-    }
+    payment = _payment("pay_" + "1" * 32, now)
     operation = {
         "payment_id": payment["id"],
         "client_id": "cli_1",
@@ -90,19 +74,7 @@ def test_refunds_stored_before_0016_keep_working_and_a_refund_sync_fits_after(da
     }
     try:
         with engine.begin() as conn:
-            conn.execute(
-                _insert(
-                    "api_clients",
-                    {
-                        "id": "cli_1",
-                        "name": "shop",
-                        "role": "merchant",
-                        "key_hash": "0" * 64,
-                        "key_prefix": "pk",
-                        "created_at": now,
-                    },
-                )
-            )
+            conn.execute(_insert("api_clients", _client(now)))
             conn.execute(_insert("payments", payment))
             conn.execute(
                 _insert(
@@ -140,6 +112,79 @@ def test_refunds_stored_before_0016_keep_working_and_a_refund_sync_fits_after(da
             )
     finally:
         engine.dispose()
+
+
+def test_0017_starts_each_payments_event_number_at_its_events_max(database_url):
+    """The event sequence becomes a column of the payment: a payment with events before the
+    upgrade continues its numbers after it, and one without starts at 0."""
+    upgrade(database_url, "0016")
+    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
+    now = datetime(2026, 12, 4, tzinfo=UTC)
+    with_events, without = "pay_" + "1" * 32, "pay_" + "2" * 32
+    try:
+        with engine.begin() as conn:
+            conn.execute(_insert("api_clients", _client(now)))
+            for payment_id in (with_events, without):
+                conn.execute(_insert("payments", _payment(payment_id, now)))
+            for sequence in (1, 2):
+                conn.execute(
+                    _insert(
+                        "outbox_events",
+                        {
+                            "payment_id": with_events,
+                            "event_type": "payment.succeeded",
+                            "payload": {},
+                            "created_at": now,
+                            "public_id": f"evt_{sequence}",
+                            "sequence": sequence,
+                        },
+                    )
+                )
+
+        upgrade(database_url)
+
+        with engine.begin() as conn:
+            numbers = conn.execute(
+                sa.text("SELECT id, latest_event_sequence FROM payments ORDER BY id")
+            ).all()
+            assert [tuple(n) for n in numbers] == [(with_events, 2), (without, 0)]
+            following = OutcomeRepository(conn).next_event_sequence(with_events)
+            assert following == 3
+    finally:
+        engine.dispose()
+
+
+def _client(now: datetime) -> dict[str, object]:
+    return {
+        "id": "cli_1",
+        "name": "shop",
+        "role": "merchant",
+        "key_hash": "0" * 64,
+        "key_prefix": "pk",
+        "created_at": now,
+    }
+
+
+def _payment(payment_id: str, now: datetime) -> dict[str, object]:
+    """A finished payment with only the columns that exist at 0013."""
+    return {
+        "id": payment_id,
+        "client_id": "cli_1",
+        "amount": 1000,
+        "currency": "usd",
+        "payment_method": "pm_card_visa",
+        "metadata": "{}",
+        "status": "succeeded",
+        "recovery_point": "completed",
+        "lease_token": 1,
+        "attempts": 1,
+        "unknown_outcomes": 0,
+        "confirm_attempts": 1,
+        "provider": "stripe",
+        "created_at": now,
+        "updated_at": now,
+        "amount_captured": 1000,
+    }
 
 
 def _insert(table: str, values: dict[str, object]) -> sa.Insert:

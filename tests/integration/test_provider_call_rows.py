@@ -150,8 +150,9 @@ def test_a_failed_intent_write_leaves_the_create_to_be_written_alone(pg_containe
 def test_each_steps_call_rows_travel_with_its_commit(make_postgres_database, provider, tmp_path):
     """A charge's round trips, from libpq's protocol trace of every checkout: the claim
     (1); the write that stores the intent, one statement that also inserts the create's
-    row (1); the finish, with the confirm's row (BEGIN, the settlement, the event number,
-    the final UPDATE, the deferred rows with the COMMIT: 5).  Measured on the second
+    row (1); the finish, with the confirm's row (BEGIN, the settlement, which also reads
+    the event number under its row lock, the final UPDATE, the deferred rows with the
+    COMMIT: 4).  Measured on the second
     charge: the first prepares the statements on the connection."""
     container = build_container(make_postgres_database(), provider=provider)
     try:
@@ -164,6 +165,6 @@ def test_each_steps_call_rows_travel_with_its_commit(make_postgres_database, pro
                 traces.active = False
         assert calls(container, record.id) == [("create", "ok"), ("confirm", "ok")]
         assert len(traces.paths) == 3  # one checkout per transaction
-        assert traces.round_trips() == 7
+        assert traces.round_trips() == 6
     finally:
         container.close()

@@ -322,10 +322,15 @@ class LeaseRepository(LeaseColumns[PaymentRecord]):
         now: datetime,
         amount_captured: int = 0,
         amount_capturable: int = 0,
+        event_sequence: int | None = None,
     ) -> PaymentRecord | None:
         """COMPLETED, fenced, with what a success captured (or, under manual capture, what
         was authorised for a capture to take; ``completed_at`` then waits for it).  None: we
         were fenced out and the caller must roll back.
+
+        ``event_sequence``: the number of the event the finish writes, when the caller took
+        it from the row under the lock this transaction holds (``_Charge._write_finish``);
+        the row's ``latest_event_sequence`` becomes it.  None: left as it is.
 
         The final answer is stored twice: as the document (JSONB, for SQL) and as the exact
         text every replay and GET serves (``final_response``), since JSONB reorders keys."""
@@ -353,6 +358,9 @@ class LeaseRepository(LeaseColumns[PaymentRecord]):
                 "client_secret": None,
                 "completed_at": param("completed", c.completed_at),
                 "updated_at": at,
+                "latest_event_sequence": sa.func.coalesce(
+                    param("sequence", c.latest_event_sequence), c.latest_event_sequence
+                ),
             }
             return where, values
 
@@ -369,6 +377,7 @@ class LeaseRepository(LeaseColumns[PaymentRecord]):
                 "p_capturable": amount_capturable,
                 "p_completed": None if status is PaymentStatus.REQUIRES_CAPTURE else now,
                 "p_now": now,
+                "p_sequence": event_sequence,
             },
         )
 

@@ -18,11 +18,14 @@ from orchestrator.events.ids import new_event_id
 _OUTCOME_INSERT = payment_outcomes.insert()
 _OUTBOX_INSERT = outbox_events.insert()
 _LEDGER_INSERT = ledger_lines.insert()
-_LOCK_PAYMENT = (
-    sa.select(payments.c.id).where(payments.c.id == sa.bindparam("p_id")).with_for_update()
-)
-_LAST_SEQUENCE = sa.select(sa.func.coalesce(sa.func.max(outbox_events.c.sequence), 0)).where(
-    outbox_events.c.payment_id == sa.bindparam("p_id")
+# The next event number, raised in the row itself: the UPDATE takes the payment's row lock
+# (or finds it held by this transaction) and, in read committed, raises the newest
+# committed value once the lock is granted.
+_NEXT_SEQUENCE = (
+    payments.update()
+    .where(payments.c.id == sa.bindparam("p_id"))
+    .values(latest_event_sequence=payments.c.latest_event_sequence + 1)
+    .returning(payments.c.latest_event_sequence)
 )
 
 
@@ -97,22 +100,16 @@ class OutcomeRepository:
             ],
         )
 
-    def next_event_sequence(self, payment_id: str, *, row_locked: bool = False) -> int:
-        """The payment's next event sequence number, with the payment's row lock taken (kept
-        until the transaction ends).  Writers of one payment's events are serialised by that
-        lock (held already by a finish that updated the row; taken here by a writer outside
-        the lease, such as a provider event): without it, a dispute arriving as the charge
-        finishes would compute the same max + 1 and fail on the unique (payment_id,
-        sequence).  Read committed: the max, a new statement after the lock was granted,
-        sees the other writer's committed event.
-
-        ``row_locked``: this transaction already updated the payment's row, which holds
-        the same lock until it ends (an UPDATE's row lock conflicts with ``FOR UPDATE``),
-        so the lock's round trip is skipped."""
-        if not row_locked:
-            prebuilt.execute(self._conn, _LOCK_PAYMENT, {"p_id": payment_id})
-        previous = prebuilt.scalar(self._conn, _LAST_SEQUENCE, {"p_id": payment_id})
-        return int(previous) + 1
+    def next_event_sequence(self, payment_id: str) -> int:
+        """Take the payment's next event sequence number: one ``UPDATE … RETURNING`` that
+        takes the payment's row lock (kept until the transaction ends) and raises
+        ``latest_event_sequence``.  Writers of one payment's events are serialised by that
+        lock: a dispute arriving as the charge finishes waits, then raises the number the
+        finish committed (read committed re-reads the row once the lock is granted), so two
+        writers never take the same number.  A finish that already holds the lock and read
+        the number with its settlement sets it in its own ``UPDATE`` instead
+        (``LeaseRepository.finish``)."""
+        return int(prebuilt.scalar(self._conn, _NEXT_SEQUENCE, {"p_id": payment_id}))
 
     def add_outbox_event(
         self,
@@ -126,8 +123,9 @@ class OutcomeRepository:
         """Write the event with the payment's next sequence (returned).  A payment
         representation in it says ``latest_event_sequence`` = this event's own sequence:
         the event is the newest change it describes.  ``sequence``: the number this
-        transaction already took with ``next_event_sequence`` (the row lock is still
-        held, so it is still the next one)."""
+        transaction already took, with ``next_event_sequence`` or, in the charge's finish,
+        from the row its settlement locked (the lock is still held, so it is still the
+        next one)."""
         if sequence is None:
             sequence = self.next_event_sequence(payment_id)
         if payload.get("object") == "payment" and "latest_event_sequence" in payload:

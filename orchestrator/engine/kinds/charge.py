@@ -131,14 +131,14 @@ class _Charge:
             outcome, ledger, outbox, COMPLETED) (``finish``)
                 the only write after the last call
 
-    On PostgreSQL that is 7 round trips: T1 is one statement in autocommit (its lease
+    On PostgreSQL that is 6 round trips: T1 is one statement in autocommit (its lease
     event row written by the same statement); T2 is one statement in autocommit too, its
     ``UPDATE`` inserting the call row in a CTE (``Lease.write(one_statement=True)``,
-    ``db.repositories.carried_calls``); T3 is BEGIN, the settlement, the event sequence
-    (the settlement's ``UPDATE`` holds the row lock it needs), the finish's ``UPDATE``
-    with its lease event, then the rows that need no answer (outcome, ledger, outbox, the
-    call row) with the COMMIT, in one round trip (``UnitOfWork.defer_answers``, which
-    every other ``Lease.write`` with call rows uses;
+    ``db.repositories.carried_calls``); T3 is BEGIN, the settlement (its ``UPDATE`` takes
+    the row lock and returns the payment's event number, ``latest_event_sequence``), the
+    finish's ``UPDATE`` with its lease event, then the rows that need no answer (outcome,
+    ledger, outbox, the call row) with the COMMIT, in one round trip
+    (``UnitOfWork.defer_answers``, which every other ``Lease.write`` with call rows uses;
     tests/integration/test_provider_call_rows.py counts them).
 
     Before this, the renewals, the provider-call rows and the settlement were transactions
@@ -666,8 +666,14 @@ class _Charge:
 
         # The stored answer reflects the event this finish writes (same lock, same number):
         # a GET of the unchanged payment is these very bytes.
-        # ``row_locked``: the settlement's UPDATE in this transaction holds the row lock.
-        sequence = uow.outcomes.next_event_sequence(record.id, row_locked=row_locked)
+        # ``row_locked``: the settlement's UPDATE in this transaction holds the row lock,
+        # and its row (``record``) carries the newest event number committed before the
+        # lock was granted; the finish's UPDATE raises it.  Without that UPDATE, the number
+        # is taken (and the lock with it) by a statement of its own.
+        if row_locked:
+            sequence = record.latest_event_sequence + 1
+        else:
+            sequence = uow.outcomes.next_event_sequence(record.id)
         final = replace(
             record,
             latest_event_sequence=sequence,
@@ -690,6 +696,7 @@ class _Charge:
             now=now,
             amount_captured=captured,
             amount_capturable=capturable,
+            event_sequence=sequence,
         )
         if finished is None:
             return None
