@@ -22,7 +22,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import signal
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -375,7 +377,21 @@ def run(options: BenchOptions, console: Console) -> dict[str, Any]:
     return results
 
 
+def _exit_on_sigterm() -> None:
+    """A SIGTERM (a timeout, a supervisor, a closed session) ends the run as an exit does, so
+    every stack's ``with`` stops its processes and drops its database and vhost.  Python's
+    default is to die on the spot: a bench stopped that way left its API, worker, sweeper
+    and simulator running, and its database and vhost behind."""
+
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, stop)
+
+
 def main(options: BenchOptions, console: Console | None = None) -> int:
+    _exit_on_sigterm()
     # Wide enough for the table when the output is a file or a pipe (rich assumes 80).
     console = console or Console(width=None if Console().is_terminal else 132)
     results = run(options, console)
