@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import statistics
 import subprocess
 import sys
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import calibrate
+from bench.run import exit_on_sigterm
 from bench.stack import ROOT
 
 BASELINE_REVISION = "9c4ceca"
@@ -89,12 +91,31 @@ def baseline_tree(revision: str) -> Iterator[Path]:
             subprocess.run([*git, "worktree", "remove", "--force", str(tree)], check=False)
 
 
+def _default_sigint() -> None:
+    # A background job of a non-interactive shell starts with SIGINT ignored, and the child
+    # would inherit that: the SIGINT that stops it (below) would then go unheard.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_side(tree: Path, payments: int, output: Path) -> float:
     """One zero-latency latency run of ``tree``'s own bench; its CPU per payment."""
     command = [sys.executable, "-m", "orchestrator.cli.main", "bench", "--only", "latency"]
     command += ["--latency-ms", "0", "--latency-payments", str(payments), "--no-embedded"]
     command += ["--output", str(output)]
-    subprocess.run(command, cwd=tree, check=True, stdout=subprocess.DEVNULL)
+    bench = subprocess.Popen(
+        command, cwd=tree, stdout=subprocess.DEVNULL, preexec_fn=_default_sigint
+    )
+    try:
+        code = bench.wait()
+    except BaseException:
+        # Stopped (SIGTERM, Ctrl-C): let the child bench tear its stacks down.  Hazard:
+        # subprocess.run would SIGKILL it, leaving its processes, database and vhost; SIGINT
+        # unwinds both revisions' benches (the baseline's predates their SIGTERM handler).
+        bench.send_signal(signal.SIGINT)
+        bench.wait()
+        raise
+    if code != 0:
+        raise subprocess.CalledProcessError(code, command)
     return cpu_per_payment(json.loads(output.read_text()))
 
 
@@ -104,6 +125,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--payments", type=int, default=1500)
     args = parser.parse_args(argv)
+    exit_on_sigterm()  # the worktree and the running side are cleaned up on the way out
 
     pairs: list[Pair] = []
     with baseline_tree(args.revision) as tree, tempfile.TemporaryDirectory() as scratch:

@@ -377,7 +377,7 @@ def run(options: BenchOptions, console: Console) -> dict[str, Any]:
     return results
 
 
-def _exit_on_sigterm() -> None:
+def exit_on_sigterm() -> None:
     """A SIGTERM (a timeout, a supervisor, a closed session) ends the run as an exit does, so
     every stack's ``with`` stops its processes and drops its database and vhost.  Python's
     default is to die on the spot: a bench stopped that way left its API, worker, sweeper
@@ -391,7 +391,7 @@ def _exit_on_sigterm() -> None:
 
 
 def main(options: BenchOptions, console: Console | None = None) -> int:
-    _exit_on_sigterm()
+    exit_on_sigterm()
     # Wide enough for the table when the output is a file or a pipe (rich assumes 80).
     console = console or Console(width=None if Console().is_terminal else 132)
     results = run(options, console)
