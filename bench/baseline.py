@@ -121,7 +121,13 @@ def run_side(tree: Path, payments: int, output: Path) -> float:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--revision", default=BASELINE_REVISION)
+    parser.add_argument("--revision", default=BASELINE_REVISION, help="the baseline's commit")
+    parser.add_argument(
+        "--recorded-ms",
+        type=float,
+        default=BASELINE_RECORDED_MS,
+        help="what the baseline read when it was the code of the day (change with --revision)",
+    )
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--payments", type=int, default=1500)
     args = parser.parse_args(argv)
@@ -146,10 +152,10 @@ def main(argv: list[str] | None = None) -> None:
                 flush=True,
             )
 
-    result = summary(pairs)
+    result = summary(pairs, args.recorded_ms)
     print(
         f"ratio mean {result['ratio_mean']}, lowest {result['ratio_lowest']}: on the host "
-        f"where {args.revision} read {BASELINE_RECORDED_MS} ms, this code's payment is "
+        f"where {args.revision} read {args.recorded_ms} ms, this code's payment is "
         f"{result['equivalent_ms']} ms ({result['equivalent_ms_at_lowest_ratio']} ms at the "
         "lowest ratio)"
     )
@@ -157,7 +163,7 @@ def main(argv: list[str] | None = None) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     document = {
         "revision": args.revision,
-        "recorded_ms": BASELINE_RECORDED_MS,
+        "recorded_ms": args.recorded_ms,
         "payments": args.payments,
         "pairs": [{**asdict(pair), "ratio": round(pair.ratio, 2)} for pair in pairs],
         **result,
