@@ -5,12 +5,12 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: demo test test-fast lint typecheck check bench clean-venv screenshots
+.PHONY: demo test test-fast lint typecheck check bench clean-venv screenshots docs docs-serve
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test,docs]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -48,10 +48,23 @@ bench: $(STAMP)
 	$(BIN)/payorch bench
 
 # The ops console's pages in Debian's Chromium (installed when missing), written to
-# docs/screenshots/ for the README.  The same test runs in `make test` (to test-artifacts/).
+# docs/screenshots/ for the docs' operations page.  The same test runs in `make test` (to
+# test-artifacts/).
 screenshots: $(STAMP)
 	PAYORCH_SCREENSHOTS_DIR=$(CURDIR)/docs/screenshots $(BIN)/python -m pytest -q \
 	  tests/browser/test_console_pages.py -k every_console_page
+
+# The documentation site (mkdocs.yml, docs/): the generated pages (configuration from the
+# settings class, the OpenAPI document from the app) are rewritten first, then the site is
+# built with --strict, so a broken link, a missing anchor or a page left out of the nav fails.
+export NO_MKDOCS_2_WARNING = 1
+docs: $(STAMP)
+	$(BIN)/python -m devtools.reference_docs
+	$(BIN)/mkdocs build --strict
+
+docs-serve: $(STAMP)
+	$(BIN)/python -m devtools.reference_docs
+	$(BIN)/mkdocs serve
 
 clean-venv:
 	rm -rf $(VENV)

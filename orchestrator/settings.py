@@ -33,156 +33,398 @@ class Settings(BaseSettings):
         env_prefix="PAYORCH_", extra="ignore", hide_input_in_errors=True
     )
 
-    env: Literal["dev", "test", "production"] = "dev"
+    env: Literal["dev", "test", "production"] = Field(
+        default="dev",
+        description=(
+            "`dev`, `test` or `production`. Outside `dev` a missing or placeholder "
+            "`SECRET_KEY` refuses to start; `production` also refuses a provider that is not "
+            "real (a plain-http `STRIPE_API_BASE` or the simulator's key)."
+        ),
+    )
 
     # Storage and broker.  SQLite is the embedded default (one file, no server).
     # URLs carry passwords: kept out of repr() (they stay plain str, which every engine and
     # broker client takes; errors never show them, see model_config).
-    database_url: str = Field(default="sqlite:///payorch.sqlite3", repr=False)
-    broker_url: str = Field(default="amqp://guest:guest@127.0.0.1:5672//", repr=False)
-    # Connections per process.  Too small: concurrent requests queue for a connection and
-    # hit db_pool_timeout_seconds; too large: API + workers exceed PostgreSQL's max_connections.
-    db_pool_size: int = Field(default=20, ge=1)
-    db_max_overflow: int = Field(default=10, ge=0)
-    db_pool_timeout_seconds: float = Field(default=10.0, gt=0)
-    # Messages a threads-pool worker process holds at least, beside one and a half per slow
-    # provider call in progress (workers/prefetch_limit.py).  Too small: payments wait in
-    # the broker while the database's round trips leave the process idle (a database tens of
-    # milliseconds away wants more); too large: at a fast provider the payments held compete
-    # for the interpreter lock.  The process's threads (--concurrency) fix the prefetch.
-    worker_prefetch_floor: int = Field(default=8, ge=1)
-    # Statement timeout on PostgreSQL.  Too short: a healthy but busy database fails requests;
-    # too long: a stuck lock holds an API thread (and its client) hostage.
-    db_statement_timeout_ms: int = Field(default=5000, ge=100)
+    database_url: str = Field(
+        default="sqlite:///payorch.sqlite3",
+        repr=False,
+        description=(
+            "SQLAlchemy URL: `postgresql+psycopg://…` in production, SQLite for the "
+            "embedded default (one file, no server)."
+        ),
+    )
+    broker_url: str = Field(
+        default="amqp://guest:guest@127.0.0.1:5672//",
+        repr=False,
+        description="The Celery broker: RabbitMQ (Redis also works with Celery).",
+    )
+    db_pool_size: int = Field(
+        default=20,
+        ge=1,
+        description=(
+            "Pooled database connections per process. Too small: concurrent requests queue "
+            "for a connection and hit `DB_POOL_TIMEOUT_SECONDS`; too large: the API and the "
+            "workers together exceed PostgreSQL's `max_connections`. `payorch worker` sizes "
+            "it from its pool when unset (threads: one per thread + 2, at most 32, no "
+            "overflow; prefork: 3 per child)."
+        ),
+    )
+    db_max_overflow: int = Field(
+        default=10, ge=0, description="Connections a process may open beyond the pool."
+    )
+    db_pool_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="How long a request waits for a pooled connection before it fails (503).",
+    )
+    worker_prefetch_floor: int = Field(
+        default=8,
+        ge=1,
+        description=(
+            "Messages a threads-pool worker process holds at least, beside one and a half "
+            "per slow provider call in progress (`workers/prefetch_limit.py`). Too small: "
+            "payments wait in the broker while the database's round trips leave the process "
+            "idle (a database tens of milliseconds away wants more); too large: at a fast "
+            "provider the payments held compete for the interpreter lock. Set it to the "
+            "process's threads for a fixed prefetch."
+        ),
+    )
+    db_statement_timeout_ms: int = Field(
+        default=5000,
+        ge=100,
+        description=(
+            "PostgreSQL statement timeout. Too short: a healthy but busy database fails "
+            "requests; too long: a stuck lock holds an API thread (and its client) hostage. "
+            "PostgreSQL also ends a session idle in a transaction after a third of "
+            "`LEASE_SECONDS`, so a frozen process cannot hold a row lock past its lease."
+        ),
+    )
 
     # Provider.
     # SecretStr: printed as '**********' by repr(), logs and tracebacks.
-    stripe_api_key: SecretStr = SecretStr(SIMULATOR_STRIPE_API_KEY)
-    stripe_api_base: str = "https://api.stripe.com"
-    # Read timeout of one provider call.  Too short: slow-but-successful calls turn into
-    # "outcome unknown" and cost a status query; too long: a hung provider eats the lease.
-    provider_timeout_seconds: float = Field(default=10.0, gt=0)
-    # TCP connect timeout.  A refused or unroutable connect proves the request never left,
-    # so it can be short.
-    provider_connect_timeout_seconds: float = Field(default=3.0, gt=0)
-    # The Stripe API version sent as ``Stripe-Version`` on every request.  Pinned: object
-    # shapes change between versions, and the adapter, the cassettes and the simulator are
-    # written for this one.  Move it only together with them (README, "Stripe API version").
-    stripe_api_version: str = Field(default=PINNED_API_VERSION, min_length=1)
-    # The signing secret of payorch's endpoint in Stripe (whsec_…): POST
-    # /v1/providers/stripe/webhooks verifies every event with it.  Unset: the route answers
-    # 503 and stores nothing (no event can be trusted without it).
-    stripe_webhook_secret: SecretStr | None = None
+    stripe_api_key: SecretStr = Field(
+        default=SecretStr(SIMULATOR_STRIPE_API_KEY),
+        description=(
+            "The Stripe key (a secret: never printed). The default is the simulator's. In "
+            "`production` it must be a Stripe key (`sk_live_`, `rk_live_`, or "
+            "`sk_test_`/`rk_test_` for Stripe's test mode) and not the simulator's."
+        ),
+    )
+    stripe_api_base: str = Field(
+        default="https://api.stripe.com",
+        description=(
+            "Where the Stripe adapter sends its requests. Point it at `payorch provider-sim` "
+            "for tests and demos (`ENV=dev` or `test`); `production` refuses anything but "
+            "`https://`."
+        ),
+    )
+    provider_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description=(
+            "Read timeout of one provider call. Too short: slow-but-successful calls turn "
+            'into "outcome unknown" and cost a status query; too long: a hung provider eats '
+            "the lease. Must stay below the task's soft limit (0.6 x `LEASE_SECONDS`)."
+        ),
+    )
+    provider_connect_timeout_seconds: float = Field(
+        default=3.0,
+        gt=0,
+        description=(
+            "TCP connect timeout of a provider call. A refused or unroutable connect proves "
+            "the request never left, so it can be short."
+        ),
+    )
+    stripe_api_version: str = Field(
+        default=PINNED_API_VERSION,
+        min_length=1,
+        description=(
+            "Sent as `Stripe-Version` on every request. Pinned: object shapes change between "
+            "versions, and the adapter, the cassettes and the simulator are written for this "
+            "one; move it only together with them."
+        ),
+    )
+    stripe_webhook_secret: SecretStr | None = Field(
+        default=None,
+        description=(
+            "The signing secret (`whsec_…`) of payorch's endpoint in Stripe (a secret: never "
+            "printed). `POST /v1/providers/stripe/webhooks` verifies every event with it; "
+            "unset, the route answers 503 and stores nothing (no event can be trusted "
+            "without it)."
+        ),
+    )
 
-    # The lookup after a create whose outcome is unknown (README, "The lookup").  Its window
-    # is [first create - margin, latest create + provider timeout + margin].  The margin
-    # covers Stripe's clock against the database's: too small and an intent stamped by a
-    # clock behind ours is missed (the scan then wrongly finds nothing, though the create key
-    # still protects against a second intent); too large and busy accounts mean more pages.
-    lookup_clock_margin_seconds: float = Field(default=300.0, ge=0)
-    # Pages (of 100 intents) one task reads before handing the rest to a later attempt,
-    # which resumes from the stored cursor.  Too many: one attempt outlives its time budget
-    # (it is cut off anyway, and resumes); too few: a busy window needs many attempts, and
-    # MAX_ATTEMPTS claims park the payment.  Default: 100 pages = 10,000 intents a task.
-    lookup_pages_per_attempt: int = Field(default=100, ge=1)
+    lookup_clock_margin_seconds: float = Field(
+        default=300.0,
+        ge=0,
+        description=(
+            "The lookup after a create whose outcome is unknown searches "
+            "[first create - margin, latest create + provider timeout + margin]. The margin "
+            "covers Stripe's clock against the database's: too small and an intent stamped "
+            "by a clock behind ours is missed (the create key still protects against a second "
+            "intent); too large and busy accounts mean more pages."
+        ),
+    )
+    lookup_pages_per_attempt: int = Field(
+        default=100,
+        ge=1,
+        description=(
+            "List pages (of 100 intents) one task reads before a later attempt resumes from "
+            "the stored cursor. Too many: one attempt outlives its time budget (it is cut "
+            "off, and resumes); too few: a busy window needs many attempts, and "
+            "`MAX_ATTEMPTS` claims park the payment."
+        ),
+    )
 
-    # Leases.  Too short: a healthy worker is taken over mid-call and its work is fenced off
-    # (wasted, never doubled); too long: a crashed worker's payment waits that long.
-    lease_seconds: float = Field(default=60.0, gt=0)
-    # How long a freshly accepted record waits for a worker before the sweeper may take it.
-    # Too short: a queue backlog turns into needless takeovers; too long: a lost publish
-    # delays the payment by this much.
-    dispatch_lease_seconds: float = Field(default=60.0, gt=0)
-    sweep_interval_seconds: float = Field(default=5.0, gt=0)
-    sweep_batch_size: int = Field(default=100, ge=1)
-    max_attempts: int = Field(default=8, ge=1)
+    lease_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description=(
+            "A worker's lease on an operation. Too short: a healthy worker is taken over "
+            "mid-call and its work is fenced off (wasted, never doubled); too long: a crashed "
+            "worker's payment waits that long. Celery's soft and hard task limits are 0.6 and "
+            "0.8 of it."
+        ),
+    )
+    dispatch_lease_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description=(
+            "How long an accepted record waits for a worker before the sweeper may re-queue "
+            "it. Too short: a queue backlog turns into needless takeovers; too long: a lost "
+            "wake-up delays the payment by this much."
+        ),
+    )
+    sweep_interval_seconds: float = Field(default=5.0, gt=0, description="The sweeper's period.")
+    sweep_batch_size: int = Field(
+        default=100, ge=1, description="Records the sweeper handles per transaction."
+    )
+    max_attempts: int = Field(
+        default=8,
+        ge=1,
+        description=(
+            "Claims, or unknown outcomes, before an operation parks in `needs_attention` for "
+            "an operator. Waits for a customer or the provider do not count."
+        ),
+    )
 
-    # Waiting operations (3-D Secure, asynchronous methods): no lease is held while waiting.
-    # How often the sweeper re-checks a payment waiting for its customer, when no provider
-    # event woke it first.  Too short: a provider read per waiting payment that often; too
-    # long: a payment whose webhooks were lost shows requires_action that much longer.
-    action_recheck_seconds: float = Field(default=300.0, gt=0)
-    # How long a customer has to authenticate before the intent is canceled at the provider
-    # and the payment ends canceled / authentication_timeout.  Too short: customers are cut
-    # off mid-authentication; too long: abandoned intents (and the merchant's order) stay
-    # open that long.
-    action_timeout_seconds: float = Field(default=3600.0, gt=0)
-    # The re-check of a payment the provider is still processing (an asynchronous method),
-    # when no event settled it first.  Slow on purpose: such methods settle in hours or days.
-    processing_recheck_seconds: float = Field(default=300.0, gt=0)
+    action_recheck_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        description=(
+            "How often the sweeper re-checks a payment waiting for its customer (3-D Secure) "
+            "when no provider event woke it first. Too short: a provider read per waiting "
+            "payment that often; too long: a payment whose events were lost shows "
+            "`requires_action` that much longer. No lease is held while waiting."
+        ),
+    )
+    action_timeout_seconds: float = Field(
+        default=3600.0,
+        gt=0,
+        description=(
+            "How long a customer has to authenticate; then the intent is canceled at the "
+            "provider and the payment ends `canceled` / `authentication_timeout`. Too short: "
+            "customers are cut off mid-authentication; too long: abandoned intents (and the "
+            "merchant's order) stay open that long."
+        ),
+    )
+    processing_recheck_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        description=(
+            "The re-check of a payment the provider is still `processing` (an asynchronous "
+            "method) when no event settled it first. Slow on purpose: such methods settle in "
+            "hours or days."
+        ),
+    )
 
     # Retries owned by the worker: exponential backoff with full jitter and a cap.
-    retry_base_seconds: float = Field(default=0.5, gt=0)
-    retry_cap_seconds: float = Field(default=60.0, gt=0)
-    # Waits up to this long happen inside the task; longer ones are stored as
-    # next_attempt_at for the sweeper (no broker countdown outlives a visibility timeout).
-    max_in_task_wait_seconds: float = Field(default=5.0, ge=0)
+    retry_base_seconds: float = Field(
+        default=0.5,
+        gt=0,
+        description="Worker retry backoff: `uniform(0, min(cap, base·2ⁿ))`, full jitter.",
+    )
+    retry_cap_seconds: float = Field(
+        default=60.0, gt=0, description="The cap of the worker's retry backoff."
+    )
+    max_in_task_wait_seconds: float = Field(
+        default=5.0,
+        ge=0,
+        description=(
+            "Waits up to this long happen inside the task; longer ones are stored as "
+            "`next_attempt_at` for the sweeper (no broker countdown outlives a visibility "
+            "timeout)."
+        ),
+    )
 
-    # Retention of idempotency data (keys, fingerprints, stored responses).
-    idempotency_retention_hours: float = Field(default=24.0, gt=0)
-    retention_batch_size: int = Field(default=500, ge=1)
+    idempotency_retention_hours: float = Field(
+        default=24.0,
+        gt=0,
+        description=(
+            "How long idempotency keys (with fingerprints and stored responses) are "
+            "remembered after the payment was created and finished; then the key may start "
+            "a new payment."
+        ),
+    )
+    retention_batch_size: int = Field(
+        default=500, ge=1, description="Keys purged per retention transaction."
+    )
 
-    # HMAC key for idempotency keys in logs.  Refused outside dev when missing or a placeholder.
-    secret_key: SecretStr = SecretStr(DEV_SECRET_KEY)
+    secret_key: SecretStr = Field(
+        default=SecretStr(DEV_SECRET_KEY),
+        description=(
+            "The root secret (never printed): it keys the HMAC of idempotency keys in logs, "
+            "signs the console's cookies and encrypts webhook endpoint secrets at rest. "
+            "Refused outside `dev` when missing, a placeholder or shorter than "
+            f"{MIN_SECRET_LENGTH} characters."
+        ),
+    )
 
-    # Threads serving synchronous API handlers; keep <= pool size + overflow so a burst waits
-    # in the threadpool queue, not on the connection pool.
-    api_threads: int = Field(default=30, ge=1)
-    # Seconds the API waits for RabbitMQ when publishing.  Too long: a broker outage slows
-    # every accept; too short: a busy broker loses wake-ups (the sweeper still finds them).
-    publish_timeout_seconds: float = Field(default=2.0, gt=0)
-    # How an accepted payment wakes a worker.  ``notify`` (PostgreSQL only, its default): the
-    # accept's INSERT also sends a PostgreSQL NOTIFY, delivered only if it commits, and the
-    # dispatcher (``payorch sweeper`` hosts it; ``payorch dispatcher`` runs it alone) publishes
-    # the task; the API never talks to the broker on the request.  ``publish`` (SQLite's only
-    # mode): the API publishes the task itself after the commit.  Either way a lost wake-up
-    # is found by the sweeper once the dispatch lease expires.
-    wake_up: Literal["notify", "publish"] | None = None
+    api_threads: int = Field(
+        default=30,
+        ge=1,
+        description=(
+            "Threads serving the API's synchronous handlers. Keep it at or under "
+            "`DB_POOL_SIZE` + `DB_MAX_OVERFLOW`, so a burst waits in the thread pool's queue, "
+            "not on the connection pool."
+        ),
+    )
+    publish_timeout_seconds: float = Field(
+        default=2.0,
+        gt=0,
+        description=(
+            "How long a publisher (the dispatcher, the sweeper; the API in `publish` mode) "
+            "waits for the broker. Too long: a broker outage slows every publish; too short: "
+            "a busy broker loses wake-ups (the sweeper still finds them)."
+        ),
+    )
+    wake_up: Literal["notify", "publish"] | None = Field(
+        default=None,
+        description=(
+            "How an accepted operation wakes a worker. `notify` (PostgreSQL only, its "
+            "default): the accept's INSERT also sends a PostgreSQL NOTIFY, delivered only if "
+            "it commits, and the dispatcher (in `payorch sweeper`, or `payorch dispatcher`) "
+            "publishes the task, so no request waits for the broker. `publish` (SQLite's only "
+            "mode, its default): the API publishes after its commit. Either way a lost "
+            "wake-up is found by the sweeper once the dispatch lease expires."
+        ),
+    )
 
-    # Retry-After on a processing payment: how long a polling client should wait.
-    poll_interval_seconds: int = Field(default=1, ge=1)
+    poll_interval_seconds: int = Field(
+        default=1,
+        ge=1,
+        description="`Retry-After` on a processing payment: how long a polling client waits.",
+    )
 
-    # The ops console's signed session cookie.  Too long: a forgotten signed-in browser (or a
-    # stolen cookie) keeps operator powers that long; too short: on-call people sign in again
-    # mid-incident.  Revoking the ops API key ends its sessions at once.
-    console_session_minutes: int = Field(default=480, ge=1, le=7 * 24 * 60)
-    # The cookie's Secure flag (sent over HTTPS only).  Default: on in production, off
-    # elsewhere (a local console on http://127.0.0.1 would never get its cookie back).
-    console_secure_cookie: bool | None = None
+    console_session_minutes: int = Field(
+        default=480,
+        ge=1,
+        le=7 * 24 * 60,
+        description=(
+            "Lifetime of an ops console sign-in (a signed cookie). Too long: a forgotten "
+            "signed-in browser (or a stolen cookie) keeps operator powers that long; too "
+            "short: on-call people sign in again mid-incident. Revoking the ops key ends its "
+            "sessions at once."
+        ),
+    )
+    console_secure_cookie: bool | None = Field(
+        default=None,
+        description=(
+            "The console cookies' `Secure` flag (sent over HTTPS only). Unset: on in "
+            "`production`, off elsewhere (a local console on http://127.0.0.1 would never "
+            "get its cookie back)."
+        ),
+    )
 
     # Merchant webhooks (orchestrator/events/).
-    # Private, loopback and link-local targets and plain http; always allowed in dev.
-    # Never in production unless the relay's network cannot reach anything internal.
-    webhook_allow_private: bool = False
-    # Retries: full jitter, ceiling base * 2**n capped; given up after the window.  Too short a
-    # window loses events to a merchant's weekend outage; the 72 h default is Stripe's.
-    webhook_retry_base_seconds: float = Field(default=5.0, gt=0)
-    webhook_retry_cap_seconds: float = Field(default=3600.0, gt=0)
-    webhook_retry_hours: float = Field(default=72.0, gt=0)
-    # One attempt: connect timeout, then the whole request and response must fit in the
-    # timeout.  Too long: slow endpoints hold relay threads (others' events wait); too
-    # short: a merchant doing work before answering is retried needlessly.
-    webhook_connect_timeout_seconds: float = Field(default=3.0, gt=0)
-    webhook_timeout_seconds: float = Field(default=10.0, gt=0)
-    # Bytes of an answer read (then the connection is dropped); 1 KiB of it is stored.
-    webhook_response_max_bytes: int = Field(default=64 * 1024, ge=1024)
-    # A relay's lease on a delivery.  Must outlast an attempt (connect + timeout) with margin,
-    # or a second relay could attempt the same delivery while the first is still sending.
-    webhook_lease_seconds: float = Field(default=60.0, gt=0)
-    # Deliveries attempted at once by one relay (threads; `relay --once`: claimed per pass).
-    # Each thread uses one pooled connection during its short transactions: keep it under
-    # DB_POOL_SIZE + DB_MAX_OVERFLOW, or threads wait for a connection.
-    relay_concurrency: int = Field(default=8, ge=1, le=256)
-    # Sleep when a pass found nothing to do.  Latency of a new event is at most about this.
-    relay_idle_seconds: float = Field(default=0.5, gt=0)
-    # After a rotation the previous secret keeps signing (a second signature) this long.
-    webhook_secret_grace_hours: float = Field(default=24.0, ge=0)
-    # Events (with their deliveries and attempts) are purged this long after they were
-    # written once no delivery of theirs is pending.  GET /v1/events reaches this far back.
-    webhook_event_retention_days: float = Field(default=30.0, gt=0)
+    webhook_allow_private: bool = Field(
+        default=False,
+        description=(
+            "Allow loopback, private and link-local webhook targets and plain `http`. "
+            "Always allowed in `dev`; never in production unless the relay's network cannot "
+            "reach anything internal."
+        ),
+    )
+    webhook_retry_base_seconds: float = Field(
+        default=5.0,
+        gt=0,
+        description="Webhook retry backoff: `uniform(0, min(cap, base·2ⁿ⁻¹))`, full jitter.",
+    )
+    webhook_retry_cap_seconds: float = Field(
+        default=3600.0, gt=0, description="The cap of the webhook retry backoff."
+    )
+    webhook_retry_hours: float = Field(
+        default=72.0,
+        gt=0,
+        description=(
+            "Retry window of a delivery; an endpoint failing for all of it is disabled. Too "
+            "short loses events to a merchant's weekend outage (72 hours is Stripe's)."
+        ),
+    )
+    webhook_connect_timeout_seconds: float = Field(
+        default=3.0, gt=0, description="One webhook attempt's TCP/TLS connect timeout."
+    )
+    webhook_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description=(
+            "One webhook attempt's whole exchange after the connect. Too long: slow "
+            "endpoints hold relay threads (others' events wait); too short: a merchant doing "
+            "work before answering is retried needlessly."
+        ),
+    )
+    webhook_response_max_bytes: int = Field(
+        default=64 * 1024,
+        ge=1024,
+        description="Bytes of an answer read (then the connection is dropped); 1 KiB is stored.",
+    )
+    webhook_lease_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description=(
+            "A relay's lease on a delivery: at least twice connect + timeout (validated), or "
+            "a second relay could attempt the same delivery while the first is still sending."
+        ),
+    )
+    relay_concurrency: int = Field(
+        default=8,
+        ge=1,
+        le=256,
+        description=(
+            "Deliveries one relay attempts at once (threads; `relay --once`: claimed per "
+            "pass). Each thread uses one pooled connection during its short transactions: "
+            "keep it under `DB_POOL_SIZE` + `DB_MAX_OVERFLOW`."
+        ),
+    )
+    relay_idle_seconds: float = Field(
+        default=0.5,
+        gt=0,
+        description=(
+            "A relay's sleep after a pass that found nothing: about the latency of a new event."
+        ),
+    )
+    webhook_secret_grace_hours: float = Field(
+        default=24.0,
+        ge=0,
+        description=(
+            "After a secret rotation the previous secret keeps signing (a second signature) "
+            "this long."
+        ),
+    )
+    webhook_event_retention_days: float = Field(
+        default=30.0,
+        gt=0,
+        description=(
+            "Events (with their deliveries and attempts) are purged this long after they "
+            "were written, once no delivery of theirs is pending. `GET /v1/events` reaches "
+            "this far back."
+        ),
+    )
 
-    log_level: str = "INFO"
-    log_json: bool = True
+    log_level: str = Field(default="INFO", description="The log level.")
+    log_json: bool = Field(
+        default=True, description="Structured JSON logs on stderr (`false`: console lines)."
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
