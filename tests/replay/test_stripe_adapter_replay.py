@@ -28,7 +28,7 @@ from orchestrator.providers.base import (
     Retryable,
 )
 from orchestrator.providers.stripe_adapter import StripeProvider
-from orchestrator.providers.stripe_version import PINNED_API_VERSION
+from orchestrator.stripe_version import PINNED_API_VERSION
 from tests.replay.cassette_support import (
     CASSETTE_DIR,
     UNRECORDED_HEADER,
