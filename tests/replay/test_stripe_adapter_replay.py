@@ -17,7 +17,7 @@ import httpx
 import pytest
 from vcr.errors import CannotOverwriteExistingCassetteException
 
-from orchestrator.domain.intent_match import ExpectedIntent, intent_mismatches
+from orchestrator.engine.kinds.intent_match import ExpectedIntent, intent_mismatches
 from orchestrator.providers import keys
 from orchestrator.providers.base import (
     Declined,

@@ -16,11 +16,11 @@ record's recovery point::
   committed before that call (see ``_Charge`` for where each one is).
 * An unknown outcome (timeout, connection error, 5xx) is never answered with a blind
   resend: the next confirm happens only after a retrieve proved the intent unconfirmed.
-* Every intent we read is compared with the record (``domain.intent_match``) before it is
+* Every intent we read is compared with the record (``engine.kinds.intent_match``) before it is
   adopted, confirmed or settled: an intent that names our record but asks for another
   amount, currency, customer, capture or payment method is never confirmed; it is kept on
   the record (``rejected_intents``) and the payment goes to needs_attention.
-* A create whose outcome is unknown owes a lookup (``services.intent_lookup``): bounded by
+* A create whose outcome is unknown owes a lookup (``engine.kinds.intent_lookup``): bounded by
   the create attempts stamped on the record, paged under a budget, resumed from a stored
   cursor; a failed page is an unknown outcome, never "absent".
 * The final status is written in one place: ``_Charge.finish``.
@@ -35,8 +35,13 @@ from typing import Any
 from orchestrator import metrics
 from orchestrator.db.repositories.leases import LeaseRepository
 from orchestrator.db.uow import UnitOfWork
-from orchestrator.domain.intent_match import ExpectedIntent, intent_mismatches, reject
-from orchestrator.domain.intent_outcome import (
+from orchestrator.domain.ledger import lines_for
+from orchestrator.domain.model import Failure, PaymentRecord
+from orchestrator.domain.representation import payment_representation
+from orchestrator.domain.states import Outcome, PaymentStatus, RecoveryPoint, WaitingFor
+from orchestrator.engine.kinds.intent_lookup import Verdict, lookup_window, scan_for_intent
+from orchestrator.engine.kinds.intent_match import ExpectedIntent, intent_mismatches, reject
+from orchestrator.engine.kinds.intent_outcome import (
     AUTHENTICATION_REQUIRED,
     AUTHENTICATION_TIMEOUT,
     Next,
@@ -44,10 +49,6 @@ from orchestrator.domain.intent_outcome import (
     UnexpectedIntentStatus,
     read_intent,
 )
-from orchestrator.domain.ledger import lines_for
-from orchestrator.domain.model import Failure, PaymentRecord
-from orchestrator.domain.representation import payment_representation
-from orchestrator.domain.states import Outcome, PaymentStatus, RecoveryPoint, WaitingFor
 from orchestrator.engine.lease import (
     Deferred,
     Lease,
@@ -67,7 +68,6 @@ from orchestrator.providers.base import (
     Retryable,
     optional,
 )
-from orchestrator.services.intent_lookup import Verdict, lookup_window, scan_for_intent
 
 log = get_logger(__name__)
 
@@ -234,7 +234,7 @@ class _Charge:
         )
 
     def resolve_lost_create(self) -> None:
-        """The bounded, resumable lookup (``services.intent_lookup``), then what it proved."""
+        """The bounded, resumable lookup (``engine.kinds.intent_lookup``), then what it proved."""
         record = self.record
         settings = self.lease.settings
         assert record.first_create_at is not None and record.last_create_at is not None
@@ -398,7 +398,7 @@ class _Charge:
         )
 
     def _act_on(self, intent: ProviderIntent) -> Next:
-        """The provider's truth about our intent, read (``domain.intent_outcome``)."""
+        """The provider's truth about our intent, read (``engine.kinds.intent_outcome``)."""
         self.check_ours(intent)
         try:
             reading = read_intent(intent)
