@@ -22,6 +22,7 @@ from orchestrator.db.engine import create_engine
 from orchestrator.db.uow import UnitOfWork
 from orchestrator.domain.history import ProviderCallRecord
 from orchestrator.engine import call_log
+from orchestrator.engine.publisher import TaskPublisher
 from orchestrator.engine.runner import Runner
 from orchestrator.engine.sweep import Sweeper
 from orchestrator.events.endpoints import EndpointService
@@ -31,7 +32,6 @@ from orchestrator.events.url_rules import Resolver, system_resolver
 from orchestrator.logging import configure_logging
 from orchestrator.providers.instrumented import InstrumentedProvider
 from orchestrator.providers.recording import RecordingProvider
-from orchestrator.services.dispatch import TaskPublisher
 from orchestrator.settings import Settings
 
 if TYPE_CHECKING:

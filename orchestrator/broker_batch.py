@@ -36,7 +36,7 @@ from celery.utils.nodenames import anon_nodename
 from kombu.connection import Connection
 
 from orchestrator.broker import PAYMENTS_QUEUE
-from orchestrator.services.dispatch import BatchPublishFailed as BatchFailed
+from orchestrator.engine.publisher import BatchPublishFailed as BatchFailed
 
 # What a batch's confirms may take before the batch counts as failed (and is retried).
 CONFIRM_TIMEOUT_SECONDS = 5.0

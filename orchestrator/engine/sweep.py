@@ -38,6 +38,7 @@ from datetime import timedelta
 
 from orchestrator import metrics
 from orchestrator.db.uow import UnitOfWorkFactory
+from orchestrator.engine.publisher import TaskPublisher
 from orchestrator.engine.takeover import (
     Actor,
     TakeoverOutcome,
@@ -48,7 +49,6 @@ from orchestrator.engine.takeover import (
 )
 from orchestrator.events.retention import purge_delivered_events
 from orchestrator.logging import get_logger
-from orchestrator.services.dispatch import TaskPublisher
 from orchestrator.settings import Settings
 
 log = get_logger(__name__)

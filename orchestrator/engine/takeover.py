@@ -45,8 +45,8 @@ from orchestrator.domain.model import AuditEntry, PaymentRecord
 from orchestrator.domain.operations import OperationRecord
 from orchestrator.domain.preconditions import TagList, lease_etag
 from orchestrator.domain.states import RecoveryPoint
+from orchestrator.engine.publisher import PublishFailed, TaskPublisher
 from orchestrator.logging import get_logger
-from orchestrator.services.dispatch import PublishFailed, TaskPublisher
 
 log = get_logger(__name__)
 

@@ -26,9 +26,9 @@ from orchestrator.domain.ids import new_payment_id
 from orchestrator.domain.model import ApiClient, PaymentRecord, PaymentRequest, Role
 from orchestrator.domain.representation import encode_representation, payment_representation
 from orchestrator.domain.states import INITIAL
+from orchestrator.engine.publisher import PublishFailed, TaskPublisher
 from orchestrator.logging import get_logger, key_digest
 from orchestrator.services.api_keys import active_found, hash_key, plausible_key
-from orchestrator.services.dispatch import PublishFailed, TaskPublisher
 from orchestrator.services.idempotency import (
     IdempotencyKeyReused,
     claim_key,
