@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -27,6 +28,7 @@ from orchestrator.engine.runner import Runner
 from orchestrator.engine.sweep import Sweeper
 from orchestrator.events.endpoints import EndpointService
 from orchestrator.events.relay import Relay, build_sender
+from orchestrator.events.retention import purge_delivered_events
 from orchestrator.events.secret_box import SecretBox
 from orchestrator.events.url_rules import Resolver, system_resolver
 from orchestrator.logging import configure_logging
@@ -165,7 +167,13 @@ class Container:
         )
 
     def sweeper(self, name: str | None = None) -> Sweeper:
-        return Sweeper(self.uow, self.publisher, self.settings, name=name)
+        return Sweeper(
+            self.uow,
+            self.publisher,
+            self.settings,
+            purge_events=partial(purge_delivered_events, self.uow, self.settings),
+            name=name,
+        )
 
     def relay(self, name: str | None = None) -> Relay:
         """A webhook relay: its transactions, its settings, the secrets' box and a sender
