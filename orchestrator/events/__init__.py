@@ -18,6 +18,6 @@ Modules, one job each: ``types`` (the event types: extend the list there), ``ids
 ``secret_box`` (endpoint secrets encrypted at rest), ``url_rules`` (SSRF: which targets may
 be called), ``signing`` (Standard Webhooks headers), ``schedule`` (backoff and the retry
 window), ``body`` (an event as the merchant sees it), ``endpoints`` (the endpoints service),
-``sender`` (one HTTP attempt), ``relay`` (fan-out, claim, attempt, record), ``ops`` (deliveries
-of an event, redeliver), ``retention``.
+``sender`` (one HTTP attempt), ``relay`` (fan-out, claim, attempt, record), ``retention``.
+What operators do with an event (its deliveries, redeliver) is ``orchestrator.ops.events``.
 """

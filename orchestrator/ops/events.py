@@ -1,6 +1,8 @@
 """What operators do with events: read an event's deliveries, redeliver it (audited).
 
-The ops API and the console both call these (one implementation)."""
+The ops API and the console both call these (one implementation).  An operator command,
+so it lives with the others in ``ops`` (the audit trail, ``clean_reason``, the ``Actor``),
+above the webhook relay it acts on."""
 
 from __future__ import annotations
 
