@@ -39,10 +39,10 @@ from orchestrator.settings import Settings
 if TYPE_CHECKING:
     from celery import Celery
 
-    from orchestrator.db.async_claim import AsyncAuthenticatedClaim
     from orchestrator.db.direct import DirectAuthenticatedClaim, DirectClaim
     from orchestrator.domain.model import ApiClient
     from orchestrator.providers.base import PaymentProvider, ProviderEvent
+    from orchestrator.services.accept import AuthenticatedClaimOnLoop
     from orchestrator.services.provider_events import ParseEvent
 
 
@@ -114,7 +114,7 @@ class Container:
             self._authenticated_claim = DirectAuthenticatedClaim(self.engine, self.clock)
         return self._authenticated_claim
 
-    def async_authenticated_claim(self) -> AsyncAuthenticatedClaim | None:
+    def async_authenticated_claim(self) -> AuthenticatedClaimOnLoop | None:
         """A new set of the API's asyncio connections for the accept's statement
         (orchestrator.db.async_claim): PostgreSQL with ``WAKE_UP=notify`` only (``publish``
         publishes on the request, which the event loop must not).  The caller closes it."""

@@ -150,6 +150,27 @@ class AuthenticatedClaim(Protocol):
         whether the payment was inserted: only for an active merchant whose key was free."""
 
 
+class AuthenticatedClaimOnLoop(Protocol):
+    """``AuthenticatedClaim`` on the API's event loop (PostgreSQL with ``WAKE_UP=notify``:
+    orchestrator.db.async_claim.AsyncAuthenticatedClaim, built by the composition root).
+    Every answer may be None: no connection or no fresh clock sample in time, and the
+    request takes the thread path."""
+
+    def now(self) -> datetime | None:
+        """The database clock when it needs no round trip."""
+
+    async def __call__(
+        self, key_hash: str, values: dict[str, Any], notify: bool
+    ) -> tuple[tuple[ApiClient, str] | None, bool] | None:
+        """As ``AuthenticatedClaim.__call__``."""
+
+    async def find_by_key(self, client_id: str, idempotency_key: str) -> PaymentRecord | None:
+        """The record holding a taken key, for its replay."""
+
+    async def close(self) -> None:
+        """Close its connections (the API's lifespan, at shutdown)."""
+
+
 @dataclass(frozen=True)
 class KeyedAccept:
     """``client``: None when the API key is unknown or revoked (401).  ``accepted``: None
