@@ -13,8 +13,8 @@ from orchestrator.bootstrap import bootstrap
 from orchestrator.cli.config import load_settings
 from orchestrator.cli.ops_output import EXIT_INVALID, EXIT_NOT_FOUND
 from orchestrator.cli.output import errors, print_json, print_table
-from orchestrator.db.repositories.payment_search import PaymentFilters
 from orchestrator.db.uow import UnitOfWorkFactory
+from orchestrator.domain.payment_filters import PaymentFilters
 from orchestrator.domain.states import PaymentStatus
 from orchestrator.engine.publisher import NullPublisher
 from orchestrator.ops.detail_representation import (

@@ -38,9 +38,10 @@ from enum import StrEnum
 from typing import Any
 
 from orchestrator import metrics
-from orchestrator.db.repositories.lease_columns import NEEDS_ATTENTION, LeaseColumns
+from orchestrator.db.repositories.lease_columns import LeaseColumns
 from orchestrator.db.uow import UnitOfWork
 from orchestrator.domain.ids import is_payment_id
+from orchestrator.domain.lease_state import NEEDS_ATTENTION
 from orchestrator.domain.model import AuditEntry, PaymentRecord
 from orchestrator.domain.operations import OperationRecord
 from orchestrator.domain.preconditions import TagList, lease_etag

@@ -44,11 +44,11 @@ from orchestrator.api.console.session import (
 from orchestrator.api.console.timeline import build_timeline
 from orchestrator.api.deps import ContainerDep
 from orchestrator.bootstrap import Container
-from orchestrator.db.repositories.leases import LeaseState
-from orchestrator.db.repositories.payment_search import PaymentFilters
 from orchestrator.domain.ids import is_payment_id
+from orchestrator.domain.lease_state import LeaseState
 from orchestrator.domain.model import Role
 from orchestrator.domain.operations import OperationKindName
+from orchestrator.domain.payment_filters import PaymentFilters
 from orchestrator.domain.states import PaymentStatus
 from orchestrator.events.representation import event_document
 from orchestrator.ops.commands import OperatorAction, retry_payment, take_over_payment
