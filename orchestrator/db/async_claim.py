@@ -33,7 +33,7 @@ What keeps this safe to add beside the tested path:
   A connection that cannot be opened sends the request to the thread path.
 * **Connections are opened lazily** on the loop that serves (one per process), closed when
   the app stops (``create_app``'s lifespan).  The database budget grows by ``CONNECTIONS``
-  per API process (README, Configuration).
+  per API process (docs/reference/configuration.md).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ from orchestrator.settings import Settings
 
 # Connections this path may hold per API process.  Each runs one short statement at a
 # time, so a few serve a large burst; each one more is taken from the database's budget
-# (README, Configuration) in every API process.
+# (docs/reference/configuration.md) in every API process.
 CONNECTIONS = 4
 # How long a request waits for one of them before the thread path serves it: many
 # statements' time on a healthy database, short beside a client's timeout.
