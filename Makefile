@@ -67,7 +67,7 @@ docs: $(STAMP)
 
 docs-serve: $(STAMP)
 	$(BIN)/python -m devtools.reference_docs
-	$(BIN)/mkdocs serve
+	$(BIN)/mkdocs serve --dev-addr 127.0.0.1:8008  # 8000 is the API's default port
 
 clean-venv:
 	rm -rf $(VENV)

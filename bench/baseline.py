@@ -2,13 +2,13 @@
 
 Issue 14's goal 2 is an absolute figure (≤ 5 ms of worker CPU per payment at zero
 latency, "from 17 ms"), and the 2-core VM it is measured on runs the same code at very
-different speeds from one day to the next (bench/RESULTS.md §17 to §22: the reference work
-reads 14 ms on a normal spell and 18 to 34 ms on a slow one).  This runs the same bench
+different speeds from one day to the next (docs/performance.md: the reference work reads
+14 ms on a normal spell and 18 to 34 ms on a slow one).  This runs the same bench
 command on the baseline revision and on this checkout, in alternating pairs, and reports
 each pair's ratio: the factor by which this code's payment is cheaper than the baseline's
 on the host of the moment, whatever its speed.
 
-The baseline is ``9c4ceca``, the code of RESULTS §6, whose zero-latency run read
+The baseline is ``9c4ceca``, the code that set goal 2's "17 ms": its zero-latency run read
 **17.8 ms** per payment with this very command (``payorch bench --only latency
 --latency-ms 0``, the default worker) on 2026-12-01.  Both sides report the whole run's CPU
 per payment (the baseline's bench has no steady window), so the pair compares like with
@@ -42,7 +42,8 @@ from bench.run import exit_on_sigterm
 from bench.stack import ROOT
 
 BASELINE_REVISION = "9c4ceca"
-# What the baseline read with this command when it was the code of the day (RESULTS §6).
+# What the baseline read with this command when it was the code of the day (the history of
+# bench/RESULTS.md: ``git log -p bench/RESULTS.md``).
 BASELINE_RECORDED_MS = 17.8
 
 

@@ -11,7 +11,7 @@ intent-like object, dictionary and string work, the interpreter's own loop: the 
 work a payment's CPU is made of.  The bench records it beside the CPU figure, to tell a
 slow host from a slow change when a figure moves.  It is never a
 verdict's input: the targets stay in milliseconds.  It catches the host's long slow spells
-but not all of them (bench/RESULTS.md §17: a round read 8.2 ms beside a normal reference).
+but not all of them (a round has read 8.2 ms beside a normal reference; docs/performance.md).
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ DIRECTORY_ENV = "BENCH_DB_COUNTS"
 # Counting must cost the measured worker next to nothing: it once took a lock shared by
 # 128 threads, a getpid() system call and an environment lookup per count, and lower-cased
 # each statement's whole text, which was ~1.3 ms of a payment's ~9.5 ms of worker CPU
-# (bench/RESULTS.md section 16).  Each thread now counts into its own Counter, with no
+# (the history of bench/RESULTS.md).  Each thread now counts into its own Counter, with no
 # lock; the writer thread sums them.
 _local = threading.local()
 _counters: list[Counter[str]] = []  # every thread's, appended under _registering

@@ -139,7 +139,7 @@ def measure_latency(
         # (connections, compiled statements, per-thread clients) and the drained tail.
         "worker_cpu_ms_per_payment_steady": steady_cpu_ms,
         # The worker's threads' context switches per payment over the same window: the
-        # interpreter lock handed among them (bench/RESULTS.md §18).
+        # interpreter lock handed among them (docs/performance.md).
         "worker_context_switches_per_payment_steady": steady_switches,
         "worker_system_cpu_ms_per_payment": round(
             sampler.system_seconds * 1000 / payments_count, 2

@@ -7,7 +7,7 @@ every ``interval`` seconds in a thread of the bench process (reading /proc costs
 measured processes nothing) and keeps the peak resident set, the CPU time used and, every
 ``switches_every`` samples, the context switches of every thread in the group (a threads
 worker's payments hand the interpreter lock among 64 threads per process, and on this VM
-those switches are what separates 5 ms of CPU per payment from 7: bench/RESULTS.md §18).
+those switches are what separates 5 ms of CPU per payment from 7: docs/performance.md).
 """
 
 from __future__ import annotations

@@ -72,7 +72,7 @@ class BenchOptions:
     # many, so the steady window is not its threads' first tasks.
     cpu_payments: int = 3000
     # Rounds of the CPU run, each on a fresh stack; the verdict takes their median: one
-    # round's figure moves with the host's slow spells (bench/RESULTS.md §17).
+    # round's figure moves with the host's slow spells (docs/performance.md).
     cpu_rounds: int = 3
     output: Path = field(default=RESULTS / "latest.json")
 

@@ -34,7 +34,7 @@ from orchestrator.api.schemas import PaymentCreate
 
 BARE_PATH = "/_bench/bare"
 # ``POST /v1/payments`` served by its thread path only (no statement on the event loop):
-# the production route's shape before the loop took its common case (bench/RESULTS.md §14).
+# the production route's shape before the loop took its common case (docs/performance.md).
 THREADS_ACCEPT_PATH = "/_bench/accept-threads"
 
 

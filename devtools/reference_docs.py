@@ -18,7 +18,8 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin
 
 import typer
 from pydantic import SecretStr
@@ -58,8 +59,9 @@ interrupt a thread, and what the limits guarantee holds there by other means (se
 
 ## Settings
 
-| variable | type | default | what it does |
-|---|---|---|---|
+Each variable with its type and default; the text says what goes wrong when a timeout or a
+size is too small or too large.
+
 """
 
 CLI_HEADER = """
@@ -82,13 +84,17 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def _type_name(field: FieldInfo) -> str:
-    annotation = field.annotation
-    name = getattr(annotation, "__name__", None)
-    if name is not None and not str(annotation).startswith("typing."):
-        return "secret" if annotation is SecretStr else name
-    text = str(annotation).replace("typing.", "").replace("pydantic.types.", "")
-    return text.replace("SecretStr", "secret").replace("NoneType", "None")
+def _type_name(annotation: Any) -> str:
+    """A reader's name for a setting's type: ``dev | test | production``, not ``Literal[...]``."""
+    if annotation is SecretStr:
+        return "secret"
+    if annotation is type(None):
+        return "unset"
+    if get_origin(annotation) is Literal:
+        return " | ".join(f"`{value}`" for value in get_args(annotation))
+    if get_origin(annotation) in (Union, UnionType):
+        return " or ".join(_type_name(part) for part in get_args(annotation))
+    return f"`{annotation.__name__}`"
 
 
 def _default(field: FieldInfo) -> str:
@@ -103,14 +109,16 @@ def _default(field: FieldInfo) -> str:
     return f"`{default}`"
 
 
-def _settings_rows() -> Iterator[str]:
+def _settings_sections() -> Iterator[str]:
     for name, field in Settings.model_fields.items():
         if not field.description:
             raise ValueError(f"Settings.{name} has no description")
         variable = f"{ENV_PREFIX}{name.upper()}"
+        description = " ".join(field.description.split())
         yield (
-            f"| `{variable}` | {_cell(_type_name(field))} | {_cell(_default(field))} "
-            f"| {_cell(field.description)} |\n"
+            f"### `{variable}`\n\n"
+            f"{_type_name(field.annotation)} · default {_default(field)}\n\n"
+            f"{description}\n\n"
         )
 
 
@@ -142,9 +150,9 @@ def _commands(command: Any, path: str) -> Iterator[tuple[str, Any]]:
 
 
 def configuration_page() -> str:
-    rows = "".join(_settings_rows())
+    sections = "".join(_settings_sections()).rstrip("\n") + "\n"
     cli_rows = sorted(set(_cli_rows()))
-    return CONFIGURATION_HEADER + rows + CLI_HEADER + "".join(cli_rows) + PROMETHEUS_NOTE
+    return CONFIGURATION_HEADER + sections + CLI_HEADER + "".join(cli_rows) + PROMETHEUS_NOTE
 
 
 def openapi_document() -> str:

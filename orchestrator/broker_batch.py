@@ -1,9 +1,9 @@
 """Publishing many wake-ups with one wait for the broker's confirms (the dispatcher's).
 
 ``CeleryPublisher`` sends each task through Celery's ``send_task`` and waits for its
-publisher confirm: ~0.4-0.8 ms of CPU per message (message building, AMQP header tables,
-``saferepr`` of the arguments) and a confirm round trip each, which caps one dispatcher at
-a few hundred wake-ups a second on a loaded machine.  ``BatchPublisher`` writes the same
+publisher confirm: CPU spent per message (message building, AMQP header tables,
+``saferepr`` of the arguments) and a confirm round trip each, which caps how fast one
+dispatcher can send wake-ups on a loaded machine.  ``BatchPublisher`` writes the same
 Celery protocol-2 message itself (``task_message``: the headers, properties and body
 ``send_task`` produces for ``send_task(name, args=[id, token])`` with this app's
 configuration), publishes a batch on one channel in confirm mode without waiting, then

@@ -22,8 +22,8 @@ A regular file needs no lock: Linux writes one ``write`` to it whole, however lo
 under the file's own lock (the inode's for ``O_APPEND``, the shared offset's for a
 descriptor inherited over fork), so lines are never split or interleaved there.  The lock
 is taken for pipes, sockets and terminals only; whether a descriptor is a regular file is
-read once per descriptor.  (Each ``fcntl`` hands the interpreter lock to another thread:
-in a threads worker those were 4 of a payment's ~95 such calls, bench/RESULTS.md §18.)
+read once per descriptor.  (Each ``fcntl`` hands the interpreter lock to another thread,
+one more such hand-over beside the many a payment already makes in a threads worker.)
 
 Costs and edges: two ``fcntl`` calls per line on a pipe; a process frozen (SIGSTOP) in the
 microseconds between lock and unlock holds up other processes' logging until it

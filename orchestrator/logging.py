@@ -86,7 +86,7 @@ def capture_standard_logging(settings: Settings) -> None:
     for chatty in ("stripe", "httpx", "httpcore", "urllib3"):
         logging.getLogger(chatty).setLevel(max(logging.WARNING, _level(settings)))
     # Celery writes two lines per task at INFO ("received", "succeeded in"): half of a
-    # busy worker's log and ~6 % of its CPU per payment (bench/RESULTS.md section 16), for
+    # busy worker's log and a noticeable share of its CPU per payment, for
     # what payorch's own lease_claimed and *_finished lines say with the record's id.
     # Shown at DEBUG; a task's failure (ERROR) always.  Hazard: Celery reads these levels
     # once, when the worker builds its tracers, so they are set before the worker starts.

@@ -236,6 +236,7 @@ ROLE_SERIES: dict[Role, frozenset[str]] = {
             "payorch_oldest_processing_age_seconds",
             "payorch_http_requests_total",
             "payorch_http_request_duration_seconds",
+            "payorch_operations_accepted_total",  # refunds, captures and cancels accepted
         }
     ),
     Role.WORKER: frozenset(
@@ -244,6 +245,8 @@ ROLE_SERIES: dict[Role, frozenset[str]] = {
             "payorch_provider_call_seconds",
             "payorch_fenced_writes_total",
             "payorch_payments_finished_total",
+            "payorch_operations_accepted_total",  # a refund the refund sync found
+            "payorch_operations_finished_total",
             "payorch_worker_prefetch_limit",
             *_SWEEP_SERIES,
         }
@@ -258,6 +261,7 @@ ROLE_SERIES: dict[Role, frozenset[str]] = {
             "payorch_webhook_backlog",
             "payorch_webhook_oldest_undelivered_age_seconds",
             "payorch_webhook_disabled_endpoints",
+            "payorch_fenced_writes_total",  # a delivery's lease taken by another relay
         }
     ),
 }

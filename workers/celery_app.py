@@ -27,8 +27,8 @@ def _share_disabled_backend(app: Celery) -> None:
     (``task_ignore_result``): the backend is Celery's ``DisabledBackend``, which has no
     state.  Celery keeps a backend that does not say it is thread-safe per thread, and
     resolves it on a thread's first task by reading every installed package's entry
-    points (tens of ms): each of a threads pool's 128 threads paid that once (about a
-    second of CPU per worker start, seen in the bench's profile of the sleeping task)."""
+    points, a slow scan: each of a threads pool's 128 threads paid it once, so a worker's
+    start spent that scan's CPU 128 times over."""
     backend = app.backend
     if isinstance(backend, DisabledBackend):
         backend.thread_safe = True

@@ -5,9 +5,10 @@ Why: a payment holds its thread for its whole run, but it needs the interpreter 
 between its waits.  At real provider latency (hundreds of milliseconds a call) nearly all
 of a process's payments are waiting for the provider, and the process needs every one of
 its threads to keep the provider busy (goal 1 of issue 14).  When the provider answers at
-once, the same threads all want the interpreter: each of a payment's ~95 I/O calls hands
-the interpreter lock to another thread, and at 64 threads a payment cost ~40 % more CPU in
-context switches than at 8 (bench/RESULTS.md §18, §19).
+once, the same threads all want the interpreter: each of a payment's many I/O calls hands
+the interpreter lock to another thread, and at 64 threads a payment cost markedly more CPU
+in context switches than at 8 (the benchmark, ``payorch bench`` and docs/performance.md,
+measures this).
 
 So the broker's prefetch count (with late acknowledgement, the number of messages a
 process holds, hence its tasks in flight) follows the calls in progress: once a second,
@@ -43,8 +44,8 @@ log = get_logger(__name__)
 
 # Runs a process lets compete for the interpreter besides those waiting for the provider
 # (the default of Settings.worker_prefetch_floor).  Enough to overlap their database round
-# trips; measured at zero provider latency, 4 and 8 cost the same CPU per payment and 16
-# more (RESULTS §19).
+# trips; at zero provider latency 4 and 8 cost the same CPU per payment in the benchmark,
+# and 16 cost more (more threads handing the interpreter lock to each other).
 RUNS_BESIDE_PROVIDER_CALLS = 8
 # Room above the calls in progress, so that the count grows within a few seconds when the
 # provider slows down (each second multiplies a saturated limit by up to this much).

@@ -4,8 +4,9 @@ Why: ``concurrent.futures.ThreadPoolExecutor`` keeps its idle threads waiting on
 and the queue wakes them in turn, so once a burst has started all of a pool's threads (64
 per process), even a trickle of tasks rotates through every one of them.  When the prefetch
 limit (``workers.prefetch_limit``) keeps 9 tasks in flight, 9 threads stay warm and the
-rest sleep; with the rotation a payment cost ~30 more context switches and ~0.5 ms more CPU
-at zero provider latency (bench/RESULTS.md §19).
+rest sleep; with the rotation every payment paid extra context switches and CPU to wake
+threads that had gone cold (the benchmark, ``payorch bench`` and docs/performance.md,
+measures this at zero provider latency).
 
 Everything else is Celery's ``TaskPool`` for threads: the concurrency (threads are started
 as work needs them, at most ``limit``), the futures it waits on, the shutdown that finishes

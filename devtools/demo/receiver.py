@@ -1,5 +1,5 @@
 """The demo's merchant: a webhook receiver on 127.0.0.1 that verifies every request with
-the ``standardwebhooks`` library, the way the README tells merchants to, and fails a share
+the ``standardwebhooks`` library, the way docs/api/webhooks.md tells merchants to, and fails a share
 of them (500) so the demo shows retries."""
 
 from __future__ import annotations

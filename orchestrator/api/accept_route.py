@@ -5,8 +5,9 @@ bearer security, the ``Idempotency-Key`` header, the body), so the OpenAPI docum
 FastAPI's own.  Requests are served by ``accept_request`` instead (``AcceptRoute``): the
 body read on the event loop, then one thread hop for everything that blocks or costs CPU
 (``Serve``: authentication, the validation, the claim; ``routes.payments.serve_accept``).
-Measured: the five dependencies' solving and a second thread hop cost about as much CPU
-as the bench's whole bare route (bench/RESULTS.md §8).
+Why: the five dependencies' solving and a second thread hop cost about as much CPU as a
+bare route does in all (the benchmark, ``payorch bench`` and docs/performance.md, measures
+this).
 
 The answers and their order are the declared route's: 401/403 (authentication and role),
 then 413/415/400 (the body as JSON), then 400 ``invalid-idempotency-key``, then 400 for

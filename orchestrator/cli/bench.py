@@ -1,4 +1,4 @@
-"""``payorch bench``: the performance figures of issue 6 (see bench/README.md).
+"""``payorch bench``: the benchmark (bench/README.md; its method and figures: docs/performance.md).
 
 The harness lives in the source checkout's ``bench/`` package, next to ``tests/``, and is
 not part of the wheel: it starts and stops PostgreSQL and RabbitMQ with the test suite's

@@ -2,10 +2,11 @@
 pools sized from it.
 
 A payment spends almost all of its time waiting for the provider (two calls of 200-600 ms
-at Stripe) and a few milliseconds of CPU.  So the default is a pool of **threads**, many of
-them, ~1-2 MiB per payment in flight (prefork costs ~110 MiB per pool process and runs one
-payment in each), as one process per usable CPU: one interpreter's threads share one core
-(``worker_processes``).  ``bench/RESULTS.md`` has the measurements.
+at Stripe) and comparatively little CPU.  So the default is a pool of **threads**, many of
+them, a thread's stack per payment in flight (prefork costs a whole interpreter per pool
+process and runs one payment in each), as one process per usable CPU: one interpreter's
+threads share one core (``worker_processes``).  The benchmark (``payorch bench``,
+docs/performance.md) measures these choices.
 
     pool      default concurrency       processes     in flight per process   time limits
     threads   128, shared among them    one per CPU   its share of threads    not enforced
@@ -29,9 +30,9 @@ holds without them, because no step of a payment can block without a bound of it
 
 **gevent and eventlet are refused.**  ``--pool gevent`` needs the whole process
 monkey-patched before anything imports ``socket``, ``ssl`` or ``threading``; the CLI has
-imported all of them long before Celery reads ``--pool``, so such a worker hangs (measured:
-no payment in 190 s).  Patched by hand it was slower than threads (12-16 against 35
-payments/s at 300 ms latency), and psycopg's C wait loop would block the hub.  Not offered.
+imported all of them long before Celery reads ``--pool``, so such a worker hangs (it
+finishes no payment at all).  Patched by hand it was much slower than threads at a real
+provider's latency, and psycopg's C wait loop would block the hub.  Not offered.
 """
 
 from __future__ import annotations
@@ -105,7 +106,7 @@ def connection_sizing(pool: str, concurrency: int, processes: int = 1) -> Connec
     A task holds a connection only inside its short transactions (never across a provider
     call), one at a time.  The pool holds one per task in flight, and one ``payorch
     worker`` holds at most ``MAX_DB_CONNECTIONS`` however many processes it runs (two
-    processes: 16 each; measured no slower than 32 each, ``bench/RESULTS.md`` §13); beyond
+    processes: 16 each, which the benchmark found no slower than 32 each); beyond
     that, threads wait for a connection (at most ``DB_POOL_TIMEOUT_SECONDS``, well inside a
     lease) rather than open more than the server can take.  Connections open on demand, so
     an idle worker holds few.

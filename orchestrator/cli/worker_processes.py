@@ -1,11 +1,11 @@
 """``payorch worker`` as several processes: one threads pool per usable CPU, one command.
 
 Why: a threads pool runs every payment in one interpreter, so all of them share one core
-(the GIL); at 300 ms per provider call the default worker ran one core at 81-91 % while the
-machine's other core sat mostly idle.  The same 128 threads as two processes of 64 drained
-the backlog 15-55 % faster in interleaved pairs (97-107 against 69-85 payments/s,
-``bench/RESULTS.md`` §13); four processes on two CPUs were slower again.  Prefork is no
-answer: it runs one payment per ~110 MiB process.
+(the GIL); at a real provider's latency the default worker kept one core nearly busy while
+the machine's other core sat mostly idle.  The same 128 threads as two processes of 64
+drained a backlog clearly faster on two CPUs; four processes on two CPUs were slower again
+(the benchmark, ``payorch bench`` and docs/performance.md, measures this).  Prefork is no
+answer: it runs one payment per process, a whole interpreter's memory each.
 
 The process that runs ``payorch worker`` forks the worker processes and supervises them:
 

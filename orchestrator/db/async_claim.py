@@ -4,9 +4,9 @@
 authenticates and claims (``authenticated_claim_statement``); a taken key is that statement
 and the read of the record that holds it (its replay).  In a worker thread each costs a
 thread hop and the interpreter lock handed between the thread and the event loop; here they
-run on asyncio psycopg connections, with no thread at all.  Measured in the same runs of
-``payorch bench --only accept``: 0.55-0.60 of the bare route against 0.36-0.40 for the
-thread path alone (bench/RESULTS.md §15).
+run on asyncio psycopg connections, with no thread at all, and the route serves clearly
+more accepts than through the thread path alone (the benchmark, ``payorch bench --only
+accept`` and docs/performance.md, measures this).
 
 What keeps this safe to add beside the tested path:
 
@@ -23,9 +23,9 @@ What keeps this safe to add beside the tested path:
   the wait is a few statements long (milliseconds) and far cheaper than the thread path's
   hop; the bound keeps a stalled database (every slot stuck until the statement timeout)
   from holding requests on the loop: past it they take the thread path, with its pool,
-  its timeout and its 503, as before.  Measured: falling back at once instead of waiting
-  sent about half the accepts of a 50-client burst to the thread path, and the route read
-  0.37 of the bare route instead of 0.59-0.63 (bench/RESULTS.md §15).
+  its timeout and its 503, as before.  Falling back at once instead of waiting sent a large
+  part of a burst's accepts to the thread path, and the route lost most of what this path
+  gains.
 * **A connection that failed is never reused**: one that raised is closed; an idle one the
   server closed (a restart: its socket is readable) or that outlived the sync pool's recycle
   age is closed at checkout (``engine.why_dead``).  An error in the statement is raised as
@@ -33,7 +33,7 @@ What keeps this safe to add beside the tested path:
   A connection that cannot be opened sends the request to the thread path.
 * **Connections are opened lazily** on the loop that serves (one per process), closed when
   the app stops (``create_app``'s lifespan).  The database budget grows by ``CONNECTIONS``
-  per API process (README, Configuration).
+  per API process (docs/reference/configuration.md).
 """
 
 from __future__ import annotations
@@ -58,8 +58,9 @@ from orchestrator.db.repositories.rows import to_payment
 from orchestrator.domain.model import ApiClient, PaymentRecord
 from orchestrator.settings import Settings
 
-# Connections this path may hold per API process.  One statement of ~1 ms each: 4 serve
-# thousands of accepts a second.
+# Connections this path may hold per API process.  Each runs one short statement at a
+# time, so a few serve a large burst; each one more is taken from the database's budget
+# (docs/reference/configuration.md) in every API process.
 CONNECTIONS = 4
 # How long a request waits for one of them before the thread path serves it: many
 # statements' time on a healthy database, short beside a client's timeout.

@@ -3,11 +3,11 @@ read on the pooled connection, and the claim on a unit of work's connection.
 
 Every authenticated accept reads its client by key hash.  Through SQLAlchemy's execution
 layer (a unit of work, the compiled-statement cache, the execution context, the result)
-that read cost ~0.45 ms of CPU; on the pool's own psycopg connection, with the same SQL
-(SQLAlchemy compiles it once, here) as a prepared statement, ~0.15 ms (bench/RESULTS.md
-§8).  The connection still comes from SQLAlchemy's pool (its checkout checks, its size,
-its recycling), and the statement runs in autocommit (one round trip, as the unit of
-work's ``single_statement`` does).
+that read cost several times the CPU it costs on the pool's own psycopg connection, with
+the same SQL (SQLAlchemy compiles it once, here) as a prepared statement.  The connection
+still comes from SQLAlchemy's pool (its checkout checks, its size, its recycling), and the
+statement runs in autocommit (one round trip, as the unit of work's ``single_statement``
+does).
 
 Errors keep SQLAlchemy's form: a psycopg error is raised as SQLAlchemy's ``DBAPIError``
 (an outage is a 503 through the API's handlers), and a connection that failed is
@@ -108,8 +108,9 @@ class DirectClaim:
     per column set) executed on the psycopg connection under a unit of work's SQLAlchemy
     connection (``orchestrator.db.prebuilt``, as the worker's statements): the unit of work
     still provides the pool checkout, autocommit and the database clock; only SQLAlchemy's
-    per-execution layer is skipped (~0.3 ms of CPU per accept).  The values go through their
-    columns' bind processors (UTC timestamps, JSONB), as SQLAlchemy would send them."""
+    per-execution layer is skipped, and the CPU it costs on every accept.  The values go
+    through their columns' bind processors (UTC timestamps, JSONB), as SQLAlchemy would
+    send them."""
 
     def __init__(self, engine: Engine) -> None:
         assert engine.dialect.name == "postgresql", "direct statements are PostgreSQL's"

@@ -4,9 +4,9 @@ The worker's every step runs the same dozen statements, each built once with bou
 parameters (``lease_columns._PREBUILT``, the history and outcome inserts).  Through
 SQLAlchemy's execution layer each execution still paid for an execution context, the
 result's setup, and psycopg's column descriptions (SQLAlchemy reads ``cursor.description``
-of every result: 55 ``Column`` objects for each ``UPDATE payments … RETURNING``).  In one
-thread without Celery and HTTP a payment cost 11.5 to 14.9 ms of CPU that way and 6.7 to
-9.2 ms this way, alternating runs (bench/RESULTS.md §10).  Here a statement is compiled
+of every result: 55 ``Column`` objects for each ``UPDATE payments … RETURNING``), a large
+share of a payment's CPU that this way avoids (the benchmark, ``payorch bench`` and
+docs/performance.md, measures this).  Here a statement is compiled
 once per dialect by SQLAlchemy (the same SQL it would send), its values go through their
 columns' bind processors (UTC timestamps, JSONB) and its rows through their result
 processors, and it runs on the unit of work's own psycopg connection as a prepared
@@ -33,7 +33,7 @@ COMMIT when the unit of work commits.  A failed one is raised then, as SQLAlchem
 exception, and the transaction rolls back as before.  Only a unit's last statements:
 psycopg's pipeline mode spends more system calls per statement whose answer is read
 (polls for writing and reading, a flush each) than it saves, so a unit that deferred from
-its start cost a payment more calls in all (bench/RESULTS.md §18).  Hazard: a statement
+its start cost a payment more calls in all.  Hazard: a statement
 SQLAlchemy itself runs in pipeline mode would find no result description (psycopg fills
 it in only at the next sync) and read as returning no rows, so
 ``refuse_statements_while_deferred`` makes that an error.

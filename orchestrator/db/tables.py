@@ -463,7 +463,8 @@ webhook_delivery_attempts = sa.Table(
 )
 
 # Events a provider sent us (Stripe's webhooks), each stored once by its id: a hint that
-# wakes the payment it names, never applied as the truth (README, "Provider events in").
+# wakes the payment it names, never applied as the truth (docs/providers/index.md,
+# "Provider events in").
 provider_events = sa.Table(
     "provider_events",
     metadata,

@@ -4,8 +4,9 @@ Stripe refuses a charge below these amounts (``amount_too_small``); payorch refu
 payment at accept time instead (400), so a merchant learns it from the request that is
 wrong and not from a ``failed`` payment later.  The table is Stripe's documented one
 ("Minimum and maximum charge amounts", https://docs.stripe.com/currencies), in minor
-units of the charge currency.  The README repeats it; change both together (a unit test,
-``test_the_readme_table_is_the_code_table``, fails when they differ).
+units of the charge currency.  The API docs (``docs/api/payments.md``) repeat it; change
+both together (a unit test, ``test_the_documented_table_is_the_code_table``, fails when
+they differ).
 
 Verified on 2026-12-01 entry by entry against Stripe's table as quoted in the public record
 (the docs page itself could not be read from here): mozilla/fxa's

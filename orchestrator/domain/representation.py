@@ -23,7 +23,7 @@ from typing import Any
 from orchestrator.domain.model import PaymentRecord
 from orchestrator.domain.states import PaymentStatus
 
-# The documented field order of a payment (README "The HTTP API").
+# The documented field order of a payment (docs/api/payments.md).
 PAYMENT_FIELDS: tuple[str, ...] = (
     "id",
     "object",

@@ -65,13 +65,13 @@ MAX_PENDING = 10_000
 BATCH = 500
 # After the first notification, how long to gather more into the same batch (one confirm
 # wait): a wake-up waits at most this much longer; per wake-up the dispatcher's CPU falls
-# with the batch's size (bench/RESULTS.md §8).
+# with the batch's size.
 LINGER_SECONDS = 0.005
 # Catch-up on (re)connection: the payments and operations (captures, cancels, refunds)
 # still under their first dispatch lease, as many as the dispatcher may hold.  A smaller
 # limit left a backlog's tail (a burst accepted while no dispatcher listened) waiting out
-# its whole dispatch lease for the sweeper: 1,500 accepted, 1,000 caught up, 500 a minute
-# later (bench/RESULTS.md §11).
+# its whole dispatch lease for the sweeper: the part of a burst beyond the limit started
+# only when that lease ran out.
 _WAITING = (
     "SELECT id, lease_token FROM ("
     "SELECT id, lease_token, locked_until FROM payments WHERE status = 'processing' "
@@ -213,8 +213,8 @@ class Dispatcher:
         return True
 
     def _publish_batches(self, publisher: BatchTaskPublisher) -> bool:
-        """Up to BATCH held wake-ups per confirm wait (~0.15 ms of CPU per message instead of
-        ~0.5 through send_task; bench/RESULTS.md §8).  A wake-up leaves the queue only once
+        """Up to BATCH held wake-ups per confirm wait (far cheaper per message than
+        send_task, which waits for each confirm).  A wake-up leaves the queue only once
         its confirm came; the unconfirmed rest of a failed batch is retried as it is (a
         duplicate of one that did arrive is fenced by its lease token)."""
         while self._pending:

@@ -88,8 +88,8 @@ class Runner:
 @functools.cache
 def default_owner() -> str:
     """This process's name on the leases it takes.  Cached: ``gethostname`` is a system
-    call that hands the interpreter lock to another thread, once per run otherwise
-    (bench/RESULTS.md §18).  A forked child names itself anew."""
+    call that hands the interpreter lock to another thread, once per run otherwise.  A
+    forked child names itself anew."""
     return f"{socket.gethostname()}:{os.getpid()}"
 
 

@@ -5,7 +5,8 @@ the n-th retry waits ``uniform(0, min(WEBHOOK_RETRY_CAP_SECONDS, BASE * 2**(n-1)
 fleet of deliveries that failed together (an endpoint that was down) does not come back
 together.  Retries stop when the next one would fall after ``window_started_at +
 WEBHOOK_RETRY_HOURS`` (a redeliver starts a new window).  With the defaults (5 s, 3600 s,
-72 h) the ceilings are 5, 10, 20, … 2560 s, then 3600 s: about 80 attempts in 72 h.
+72 h) the ceilings are 5, 10, 20, … 2560 s, then 3600 s; full jitter waits half the
+ceiling on average, so a delivery failing all along makes about 150 attempts in 72 h.
 """
 
 from __future__ import annotations

@@ -114,10 +114,10 @@ class _Urllib3Client(stripe.HTTPClient):
     """The SDK's HTTP seam, on urllib3 connection pools we configure (timeouts, TLS, proxy).
 
     Why urllib3 and not httpx (which the rest of payorch uses): the provider call is the
-    worker's hot path, twice per payment.  In one thread against the simulator, httpx spent
-    ~0.75 ms of CPU per request and urllib3 ~0.4 ms; the payment's CPU fell by about 1 ms
-    (bench/RESULTS.md section 16).  urllib3 is what the SDK's own ``RequestsClient`` sends
-    through, minus the layer of ``requests``.
+    worker's hot path, twice per payment, and urllib3 spends about half the CPU per request
+    of httpx (the benchmark, ``payorch bench`` and docs/performance.md, measures this).
+    urllib3 is what the SDK's own ``RequestsClient`` sends through, minus the layer of
+    ``requests``.
     """
 
     name = "urllib3"
@@ -164,9 +164,9 @@ class _ThreadPools:
 
     A thread makes one call at a time, so its own pool holds the one connection it keeps
     alive and never waits for another thread's.  One pool shared by a worker's 128 threads
-    cost 27 % of the worker's CPU in the pool's bookkeeping (httpx scanned every connection
-    under one lock), and a pool smaller than the threads made them queue (which then looks
-    like an outage).
+    spent a large share of the worker's CPU in the pool's bookkeeping (httpx scanned every
+    connection under one lock), and a pool smaller than the threads made them queue (which
+    then looks like an outage).
 
     ``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY`` from the environment are honoured, as the
     SDK's other clients do: an egress proxy in front of Stripe is common.
@@ -415,8 +415,8 @@ class StripeProvider:
         """One call answered by a PaymentIntent, through ``raw_request``: the typed call's
         requestor, headers, form encoding (the same body under the same key) and error
         mapping, but the answer stays plain JSON.  The typed call built a StripeObject tree
-        per answer and ``parse_intent`` turned it back into a dict: ~1.4 ms of a
-        payment's worker CPU for its create and confirm (bench/RESULTS.md §10)."""
+        per answer and ``parse_intent`` turned it back into a dict: a noticeable share of a
+        payment's worker CPU for its create and confirm, spent on objects thrown away."""
         options = {} if idempotency_key is None else {"idempotency_key": idempotency_key}
         with _mapped_errors():
             response = self._client.raw_request(method, path, **params, **options)
@@ -520,8 +520,8 @@ class StripeProvider:
         with _mapped_errors():
             # raw_request: same requestor, headers, version and error mapping as the typed
             # call, but the answer stays plain JSON.  The typed call builds a StripeObject
-            # tree per intent (about 3 ms each), which made a busy account's lookup spend
-            # most of its time converting pages it only scans.
+            # tree per intent, costly enough that a busy account's lookup spent most of its
+            # time converting pages it only scans.
             response = self._client.raw_request("get", "/v1/payment_intents", **params)
         raw = response.data if isinstance(response.data, Mapping) else {}
         listed = raw.get("data")

@@ -1,4 +1,4 @@
-"""A small, realistic history for the console's page tests and the README screenshots,
+"""A small, realistic history for the console's page tests and the screenshots in the docs,
 written through the real services (accept, the worker protocol with a scripted provider,
 the operator's takeover): one payment of each kind an operator meets."""
 

@@ -1,8 +1,8 @@
 """Every console page in a real browser, on a small realistic history (SQLite, a scripted
 provider): they render, escape user data, refresh the overview live, link to an offline
 ``/docs``, and load nothing from another host.  Also what ``make screenshots`` runs: with
-``PAYORCH_SCREENSHOTS_DIR`` set, the screenshots go there (docs/screenshots for the README);
-otherwise under test-artifacts/."""
+``PAYORCH_SCREENSHOTS_DIR`` set, the screenshots go there (docs/screenshots, shown on the
+docs' operations page); otherwise under test-artifacts/."""
 
 from __future__ import annotations
 

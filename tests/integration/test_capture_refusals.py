@@ -1,11 +1,11 @@
 """A capture or cancel the provider refuses (an ordinary 4xx), as a service: a real database,
 the scripted fake provider, no broker.
 
-The decision (README, "Manual capture"): the operation ends ``failed`` with the provider's
-code and message; the intent is read after the refusal and decides the payment (still
-``requires_capture``: it stands; canceled at the provider: ``canceled``); the merchant gets
-``payment.capture_failed`` / ``payment.cancel_failed`` in the finish's transaction; no
-ledger line for what did not happen."""
+The decision (docs/decisions/0048-refused-capture-or-cancel.md): the operation ends
+``failed`` with the provider's code and message; the intent is read after the refusal and
+decides the payment (still ``requires_capture``: it stands; canceled at the provider:
+``canceled``); the merchant gets ``payment.capture_failed`` / ``payment.cancel_failed`` in
+the finish's transaction; no ledger line for what did not happen."""
 
 from __future__ import annotations
 

@@ -117,7 +117,7 @@ def test_a_zombie_worker_resumed_after_takeover_is_fenced_out(stack, processes):
     # The default worker (threads-pool processes under a supervisor, one process group)
     # models a frozen VM or GC pause: SIGSTOP to the group stops everything in it, and no pool
     # parent stays awake to kill a stuck task at a time limit (prefork's would; see the
-    # README's decision on the zombie test).
+    # docs/decisions/0025-zombie-test.md).
     zombie = stack.start_worker(processes, name="zombie")
     stack.start_sweeper(processes)
     accepted = stack.pay("e2e-zombie", amount=1304)

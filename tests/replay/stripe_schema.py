@@ -105,10 +105,11 @@ def assert_stripe_shaped(method: str, path: str, status: int, body: Any) -> None
 class AnswerWatch:
     """A simulator ``answer_observer``: keeps every answer and checks them afterwards.
 
-    Nothing is validated inside the request (about 10 ms an intent: a page of 100 would turn
-    into a client timeout).  Non-list answers are validated whole; of a list page, the
-    envelope and its first and last items (every item comes from the same renderer, and a
-    10,000-intent scan would otherwise cost minutes).  Search is outside the spec subset.
+    Nothing is validated inside the request (validating an intent is slow enough that a
+    page of 100 would turn into a client timeout).  Non-list answers are validated whole;
+    of a list page, the envelope and its first and last items (every item comes from the
+    same renderer, and a 10,000-intent scan would otherwise cost minutes).  Search is
+    outside the spec subset.
     """
 
     def __init__(self) -> None:

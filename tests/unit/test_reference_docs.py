@@ -21,14 +21,20 @@ def test_the_configuration_page_is_the_settings_class() -> None:
 
 def test_every_setting_is_on_the_configuration_page_with_its_description() -> None:
     page = reference_docs.CONFIGURATION_PAGE.read_text(encoding="utf-8")
+    sections = page.split("\n### ")
     for name, field in Settings.model_fields.items():
-        row = next(
-            (line for line in page.splitlines() if line.startswith(f"| `PAYORCH_{name.upper()}`")),
-            None,
-        )
-        assert row is not None, f"PAYORCH_{name.upper()} is missing from the page"
+        heading = f"`PAYORCH_{name.upper()}`\n"
+        section = next((part for part in sections if part.startswith(heading)), None)
+        assert section is not None, f"PAYORCH_{name.upper()} is missing from the page"
         assert field.description is not None
-        assert " ".join(field.description.split()).replace("|", "\\|") in row
+        assert " ".join(field.description.split()) in section
+
+
+def test_a_setting_shows_its_type_and_default_as_a_reader_says_them() -> None:
+    page = reference_docs.configuration_page()
+    assert "### `PAYORCH_ENV`\n\n`dev` | `test` | `production` · default `dev`\n" in page
+    assert "### `PAYORCH_STRIPE_WEBHOOK_SECRET`\n\nsecret or unset · default unset\n" in page
+    assert "### `PAYORCH_SECRET_KEY`\n\nsecret · default a dev placeholder\n" in page
 
 
 def test_a_cli_option_read_from_the_environment_is_on_the_page() -> None:

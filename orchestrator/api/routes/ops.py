@@ -141,7 +141,7 @@ class AuditOut(BaseModel):
     created_at: str
     actor_client_id: str = Field(description="Ops API client id, or 'cli:<operator>'.")
     actor_name: str
-    action: Literal["takeover", "park", "retry", "redeliver", "sync_refunds"]
+    action: Literal["takeover", "park", "retry", "redeliver", "sync_refunds", "capture", "cancel"]
     payment_id: str
     operation_id: str | None = Field(
         default=None, description="The operation acted on (rfd_…); null: the payment's charge."

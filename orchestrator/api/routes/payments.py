@@ -84,8 +84,8 @@ def create_payment(
 
 def accept(container: Container, client: ApiClient, idempotency_key: str, body: Any) -> Response:
     # The thread path's accept after the authentication (SQLite; PostgreSQL's requests
-    # that fail a check).  An async variant on SQLAlchemy's asyncio engine measured slower
-    # (bench/RESULTS.md §8); the event loop's accept is accept_on_loop, on psycopg itself.
+    # that fail a check).  An async variant on SQLAlchemy's asyncio engine was slower in
+    # the benchmark; the event loop's accept is accept_on_loop, on psycopg itself.
     payload, fingerprint = validated_payment(body)
     try:
         accepted = accept_payment(

@@ -46,8 +46,9 @@ d = webhook_deliveries.c
 a = webhook_delivery_attempts.c
 e = webhook_endpoints.c
 o = outbox_events.c
-# Attempts shown per delivery (ops): a delivery retried for 72 h has about 80.
-MAX_ATTEMPTS_LISTED = 100
+# Attempts shown per delivery (ops): a delivery retried for its whole 72 h window has about
+# 150 (orchestrator/events/schedule.py), and all of them should be visible.
+MAX_ATTEMPTS_LISTED = 200
 
 
 def to_delivery(row: Any) -> Delivery:

@@ -49,8 +49,8 @@ _PREBUILT_WITH_CALLS: dict[tuple[int, int], tuple[sa.Update, sa.Update]] = {}
 
 # Held while one of the caches above is filled.  A worker starts with every thread
 # claiming at once: without it, each of 64-128 threads built its own copy of every
-# statement (and ``prebuilt`` compiled each copy, keyed by its identity), ~5 % of a
-# 1,000-payment run's CPU.  Reads take no lock; a build happens once per process.
+# statement (and ``prebuilt`` compiled each copy, keyed by its identity), a visible share
+# of a whole run's CPU.  Reads take no lock; a build happens once per process.
 _BUILDING = threading.Lock()
 
 # The lease event columns copied from the updated row (the ids come from the table).
@@ -205,10 +205,11 @@ class LeaseColumns(Generic[R]):
     def _build_with_history(self, statement: sa.Update) -> tuple[sa.Update, sa.Select[Any]]:
         """Build and cache ``_with_history``'s statement (under ``_BUILDING``)."""
         # One-letter names: the statement names every column twice, once per reference to
-        # the CTE, and the claim's came to 4,153 bytes with "updated": psycopg converts a
-        # statement longer than 4,096 bytes anew on every execution (its cache's limit),
-        # 3.5 % of the worker's CPU.  tests/integration/test_worker_protocol_service.py
-        # keeps every statement of a payment under that limit.
+        # the CTE, and the claim's came to just over 4,096 bytes with "updated": psycopg
+        # converts a statement longer than that anew on every execution (its cache's
+        # limit), CPU the worker pays on every claim.
+        # tests/integration/test_worker_protocol_service.py keeps every statement of a
+        # payment under that limit.
         updated = statement.cte("u")
         columns: dict[str, sa.ColumnElement[Any]] = {
             **self._history_id_columns(updated),

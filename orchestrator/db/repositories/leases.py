@@ -321,7 +321,7 @@ class LeaseRepository(LeaseColumns[PaymentRecord]):
         were fenced out and the caller must roll back.
 
         ``event_sequence``: the number of the event the finish writes, when the caller took
-        it from the row under the lock this transaction holds (``_Charge._write_finish``);
+        it from the row under the lock this transaction holds (``engine.kinds.charge.finish``);
         the row's ``latest_event_sequence`` becomes it.  None: left as it is.
 
         The final answer is stored twice: as the document (JSONB, for SQL) and as the exact

@@ -20,11 +20,11 @@ from orchestrator.domain.states import FINAL_STATUSES, PaymentStatus
 def _insert_if_absent(dialect: str, columns: tuple[str, ...], wake: bool) -> sa.Executable:
     """The claim's statement, built once per dialect and column set, with its values as bound
     parameters.  Building it per call (``.values(**values)``: ~30 coerced literals and their
-    cache key) cost ~0.5 ms of CPU per accept, a quarter of the whole (bench/RESULTS.md).
+    cache key) cost a large share of the accept's CPU.
 
     It returns the inserted id only: the caller built every value of the row, so reading
     them back (30 columns: psycopg's column descriptions and the row's conversion) was a
-    fifth of the accept's CPU for nothing.
+    sizeable share of the accept's CPU for nothing.
 
     ``wake`` (PostgreSQL): the same statement also sends ``pg_notify`` for the row it
     inserted.  A NOTIFY is delivered only when its transaction commits, so a listener never

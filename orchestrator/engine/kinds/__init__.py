@@ -1,6 +1,7 @@
 """Operation kinds: each supplies its steps and how it reads the provider's truth.
 
-    charge.py       create + confirm one PaymentIntent (lease on the payment row)
+    charge/         create + confirm one PaymentIntent (lease on the payment row): the
+                    recovery-point loop in its __init__, one module per step
     capture.py      capture an authorised intent (manual capture; its operation row)
     cancel.py       cancel an intent: release an authorisation, or stop an unfinished
                     charge before it moves money (its operation row)

@@ -1,0 +1,143 @@
+"""The charge: create and confirm one PaymentIntent, once.
+
+Its lease lives on the payment row (``db.repositories.leases``).  Read top to bottom,
+``run_steps`` is the recovery-point loop: which step for which point, until the payment is
+finished or the run stops (``engine.lease``: Deferred, Waiting, Parked, Fenced)::
+
+    [accepted] ── lookup owed? ── yes ──► lookup: scan the create's window ─┐
+        │                                   found ──► [intent_created]      │
+        │ no                                absent ──► the create again ◄───┘
+        ▼
+      create (key payorch-{id}-create) ── unknown ──► lookup owed
+        │
+        ▼
+    [intent_created] ── query first? ──► retrieve, act on it
+        │
+        ▼
+      confirm (key payorch-{id}-confirm-{n}) ── unknown ──► the next round queries first
+        │
+        ├── requires_action ──► authentication: wait for the customer (no lease), or
+        │                       past the deadline cancel (key payorch-{id}-cancel-{n})
+        ├── processing ──► wait for the provider (no lease)
+        ▼
+      settle (held on the run) ──► [provider_settled] finish (status, outcome, ledger,
+                                   outbox, COMPLETED)
+
+One module per step, each with its hazards in its docstring::
+
+    create.py          create the intent, store it (``intent_created``)
+    lookup.py          resolve a create whose outcome is unknown: scan, verdict, resend
+    confirm.py         query first, take confirm n, confirm, act on the intent
+    authentication.py  3-D Secure: show the action, wait, cancel an abandoned intent
+    finish.py          settle, and the one transaction that writes the final status
+    context.py         ``ChargeRun``: what the steps share, and the writes they share
+
+The protocol, whatever the step:
+
+* the lease is renewed before every provider call, and each key is durable before it is
+  sent (the confirm number is taken in the renewal's transaction);
+* an unknown outcome (timeout, connection error, 5xx) is never answered with a blind
+  resend: a lost create is looked up, a lost confirm or cancel is followed by a retrieve;
+* every intent we read is compared with the record (``engine.kinds.intent_match``) before it is
+  adopted, confirmed or settled; one that is not ours is kept on the record
+  (``rejected_intents``) and the payment goes to needs_attention;
+* the final status is written in one place: ``finish.finish``.
+
+The transactions of the happy path (a create, a confirm that succeeds), and why none can
+be merged further::
+
+    T1  the claim (``runner``): lease, fencing token, attempt, and, at ``accepted``, the
+        create attempt's stamp (``LeaseRepository._claim_values``)
+            must commit before the create: it is the lease we call under and the stamp
+            that bounds the lookup of a create whose outcome is lost
+        -- create (key payorch-{id}-create) --
+    T2  the create's provider-call row, the intent id (``intent_created``), the lease
+        renewed and the confirm number n taken (``ChargeRun.store_created_intent``)
+            must commit before the confirm: n is the confirm's key, and a crash after the
+            confirm must find the intent id to query first
+        -- confirm (key payorch-{id}-confirm-{n}) --
+    T3  the confirm's provider-call row, the settlement and the finish (status, outcome,
+        ledger, outbox, COMPLETED) (``finish.finish``)
+            the only write after the last call
+
+On PostgreSQL that is 6 round trips: T1 is one statement in autocommit (its lease event
+row written by the same statement); T2 is one statement in autocommit too, its ``UPDATE``
+inserting the call row in a CTE (``Lease.write(one_statement=True)``,
+``db.repositories.carried_calls``); T3 is BEGIN, the settlement (its ``UPDATE`` takes the
+row lock and returns the payment's event number, ``latest_event_sequence``), the finish's
+``UPDATE`` with its lease event, then the rows that need no answer (outcome, ledger,
+outbox, the call row) with the COMMIT, in one round trip (``UnitOfWork.defer_answers``,
+which every other ``Lease.write`` with call rows uses;
+tests/integration/test_provider_call_rows.py counts them).
+
+The settlement is not committed before the finish on the happy path: a worker that dies
+between the confirm and T3 leaves ``intent_created`` with ``confirm_attempts`` > 0, and
+its successor queries first (one retrieve more, no money moved).  A finish that must park
+writes the settlement first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.db.repositories.leases import LeaseRepository
+from orchestrator.db.uow import UnitOfWork
+from orchestrator.domain.model import PaymentRecord
+from orchestrator.domain.states import RecoveryPoint
+from orchestrator.engine.kinds.charge.confirm import drive_intent
+from orchestrator.engine.kinds.charge.context import ChargeRun
+from orchestrator.engine.kinds.charge.create import create_intent
+from orchestrator.engine.kinds.charge.finish import finish
+from orchestrator.engine.kinds.charge.lookup import resolve_lost_create
+from orchestrator.engine.lease import Lease, ProcessResult
+from orchestrator.engine.runner import Runner, run_operation
+from orchestrator.providers.base import PaymentProvider
+
+__all__ = ["CHARGE", "ChargeKind", "ChargeRun", "process_payment", "run_steps"]
+
+
+class ChargeKind:
+    """The charge's rows and steps, for ``engine.runner.run_operation``."""
+
+    name = "charge"
+
+    def leases(self, uow: UnitOfWork) -> LeaseRepository:
+        return uow.leases
+
+    def log_fields(self, record_id: str) -> dict[str, Any]:
+        return {"payment_id": record_id}
+
+    def run(self, lease: Lease[PaymentRecord], provider: PaymentProvider) -> None:
+        run_steps(ChargeRun.after_claim(lease, provider))
+
+
+CHARGE = ChargeKind()
+
+
+def process_payment(
+    runner: Runner,
+    payment_id: str,
+    lease_token: int,
+    **options: Any,
+) -> ProcessResult:
+    """Charge ``payment_id`` under the lease ``lease_token`` carries (see ``run_operation``
+    for the options)."""
+    return run_operation(runner, CHARGE, payment_id, lease_token, **options)
+
+
+def run_steps(charge: ChargeRun) -> None:
+    """The recovery-point loop: one step per round, until the finish or a stop."""
+    while True:
+        record = charge.record
+        point = record.recovery_point
+        if charge.settlement is not None or point is RecoveryPoint.PROVIDER_SETTLED:
+            finish(charge)  # settled, now or by an earlier run: the final status
+            return
+        if point is RecoveryPoint.ACCEPTED and record.lookup_pending:
+            resolve_lost_create(charge)  # a create's outcome is unknown: find it first
+        elif point is RecoveryPoint.ACCEPTED:
+            create_intent(charge)
+        elif point is RecoveryPoint.INTENT_CREATED:
+            drive_intent(charge)  # query first when needed, confirm, act on the intent
+        else:
+            return  # completed by someone else; the fence would refuse us anyway

@@ -1,0 +1,230 @@
+"""Settle and finish: what the provider settled, and the payment's final status.
+
+Read top to bottom::
+
+    settle   (any step) what the provider decided -- outcome, intent, charge, failure, the
+             amount it moved -- is held on the run (``ChargeRun.settlement``), not written;
+             the loop goes straight to the finish
+    finish   one fenced transaction (T3): the settlement (``provider_settled``), the final
+             status (COMPLETED), the outcome row, the ledger lines, the outbox event and the
+             stored answer.  The final status is written here and only here.
+
+Hazards:
+
+* a worker that dies between the last provider call and this commit leaves the record as
+  it was before the call (``confirm_attempts`` > 0, or at ``accepted`` a create to re-send
+  under its key), so its successor reads the provider's truth again: no money moves twice;
+* never finish a success at an amount the provider did not move (``_finish_problem``): the
+  payment parks instead, and a finish that must park commits the settlement alone first, so
+  the parked record keeps what the provider said;
+* the stored answer must be the bytes a GET serves afterwards, so it carries the number of
+  the event this finish writes, taken under the row lock (``_event_number``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+
+from orchestrator import metrics
+from orchestrator.db.uow import UnitOfWork
+from orchestrator.domain.ledger import lines_for
+from orchestrator.domain.model import Failure, PaymentRecord
+from orchestrator.domain.representation import payment_representation
+from orchestrator.domain.states import Outcome, PaymentStatus, RecoveryPoint
+from orchestrator.engine.kinds.charge.context import ChargeRun
+from orchestrator.engine.kinds.intent_outcome import Next, Reading
+from orchestrator.engine.lease import Parked, describe_error
+from orchestrator.logging import get_logger
+from orchestrator.providers.base import Declined, Permanent, ProviderIntent
+
+log = get_logger(__name__)
+
+# Permanent errors that say *our* side is wrong (credentials, a key reused with other
+# parameters): failing the merchant's payment for them would be wrong, so an operator
+# looks instead.
+_OPERATOR_ERRORS = frozenset({"idempotency_error"})
+_OPERATOR_HTTP_STATUSES = frozenset({401, 403})
+
+
+# -- settle ---------------------------------------------------------------------------------
+
+
+def settle(
+    run: ChargeRun, reading: Reading, intent_id: str | None, intent: ProviderIntent | None = None
+) -> None:
+    """What the provider settled (``provider_settled``), for the finish to write with the
+    final status in one transaction (T3).  Nothing runs between this and the finish (the
+    loop, ``charge.run_steps``)."""
+    assert reading.outcome is not None
+    outcome = reading.outcome
+    settled_amount: int | None = None
+    settled_currency: str | None = None
+    if intent is not None and outcome is Outcome.SUCCEEDED:
+        # What the provider says it moved, not what we asked for: the ledger books this.
+        settled_amount = (
+            intent.amount_received if intent.amount_received is not None else intent.amount
+        )
+        settled_currency = intent.currency.lower()
+    elif intent is not None and outcome is Outcome.REQUIRES_CAPTURE:
+        # Manual capture: what the provider authorised (and a capture may take).
+        settled_amount = intent.amount_capturable
+        settled_currency = intent.currency.lower()
+    run.settlement = {
+        "outcome": outcome,
+        "provider_payment_id": intent_id,
+        "provider_charge_id": reading.charge_id,
+        "failure": reading.failure,
+        "settled_amount": settled_amount,
+        "settled_currency": settled_currency,
+    }
+
+
+def settle_declined(run: ChargeRun, error: Declined, *, intent_id: str | None) -> None:
+    """A decline: the payment failed, with the provider's codes."""
+    failure = Failure(code=error.code, decline_code=error.decline_code, message=error.message)
+    settle(run, Reading(Next.SETTLE, Outcome.FAILED, failure=failure), intent_id)
+
+
+def settle_refused(run: ChargeRun, error: Permanent, *, intent_id: str | None) -> None:
+    """A permanent refusal: the payment failed, unless it says our side is wrong (parked)."""
+    if error.code in _OPERATOR_ERRORS or error.http_status in _OPERATOR_HTTP_STATUSES:
+        raise Parked(f"provider refused our request: {describe_error(error)}")
+    failure = Failure(code=error.code or "invalid_request", message=error.message)
+    settle(run, Reading(Next.SETTLE, Outcome.FAILED, failure=failure), intent_id)
+
+
+# -- finish ---------------------------------------------------------------------------------
+
+
+def finish(run: ChargeRun) -> None:
+    """The payment's final status, in one fenced transaction with the settlement (when this
+    run read it), the outcome row, the ledger lines and the outbox event."""
+    lease = run.lease
+    settlement, run.settlement = run.settlement, None
+    # 1. settled by an earlier run (stored): check it before anything is written
+    if settlement is None:
+        problem = _finish_problem(run.record)
+        if problem is not None:
+            raise Parked(problem)
+    parked: list[str] = []
+
+    def write(uow: UnitOfWork, now: datetime) -> PaymentRecord | None:
+        record = run.record
+        # 2. settled by this run: store it, and check what it says
+        if settlement is not None:
+            settled = uow.leases.record_settlement(
+                record.id, token=lease.token, now=now, **settlement
+            )
+            if settled is None:
+                return None
+            record = settled
+            problem = _finish_problem(record)
+            if problem is not None:
+                parked.append(problem)
+                return record  # the settlement commits; the park follows
+        # 3. the final status and its books
+        return _write_finish(uow, now, run, record, row_locked=settlement is not None)
+
+    lease.finish(write, report=_report_finished)
+    if parked:
+        raise Parked(parked[0])
+
+
+def _write_finish(
+    uow: UnitOfWork, now: datetime, run: ChargeRun, record: PaymentRecord, *, row_locked: bool
+) -> PaymentRecord | None:
+    """COMPLETED with the final status and the stored answer, then the books: the outcome
+    row, the ledger lines and the outbox event.  None: fenced out (the unit rolls back)."""
+    outcome = record.provider_outcome
+    assert outcome is not None
+    status = PaymentStatus(outcome.value)
+    amount, currency = _finish_amount(record)
+    captured = amount if outcome is Outcome.SUCCEEDED else 0
+    capturable = amount if outcome is Outcome.REQUIRES_CAPTURE else 0
+    # The stored answer reflects the event this finish writes (same lock, same number): a
+    # GET of the unchanged payment is these very bytes.
+    sequence = _event_number(uow, record, row_locked=row_locked)
+    final = replace(
+        record,
+        latest_event_sequence=sequence,
+        status=status,
+        recovery_point=RecoveryPoint.COMPLETED,
+        lease_owner=None,
+        locked_until=None,
+        next_attempt_at=None,
+        completed_at=None if outcome is Outcome.REQUIRES_CAPTURE else now,
+        updated_at=now,
+        amount_captured=captured,
+        amount_capturable=capturable,
+    )
+    response = payment_representation(final)
+    finished = uow.leases.finish(
+        record.id,
+        token=run.lease.token,
+        status=status,
+        response_body=response,
+        now=now,
+        amount_captured=captured,
+        amount_capturable=capturable,
+        event_sequence=sequence,
+    )
+    if finished is None:
+        return None
+    # The rest only writes (and the provider-call rows after it, ``Lease.write``): their
+    # answers come back together with the COMMIT's, in one round trip.
+    uow.defer_answers()
+    uow.outcomes.add_outcome(finished, now=now)
+    uow.outcomes.add_ledger_lines(
+        record.id,
+        lines_for(
+            outcome,
+            amount=amount,
+            currency=currency,
+            provider=record.provider,
+            client_id=record.client_id,
+        ),
+        now=now,
+    )
+    uow.outcomes.add_outbox_event(
+        record.id, f"payment.{status.value}", response, now=now, sequence=sequence
+    )
+    return finished
+
+
+def _event_number(uow: UnitOfWork, record: PaymentRecord, *, row_locked: bool) -> int:
+    """The number of the event this finish writes, taken under the payment's row lock.
+
+    ``row_locked``: the settlement's UPDATE in this transaction holds the row lock, and its
+    row (``record``) carries the newest event number committed before the lock was granted;
+    the finish's UPDATE raises it.  Without that UPDATE, the number is taken (and the lock
+    with it) by a statement of its own."""
+    if row_locked:
+        return record.latest_event_sequence + 1
+    return uow.outcomes.next_event_sequence(record.id)
+
+
+def _finish_amount(record: PaymentRecord) -> tuple[int, str]:
+    """What the finish books: what the provider moved, if it says."""
+    amount, currency = record.request.amount, record.request.currency
+    moved = record.provider_outcome in (Outcome.SUCCEEDED, Outcome.REQUIRES_CAPTURE)
+    if moved and record.settled_amount is not None:
+        amount, currency = record.settled_amount, record.settled_currency or currency
+    return amount, currency
+
+
+def _finish_problem(record: PaymentRecord) -> str | None:
+    """Never finish a success at an amount the provider did not move: the checks before
+    confirm make this unreachable, and this keeps it so."""
+    amount, currency = _finish_amount(record)
+    if (amount, currency) != (record.request.amount, record.request.currency):
+        return (
+            f"provider moved {amount} {currency}, the payment asked for "
+            f"{record.request.amount} {record.request.currency}"
+        )
+    return None
+
+
+def _report_finished(finished: PaymentRecord) -> None:
+    metrics.PAYMENTS_FINISHED.labels(status=finished.status.value).inc()
+    log.info("payment_finished", payment_id=finished.id, status=finished.status.value)
