@@ -35,9 +35,12 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest tests/unit tests/replay
 
+# lint-imports: the layers and the other architecture contracts ([tool.importlinter] in
+# pyproject.toml).
 lint: $(STAMP)
 	$(BIN)/ruff check orchestrator workers devtools tests bench
 	$(BIN)/ruff format --check orchestrator workers devtools tests bench
+	$(BIN)/lint-imports --no-logo
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -31,9 +31,9 @@ from orchestrator.bootstrap import Container, bootstrap
 from orchestrator.db.migrate import upgrade
 from orchestrator.db.tables import payments
 from orchestrator.domain.model import Role
+from orchestrator.engine.publisher import NullPublisher
 from orchestrator.services.accept import DISPATCH_OWNER
 from orchestrator.services.api_keys import create_client
-from orchestrator.services.dispatch import NullPublisher
 from orchestrator.settings import Settings
 from tests.support.processes import (
     ManagedProcess,

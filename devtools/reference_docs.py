@@ -159,7 +159,7 @@ def openapi_document() -> str:
     """The app's OpenAPI document, built without a server or a database connection."""
     from orchestrator.api.app import create_app
     from orchestrator.bootstrap import bootstrap
-    from orchestrator.services.dispatch import NullPublisher
+    from orchestrator.engine.publisher import NullPublisher
 
     with tempfile.TemporaryDirectory() as directory:
         # The engine connects lazily: the file is never created.

@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -22,25 +23,26 @@ from orchestrator.db.engine import create_engine
 from orchestrator.db.uow import UnitOfWork
 from orchestrator.domain.history import ProviderCallRecord
 from orchestrator.engine import call_log
+from orchestrator.engine.publisher import TaskPublisher
 from orchestrator.engine.runner import Runner
 from orchestrator.engine.sweep import Sweeper
 from orchestrator.events.endpoints import EndpointService
 from orchestrator.events.relay import Relay, build_sender
+from orchestrator.events.retention import purge_delivered_events
 from orchestrator.events.secret_box import SecretBox
 from orchestrator.events.url_rules import Resolver, system_resolver
 from orchestrator.logging import configure_logging
 from orchestrator.providers.instrumented import InstrumentedProvider
 from orchestrator.providers.recording import RecordingProvider
-from orchestrator.services.dispatch import TaskPublisher
 from orchestrator.settings import Settings
 
 if TYPE_CHECKING:
     from celery import Celery
 
-    from orchestrator.db.async_claim import AsyncAuthenticatedClaim
     from orchestrator.db.direct import DirectAuthenticatedClaim, DirectClaim
     from orchestrator.domain.model import ApiClient
     from orchestrator.providers.base import PaymentProvider, ProviderEvent
+    from orchestrator.services.accept import AuthenticatedClaimOnLoop
     from orchestrator.services.provider_events import ParseEvent
 
 
@@ -112,7 +114,7 @@ class Container:
             self._authenticated_claim = DirectAuthenticatedClaim(self.engine, self.clock)
         return self._authenticated_claim
 
-    def async_authenticated_claim(self) -> AsyncAuthenticatedClaim | None:
+    def async_authenticated_claim(self) -> AuthenticatedClaimOnLoop | None:
         """A new set of the API's asyncio connections for the accept's statement
         (orchestrator.db.async_claim): PostgreSQL with ``WAKE_UP=notify`` only (``publish``
         publishes on the request, which the event loop must not).  The caller closes it."""
@@ -165,7 +167,13 @@ class Container:
         )
 
     def sweeper(self, name: str | None = None) -> Sweeper:
-        return Sweeper(self.uow, self.publisher, self.settings, name=name)
+        return Sweeper(
+            self.uow,
+            self.publisher,
+            self.settings,
+            purge_events=partial(purge_delivered_events, self.uow, self.settings),
+            name=name,
+        )
 
     def relay(self, name: str | None = None) -> Relay:
         """A webhook relay: its transactions, its settings, the secrets' box and a sender

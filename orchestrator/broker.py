@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from celery import Celery
 
-from orchestrator.services.dispatch import PublishFailed
+from orchestrator.engine.publisher import PublishFailed
 from orchestrator.settings import Settings
 
 if TYPE_CHECKING:

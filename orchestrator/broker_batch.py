@@ -35,8 +35,7 @@ from celery import Celery
 from celery.utils.nodenames import anon_nodename
 from kombu.connection import Connection
 
-from orchestrator.broker import PAYMENTS_QUEUE
-from orchestrator.services.dispatch import BatchPublishFailed as BatchFailed
+from orchestrator.engine.publisher import BatchPublishFailed as BatchFailed
 
 # What a batch's confirms may take before the batch counts as failed (and is retried).
 CONFIRM_TIMEOUT_SECONDS = 5.0
@@ -89,6 +88,9 @@ def task_message(
 class BatchPublisher:
     def __init__(self, app: Celery, *, confirm_timeout: float = CONFIRM_TIMEOUT_SECONDS) -> None:
         self._app = app
+        # Where send_task routes these tasks: the app's default queue, read from the app
+        # rather than imported from ``orchestrator.broker``, which imports this module.
+        self._queue: str = app.conf.task_default_queue
         self._confirm_timeout = confirm_timeout
         self._connection: Connection | None = None
         self._channel: Any = None
@@ -130,7 +132,7 @@ class BatchPublisher:
                     properties,
                 )
                 # Celery's route for a direct queue: the default exchange, the queue's name.
-                channel._basic_publish(message, exchange="", routing_key=PAYMENTS_QUEUE)
+                channel._basic_publish(message, exchange="", routing_key=self._queue)
                 self._published += 1
             self._wait_confirms(first, first + len(wakeups) - 1)
         except BatchFailed:
@@ -154,7 +156,7 @@ class BatchPublisher:
         channel = connection.channel()  # type: ignore[no-untyped-call]
         # The queue (and its exchange and binding) exactly as the worker declares it; a
         # message sent to the default exchange before the queue exists would be dropped.
-        self._app.amqp.queues[PAYMENTS_QUEUE](channel).declare()
+        self._app.amqp.queues[self._queue](channel).declare()
         channel.confirm_select()
         channel.events["basic_ack"].add(self._on_ack)
         channel.events["basic_nack"].add(self._on_nack)

@@ -72,7 +72,7 @@ PROVIDER_OPERATIONS = (
 )
 PROVIDER_OUTCOMES = ("ok", "declined", "permanent", "retryable", "unknown", "error")
 TAKEOVER_ACTORS = ("sweeper", "operator")
-# orchestrator.events.model.AttemptOutcome (kept literal: metrics imports nothing of ours).
+# orchestrator.domain.webhooks.AttemptOutcome (kept literal: metrics imports nothing of ours).
 WEBHOOK_OUTCOMES = (
     "delivered",
     "gone",

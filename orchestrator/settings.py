@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from orchestrator.providers.stripe_version import PINNED_API_VERSION
+from orchestrator.stripe_version import PINNED_API_VERSION
 
 PLACEHOLDER_SECRETS = frozenset({"", "changeme", "change-me", "secret", "dev-secret-key"})
 MIN_SECRET_LENGTH = 32

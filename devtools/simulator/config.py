@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from devtools.simulator.faults import FaultRule
-from orchestrator.providers.stripe_version import PINNED_API_VERSION
+from orchestrator.stripe_version import PINNED_API_VERSION
 
 
 @dataclass(frozen=True)

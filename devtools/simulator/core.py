@@ -522,7 +522,7 @@ class Simulator:
         if sent != self.config.api_version:
             raise errors.invalid_request(
                 f"Unexpected Stripe-Version {sent!r}: the payorch simulator speaks "
-                f"{self.config.api_version!r} only (see orchestrator/providers/stripe_version.py)",
+                f"{self.config.api_version!r} only (see orchestrator/stripe_version.py)",
                 code="api_version_unexpected",
                 param="Stripe-Version",
             )

@@ -23,15 +23,26 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from devtools.simulator import errors, objects
 from devtools.simulator import params as params_
-from devtools.simulator.models import Charge, Outcome, Refund
+from devtools.simulator.models import Charge, Intent, Outcome, PaymentMethod, Refund
 from orchestrator.providers import keys
 
-if TYPE_CHECKING:
-    from devtools.simulator.state import PaymentState
+
+class AccountPayments(Protocol):
+    """What the desk reads and tells of the account's payments (``state.PaymentState``,
+    which owns the desk: a protocol, so this module does not import it back)."""
+
+    intents: dict[str, Intent]
+    methods: dict[str, PaymentMethod]
+    charges: dict[str, Charge]
+
+    def on_refund_changed(self, refund: Refund, *, previous: str | None) -> None: ...
+
+    def intent_record_id(self, intent_id: str) -> str | None: ...
+
 
 _CREATE_PARAMS = frozenset({"amount", "charge", "metadata", "payment_intent", "reason"})
 _LIST_PARAMS = frozenset({"charge", "ending_before", "limit", "payment_intent", "starting_after"})
@@ -51,9 +62,9 @@ class RefundRequest:
 
 
 class RefundDesk:
-    """The account's refunds, on the charges of a ``PaymentState``."""
+    """The account's refunds, on the charges of its payments (``state.PaymentState``)."""
 
-    def __init__(self, state: PaymentState, *, settle_seconds: float | None) -> None:
+    def __init__(self, state: AccountPayments, *, settle_seconds: float | None) -> None:
         self._state = state
         self._settle_seconds = settle_seconds
         self.refunds: dict[str, Refund] = {}

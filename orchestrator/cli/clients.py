@@ -10,8 +10,8 @@ from orchestrator.bootstrap import bootstrap
 from orchestrator.cli.config import load_settings
 from orchestrator.cli.output import errors, print_json, print_secret, print_table
 from orchestrator.domain.model import ApiClient, Role
+from orchestrator.engine.publisher import NullPublisher
 from orchestrator.services.api_keys import create_client, list_clients, revoke_client
-from orchestrator.services.dispatch import NullPublisher
 
 app = typer.Typer(help="API clients and keys.", no_args_is_help=True)
 

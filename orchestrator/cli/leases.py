@@ -11,12 +11,12 @@ from orchestrator.cli.config import load_settings
 from orchestrator.cli.operator import OperatorOption, cli_operator
 from orchestrator.cli.ops_output import IfMatchOption, fail, parse_if_match, print_action
 from orchestrator.cli.output import print_json, print_table
-from orchestrator.db.repositories.leases import LeaseState, lease_state_of
+from orchestrator.domain.lease_state import LeaseState, lease_state_of
+from orchestrator.engine.publisher import NullPublisher
 from orchestrator.ops.commands import take_over_payment
 from orchestrator.ops.errors import OpsError
 from orchestrator.ops.queries import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, list_leases
 from orchestrator.ops.representation import lease_representation
-from orchestrator.services.dispatch import NullPublisher
 
 app = typer.Typer(help="Payment leases: list them, take one over.", no_args_is_help=True)
 

@@ -13,9 +13,10 @@ from orchestrator.bootstrap import bootstrap
 from orchestrator.cli.config import load_settings
 from orchestrator.cli.ops_output import EXIT_INVALID, EXIT_NOT_FOUND
 from orchestrator.cli.output import errors, print_json, print_table
-from orchestrator.db.repositories.payment_search import PaymentFilters
 from orchestrator.db.uow import UnitOfWorkFactory
+from orchestrator.domain.payment_filters import PaymentFilters
 from orchestrator.domain.states import PaymentStatus
+from orchestrator.engine.publisher import NullPublisher
 from orchestrator.ops.detail_representation import (
     payment_detail_representation,
     payment_page_representation,
@@ -27,7 +28,6 @@ from orchestrator.ops.payments import (
     get_payment_detail,
     list_payments,
 )
-from orchestrator.services.dispatch import NullPublisher
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 _MAX_CELL = 60

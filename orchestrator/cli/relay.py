@@ -19,8 +19,8 @@ from orchestrator.bootstrap import bootstrap
 from orchestrator.cli.config import load_settings
 from orchestrator.cli.output import print_json, print_table
 from orchestrator.cli.serve import MetricsHost, MetricsPort
+from orchestrator.engine.publisher import NullPublisher
 from orchestrator.logging import capture_standard_logging
-from orchestrator.services.dispatch import NullPublisher
 
 
 def relay(

@@ -9,9 +9,9 @@ import typer
 from orchestrator.bootstrap import bootstrap
 from orchestrator.cli.config import load_settings
 from orchestrator.cli.output import print_json, print_table
+from orchestrator.engine.publisher import NullPublisher
 from orchestrator.ops.detail_representation import status_representation
 from orchestrator.ops.status import get_status
-from orchestrator.services.dispatch import NullPublisher
 
 # Exit status when something waits for a person, so `payorch status` works in a check script.
 EXIT_UNHEALTHY = 1

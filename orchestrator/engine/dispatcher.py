@@ -38,14 +38,14 @@ import sqlalchemy as sa
 from orchestrator import metrics
 from orchestrator.db.wake import WAKE_CHANNEL, parse_wake_payload
 from orchestrator.domain.ids import is_payment_id
-from orchestrator.logging import get_logger
-from orchestrator.services.dispatch import (
+from orchestrator.engine.publisher import (
     BatchPublishFailed,
     BatchTaskPublisher,
     PublishFailed,
     TaskPublisher,
     publish_wake_up,
 )
+from orchestrator.logging import get_logger
 
 log = get_logger(__name__)
 

@@ -10,7 +10,10 @@ One pass (``run_once``)::
     3. retention:        forget idempotency data of payments finished more than
                          PAYORCH_IDEMPOTENCY_RETENTION_HOURS ago, batch by batch, each batch
                          its own short transaction; then webhook events past
-                         PAYORCH_WEBHOOK_EVENT_RETENTION_DAYS (orchestrator.events.retention)
+                         PAYORCH_WEBHOOK_EVENT_RETENTION_DAYS (``purge_events``: the
+                         composition root binds orchestrator.events.retention, which the
+                         engine does not import: the engine and the webhook relay know
+                         nothing of each other)
 
 What a pass finds due (``status = 'processing' AND locked_until <= now``):
 
@@ -33,11 +36,13 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from orchestrator import metrics
 from orchestrator.db.uow import UnitOfWorkFactory
+from orchestrator.engine.publisher import TaskPublisher
 from orchestrator.engine.takeover import (
     Actor,
     TakeoverOutcome,
@@ -46,9 +51,7 @@ from orchestrator.engine.takeover import (
     requeue_after_commit,
     take_over_lease,
 )
-from orchestrator.events.retention import purge_delivered_events
 from orchestrator.logging import get_logger
-from orchestrator.services.dispatch import TaskPublisher
 from orchestrator.settings import Settings
 
 log = get_logger(__name__)
@@ -106,7 +109,8 @@ def default_sweeper_name() -> str:
 
 class Sweeper:
     """Takes over expired leases and re-queues due work; needs a unit of work to find and
-    fence the rows, and a publisher to wake a worker after the commit."""
+    fence the rows, a publisher to wake a worker after the commit, and the webhook events'
+    retention pass (``purge_events``: how many it deleted)."""
 
     def __init__(
         self,
@@ -114,11 +118,13 @@ class Sweeper:
         publisher: TaskPublisher,
         settings: Settings,
         *,
+        purge_events: Callable[[], int],
         name: str | None = None,
     ) -> None:
         self._uow = uow
         self._publisher = publisher
         self._settings = settings
+        self._purge_events = purge_events
         self.actor = Actor.sweeper(name or default_sweeper_name())
 
     def run_once(self) -> SweepReport:
@@ -127,7 +133,7 @@ class Sweeper:
         outcomes = self._take_over_due(report)
         self._requeue(outcomes, report)
         report.purged_keys = self.purge_expired_idempotency_data()
-        report.purged_events = purge_delivered_events(self._uow, self._settings)
+        report.purged_events = self._purge_events()
         report.duration_seconds = time.monotonic() - started
         self._log(report)
         return report

@@ -38,15 +38,16 @@ from enum import StrEnum
 from typing import Any
 
 from orchestrator import metrics
-from orchestrator.db.repositories.lease_columns import NEEDS_ATTENTION, LeaseColumns
+from orchestrator.db.repositories.lease_columns import LeaseColumns
 from orchestrator.db.uow import UnitOfWork
 from orchestrator.domain.ids import is_payment_id
+from orchestrator.domain.lease_state import NEEDS_ATTENTION
 from orchestrator.domain.model import AuditEntry, PaymentRecord
 from orchestrator.domain.operations import OperationRecord
 from orchestrator.domain.preconditions import TagList, lease_etag
 from orchestrator.domain.states import RecoveryPoint
+from orchestrator.engine.publisher import PublishFailed, TaskPublisher
 from orchestrator.logging import get_logger
-from orchestrator.services.dispatch import PublishFailed, TaskPublisher
 
 log = get_logger(__name__)
 

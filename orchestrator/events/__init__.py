@@ -14,10 +14,12 @@ written by ``orchestrator.db.repositories.outcomes``).  From there::
                                              whole window without one success)
     delivered / failed --ops redeliver--> pending (a new retry window)
 
-Modules, one job each: ``types`` (the event types: extend the list there), ``ids``,
-``secret_box`` (endpoint secrets encrypted at rest), ``url_rules`` (SSRF: which targets may
-be called), ``signing`` (Standard Webhooks headers), ``schedule`` (backoff and the retry
-window), ``body`` (an event as the merchant sees it), ``endpoints`` (the endpoints service),
-``sender`` (one HTTP attempt), ``relay`` (fan-out, claim, attempt, record), ``ops`` (deliveries
-of an event, redeliver), ``retention``.
+Modules, one job each: ``secret_box`` (endpoint secrets encrypted at rest), ``url_rules``
+(SSRF: which targets may be called), ``signing`` (Standard Webhooks headers), ``schedule``
+(backoff and the retry window), ``body`` (an event as the merchant sees it), ``endpoints``
+(the endpoints service), ``sender`` (one HTTP attempt), ``relay`` (fan-out, claim, attempt,
+record), ``retention``.  The records, the event types (extend the list there) and the ids
+are the domain's (``domain.webhooks``, ``domain.event_types``, ``domain.ids``): the
+repositories, below this package, return and write them.  What operators do with an event
+(its deliveries, redeliver) is ``orchestrator.ops.events``.
 """

@@ -14,11 +14,11 @@ from datetime import timedelta
 from typing import Any
 
 from orchestrator.db.uow import UnitOfWorkFactory
+from orchestrator.domain.event_types import EVENT_TYPES, WILDCARD, unknown_event_types
+from orchestrator.domain.ids import is_endpoint_id, new_endpoint_id
 from orchestrator.domain.preconditions import TagList
-from orchestrator.events.ids import is_endpoint_id, new_endpoint_id
-from orchestrator.events.model import EndpointStatus, WebhookEndpoint
+from orchestrator.domain.webhooks import EndpointStatus, WebhookEndpoint
 from orchestrator.events.secret_box import SecretBox, new_signing_secret
-from orchestrator.events.types import EVENT_TYPES, WILDCARD, unknown_event_types
 from orchestrator.events.url_rules import RefusedUrl, Resolver, check_new_endpoint_url
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.db.uow import UnitOfWorkFactory
-from orchestrator.events.ids import is_event_id
-from orchestrator.events.model import Event
-from orchestrator.events.types import EVENT_TYPES, is_known_event_type
+from orchestrator.domain.event_types import EVENT_TYPES, is_known_event_type
+from orchestrator.domain.ids import is_event_id
+from orchestrator.domain.webhooks import Event
 
 DEFAULT_EVENT_LIMIT = 25
 MAX_EVENT_LIMIT = 100

@@ -43,7 +43,7 @@ from datetime import UTC, datetime
 from orchestrator import metrics
 from orchestrator.db.repositories.deliveries import AttemptRecord
 from orchestrator.db.uow import UnitOfWork, UnitOfWorkFactory
-from orchestrator.events.model import (
+from orchestrator.domain.webhooks import (
     AttemptOutcome,
     ClaimedDelivery,
     DeliveryStatus,

@@ -7,7 +7,7 @@ from typing import Any
 
 from orchestrator.db.repositories.deliveries import DeliveryView
 from orchestrator.domain.representation import iso
-from orchestrator.events.model import DeliveryAttempt, Event, WebhookEndpoint
+from orchestrator.domain.webhooks import DeliveryAttempt, Event, WebhookEndpoint
 
 
 def event_document(event: Event) -> dict[str, Any]:

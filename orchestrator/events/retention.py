@@ -1,4 +1,5 @@
-"""Retention of events, deliveries and attempts (called by the sweeper's retention pass).
+"""Retention of events, deliveries and attempts (the sweeper's retention pass runs it: the
+composition root hands it to the ``Sweeper``, so the engine never imports the relay's code).
 
 Events written more than ``PAYORCH_WEBHOOK_EVENT_RETENTION_DAYS`` (default 30, Stripe's
 ``/v1/events`` horizon) ago whose deliveries are all finished (delivered, or given up) are

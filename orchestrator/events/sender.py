@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from orchestrator.events.model import AttemptOutcome
+from orchestrator.domain.webhooks import AttemptOutcome
 from orchestrator.events.url_rules import RefusedUrl, Resolver, parse_url, resolve_target
 
 STORED_BODY_CHARS = 1024

@@ -22,6 +22,7 @@ from orchestrator.db.uow import UnitOfWork, UnitOfWorkFactory
 from orchestrator.domain.fingerprint import request_fingerprint
 from orchestrator.domain.model import ApiClient, AuditEntry
 from orchestrator.domain.operations import OperationRecord
+from orchestrator.engine.publisher import TaskPublisher
 from orchestrator.engine.takeover import Actor, ActorKind
 from orchestrator.logging import get_logger
 from orchestrator.ops.errors import clean_reason
@@ -32,7 +33,6 @@ from orchestrator.services.captures import (
     accept_cancel,
     accept_capture,
 )
-from orchestrator.services.dispatch import TaskPublisher
 from orchestrator.settings import Settings
 
 log = get_logger(__name__)

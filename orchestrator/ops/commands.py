@@ -14,10 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from orchestrator.db.repositories.lease_columns import NEEDS_ATTENTION
 from orchestrator.db.uow import UnitOfWorkFactory
+from orchestrator.domain.lease_state import NEEDS_ATTENTION
 from orchestrator.domain.model import AuditEntry
 from orchestrator.domain.preconditions import TagList, lease_etag
+from orchestrator.engine.publisher import TaskPublisher
 from orchestrator.engine.takeover import (
     Actor,
     ActorKind,
@@ -42,7 +43,6 @@ from orchestrator.ops.errors import (
     PreconditionFailed,
     clean_reason,
 )
-from orchestrator.services.dispatch import TaskPublisher
 from orchestrator.settings import Settings
 
 log = get_logger(__name__)

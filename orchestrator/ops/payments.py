@@ -12,12 +12,12 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from orchestrator.db.repositories.disputes import DisputeRecord
-from orchestrator.db.repositories.payment_search import PaymentFilters
 from orchestrator.db.repositories.provider_events import StoredProviderEvent
 from orchestrator.db.uow import UnitOfWorkFactory
 from orchestrator.domain.history import LeaseEvent, OutboxEvent, PostedLedgerLine, ProviderCall
 from orchestrator.domain.model import AuditEntry, PaymentRecord
 from orchestrator.domain.operations import OperationRecord
+from orchestrator.domain.payment_filters import PaymentFilters
 from orchestrator.ops.errors import InvalidCursor
 
 DEFAULT_PAGE_SIZE = 50

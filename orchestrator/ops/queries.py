@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from orchestrator.db.repositories.leases import LeaseState
 from orchestrator.db.uow import UnitOfWorkFactory
+from orchestrator.domain.lease_state import LeaseState
 from orchestrator.domain.model import AuditEntry, PaymentRecord
 from orchestrator.domain.operations import OperationRecord
 

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from orchestrator.db.repositories.payment_search import LeaseCounts
 from orchestrator.db.uow import UnitOfWorkFactory
 from orchestrator.domain.states import PaymentStatus
-from orchestrator.events.model import WebhookStats
+from orchestrator.domain.webhooks import WebhookStats
 from orchestrator.settings import Settings
 
 

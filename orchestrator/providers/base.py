@@ -54,7 +54,7 @@ class ProviderIntent:
     last_payment_error: PaymentError | None = None
     created: int | None = None
     # What the intent would charge, or charged: compared with the record before any intent
-    # is adopted, confirmed or settled (``domain.intent_match``).
+    # is adopted, confirmed or settled (``engine.kinds.intent_match``).
     payment_method: str | None = None
     customer: str | None = None
     capture_method: str = "automatic"

@@ -84,7 +84,7 @@ from orchestrator.providers.base import (
     Retryable,
     WebhookSignatureInvalid,
 )
-from orchestrator.providers.stripe_version import PINNED_API_VERSION
+from orchestrator.stripe_version import PINNED_API_VERSION
 
 if TYPE_CHECKING:
     from orchestrator.settings import Settings

@@ -26,9 +26,9 @@ from orchestrator.domain.ids import new_payment_id
 from orchestrator.domain.model import ApiClient, PaymentRecord, PaymentRequest, Role
 from orchestrator.domain.representation import encode_representation, payment_representation
 from orchestrator.domain.states import INITIAL
+from orchestrator.engine.publisher import PublishFailed, TaskPublisher
 from orchestrator.logging import get_logger, key_digest
 from orchestrator.services.api_keys import active_found, hash_key, plausible_key
-from orchestrator.services.dispatch import PublishFailed, TaskPublisher
 from orchestrator.services.idempotency import (
     IdempotencyKeyReused,
     claim_key,
@@ -148,6 +148,27 @@ class AuthenticatedClaim(Protocol):
     ) -> tuple[tuple[ApiClient, str] | None, bool]:
         """The client found by ``key_hash`` with its stored hash (None: no such key), and
         whether the payment was inserted: only for an active merchant whose key was free."""
+
+
+class AuthenticatedClaimOnLoop(Protocol):
+    """``AuthenticatedClaim`` on the API's event loop (PostgreSQL with ``WAKE_UP=notify``:
+    orchestrator.db.async_claim.AsyncAuthenticatedClaim, built by the composition root).
+    Every answer may be None: no connection or no fresh clock sample in time, and the
+    request takes the thread path."""
+
+    def now(self) -> datetime | None:
+        """The database clock when it needs no round trip."""
+
+    async def __call__(
+        self, key_hash: str, values: dict[str, Any], notify: bool
+    ) -> tuple[tuple[ApiClient, str] | None, bool] | None:
+        """As ``AuthenticatedClaim.__call__``."""
+
+    async def find_by_key(self, client_id: str, idempotency_key: str) -> PaymentRecord | None:
+        """The record holding a taken key, for its replay."""
+
+    async def close(self) -> None:
+        """Close its connections (the API's lifespan, at shutdown)."""
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,8 @@ from orchestrator.db.uow import UnitOfWork, UnitOfWorkFactory
 from orchestrator.domain.model import PaymentRecord
 from orchestrator.domain.operations import OperationKindName, OperationRecord, OperationStatus
 from orchestrator.domain.states import RecoveryPoint
+from orchestrator.engine.publisher import PublishFailed, TaskPublisher
 from orchestrator.logging import get_logger, key_digest
-from orchestrator.services.dispatch import PublishFailed, TaskPublisher
 from orchestrator.services.idempotency import claim_key, require_same_request
 from orchestrator.settings import Settings
 

@@ -31,7 +31,7 @@ from orchestrator.logging import get_logger
 log = get_logger(__name__)
 
 # The provider's events that may mean a refund payorch did not make.  On the pinned API
-# version (``providers.stripe_version``, after 2024-10-28.acacia) Stripe sends
+# version (``orchestrator.stripe_version``, after 2024-10-28.acacia) Stripe sends
 # refund.created / .updated / .failed for every refund, besides the charge's
 # charge.refunded and the older charge.refund.updated.  Each is only a hint to read the
 # refunds; all are taken, so a version move either way loses none.

@@ -36,8 +36,8 @@ from orchestrator.domain.operations import (
 from orchestrator.domain.refund_representation import refund_representation
 from orchestrator.domain.representation import encode_representation
 from orchestrator.domain.states import PaymentStatus, RecoveryPoint
+from orchestrator.engine.publisher import TaskPublisher
 from orchestrator.logging import get_logger
-from orchestrator.services.dispatch import TaskPublisher
 from orchestrator.services.operation_accept import (
     accept_operation,
     dispatch_lease,

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from orchestrator.services.dispatch import PublishFailed
+from orchestrator.engine.publisher import PublishFailed
 
 
 class RecordingPublisher:

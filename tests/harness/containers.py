@@ -5,8 +5,8 @@ from typing import Any
 from orchestrator.bootstrap import Container, bootstrap
 from orchestrator.db.clock import Clock
 from orchestrator.db.migrate import upgrade
+from orchestrator.engine.publisher import TaskPublisher
 from orchestrator.providers.base import PaymentProvider
-from orchestrator.services.dispatch import TaskPublisher
 from orchestrator.settings import Settings
 from tests.fakes.publisher import RecordingPublisher
 

@@ -11,7 +11,7 @@ import pytest
 
 from orchestrator.broker import PAYMENTS_QUEUE, PROCESS_PAYMENT, CeleryPublisher, create_celery_app
 from orchestrator.broker_batch import BatchPublisher
-from orchestrator.services.dispatch import BatchPublishFailed, BatchTaskPublisher
+from orchestrator.engine.publisher import BatchPublishFailed, BatchTaskPublisher
 from tests.harness.containers import test_settings as settings_for
 
 TASK_ID = "0d1f0c2e-6a55-4f7e-9d0b-3b1f2a9c7e11"

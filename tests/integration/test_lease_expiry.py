@@ -17,7 +17,7 @@ from prometheus_client import REGISTRY
 
 from orchestrator.bootstrap import Container
 from orchestrator.db.clock import FrozenClock
-from orchestrator.db.repositories.leases import LeaseState
+from orchestrator.domain.lease_state import LeaseState
 from orchestrator.domain.model import PaymentRecord
 from orchestrator.domain.states import PaymentStatus, RecoveryPoint
 from orchestrator.engine.kinds.charge import process_payment

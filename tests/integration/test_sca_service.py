@@ -15,8 +15,8 @@ from freezegun.api import FrozenDateTimeFactory
 
 from orchestrator.bootstrap import Container
 from orchestrator.db.clock import FrozenClock
-from orchestrator.db.repositories.payment_search import PaymentFilters
 from orchestrator.domain.model import PaymentRecord
+from orchestrator.domain.payment_filters import PaymentFilters
 from orchestrator.domain.representation import payment_representation
 from orchestrator.domain.states import PaymentStatus, WaitingFor
 from orchestrator.engine.kinds.charge import process_payment

@@ -17,8 +17,8 @@ from orchestrator.db.clock import FrozenClock
 from orchestrator.domain.states import PaymentStatus
 from orchestrator.engine.kinds.charge import process_payment
 from orchestrator.engine.lease import ProcessResult
+from orchestrator.engine.publisher import PublishFailed
 from orchestrator.engine.sweep import MAX_CONSECUTIVE_PUBLISH_FAILURES, Sweeper, SweepReport
-from orchestrator.services.dispatch import PublishFailed
 from tests.fakes.provider import FakeProvider
 from tests.fakes.publisher import RecordingPublisher
 from tests.harness.containers import build_container

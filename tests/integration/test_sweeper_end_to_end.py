@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from orchestrator.bootstrap import bootstrap
-from orchestrator.services.dispatch import NullPublisher
+from orchestrator.engine.publisher import NullPublisher
 from tests.harness.seeds import accept, new_merchant
 from tests.harness.stack import Stack, running_stack
 

@@ -19,8 +19,8 @@ import pytest
 
 from orchestrator.db.wake import WAKE_CHANNEL
 from orchestrator.engine.dispatcher import Dispatcher, libpq_url, start_in_thread
+from orchestrator.engine.publisher import PublishFailed, TaskPublisher
 from orchestrator.services.captures import accept_capture
-from orchestrator.services.dispatch import PublishFailed, TaskPublisher
 from tests.fakes.provider import FakeProvider
 from tests.fakes.publisher import RecordingPublisher
 from tests.harness.captures import authorized_payment, capture_fingerprint

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from orchestrator.providers.stripe_version import PINNED_API_VERSION
+from orchestrator.stripe_version import PINNED_API_VERSION
 from tests.replay.cassette_support import CASSETTE_DIR
 from tests.replay.stripe_schema import NotStripeShaped, assert_stripe_shaped, schema_errors
 

@@ -17,7 +17,7 @@ import httpx
 import pytest
 from vcr.errors import CannotOverwriteExistingCassetteException
 
-from orchestrator.domain.intent_match import ExpectedIntent, intent_mismatches
+from orchestrator.engine.kinds.intent_match import ExpectedIntent, intent_mismatches
 from orchestrator.providers import keys
 from orchestrator.providers.base import (
     Declined,
@@ -28,7 +28,7 @@ from orchestrator.providers.base import (
     Retryable,
 )
 from orchestrator.providers.stripe_adapter import StripeProvider
-from orchestrator.providers.stripe_version import PINNED_API_VERSION
+from orchestrator.stripe_version import PINNED_API_VERSION
 from tests.replay.cassette_support import (
     CASSETTE_DIR,
     UNRECORDED_HEADER,

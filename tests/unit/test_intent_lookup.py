@@ -6,14 +6,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from orchestrator.domain.intent_match import ExpectedIntent
-from orchestrator.providers.base import OutcomeUnknown
-from orchestrator.services.intent_lookup import (
+from orchestrator.engine.kinds.intent_lookup import (
     LookupWindow,
     Verdict,
     lookup_window,
     scan_for_intent,
 )
+from orchestrator.engine.kinds.intent_match import ExpectedIntent
+from orchestrator.providers.base import OutcomeUnknown
 from tests.fakes.provider import FakeProvider
 
 T0 = 1_800_000_000

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from orchestrator.domain.intent_match import ExpectedIntent, intent_mismatches, reject
+from orchestrator.engine.kinds.intent_match import ExpectedIntent, intent_mismatches, reject
 from orchestrator.providers.base import PaymentError, ProviderIntent
 
 EXPECTED = ExpectedIntent(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.domain.intent_outcome import Next, UnexpectedIntentStatus, read_intent
 from orchestrator.domain.states import Outcome
+from orchestrator.engine.kinds.intent_outcome import Next, UnexpectedIntentStatus, read_intent
 from orchestrator.providers.base import PaymentError, ProviderIntent
 
 

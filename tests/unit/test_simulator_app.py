@@ -14,7 +14,7 @@ from starlette.applications import Starlette
 from devtools.simulator import SimulatorConfig, create_app, parse_fault_spec
 from devtools.simulator.errors import ApiError
 from devtools.simulator.events import EventLog
-from orchestrator.providers.stripe_version import PINNED_API_VERSION
+from orchestrator.stripe_version import PINNED_API_VERSION
 
 AUTH = {"Authorization": "Bearer sk_test_inprocess"}
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}

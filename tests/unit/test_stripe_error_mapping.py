@@ -32,8 +32,8 @@ from orchestrator.providers.stripe_adapter import (
     map_stripe_error,
     retry_after_seconds,
 )
-from orchestrator.providers.stripe_version import PINNED_API_VERSION
 from orchestrator.settings import Settings
+from orchestrator.stripe_version import PINNED_API_VERSION
 from tests.fakes.stripe_http import FakeStripeTransport
 
 # A pool for the errors that name one (urllib3 raises them with the pool they came from).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from orchestrator.events.model import AttemptOutcome
+from orchestrator.domain.webhooks import AttemptOutcome
 from orchestrator.events.sender import WebhookSender
 
 

@@ -44,18 +44,12 @@ from orchestrator.api.console.session import (
 from orchestrator.api.console.timeline import build_timeline
 from orchestrator.api.deps import ContainerDep
 from orchestrator.bootstrap import Container
-from orchestrator.db.repositories.leases import LeaseState
-from orchestrator.db.repositories.payment_search import PaymentFilters
 from orchestrator.domain.ids import is_payment_id
+from orchestrator.domain.lease_state import LeaseState
 from orchestrator.domain.model import Role
 from orchestrator.domain.operations import OperationKindName
+from orchestrator.domain.payment_filters import PaymentFilters
 from orchestrator.domain.states import PaymentStatus
-from orchestrator.events.ops import (
-    EventNotFound,
-    event_deliveries,
-    list_all_endpoints,
-    redeliver_event,
-)
 from orchestrator.events.representation import event_document
 from orchestrator.ops.commands import OperatorAction, retry_payment, take_over_payment
 from orchestrator.ops.errors import (
@@ -63,6 +57,12 @@ from orchestrator.ops.errors import (
     InvalidReason,
     OpsError,
     PaymentNotFound,
+)
+from orchestrator.ops.events import (
+    EventNotFound,
+    event_deliveries,
+    list_all_endpoints,
+    redeliver_event,
 )
 from orchestrator.ops.payments import get_payment_detail, list_payments
 from orchestrator.ops.queries import list_leases

@@ -15,8 +15,8 @@ from orchestrator.api.body import parse_model
 from orchestrator.api.deps import ContainerDep, JsonBody, OpsClient
 from orchestrator.api.problems import Problem
 from orchestrator.api.responses import AUTH_ERRORS, problem
-from orchestrator.db.repositories.leases import LeaseState
 from orchestrator.domain.ids import is_payment_id
+from orchestrator.domain.lease_state import LeaseState
 from orchestrator.domain.model import ApiClient
 from orchestrator.domain.operations import is_operation_id
 from orchestrator.domain.preconditions import TagList, parse_tag_list

@@ -19,8 +19,8 @@ from orchestrator.api.problems import Problem
 from orchestrator.api.responses import AUTH_ERRORS, problem
 from orchestrator.api.routes.ops import AuditOut, LeaseOut
 from orchestrator.api.schemas import PaymentOut
-from orchestrator.db.repositories.payment_search import PaymentFilters
 from orchestrator.domain.ids import is_payment_id
+from orchestrator.domain.payment_filters import PaymentFilters
 from orchestrator.domain.states import PaymentStatus
 from orchestrator.ops.detail_representation import (
     payment_detail_representation,

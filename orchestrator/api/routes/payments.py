@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse, Response
@@ -47,6 +47,7 @@ from orchestrator.domain.ids import is_payment_id
 from orchestrator.domain.model import ApiClient, Role
 from orchestrator.services.accept import (
     Accepted,
+    AuthenticatedClaimOnLoop,
     IdempotencyKeyReused,
     accept_payment,
     authenticate_and_accept,
@@ -56,9 +57,6 @@ from orchestrator.services.accept import (
 )
 from orchestrator.services.api_keys import active_found
 from orchestrator.services.queries import find_payment_by_key, get_payment
-
-if TYPE_CHECKING:
-    from orchestrator.db.async_claim import AsyncAuthenticatedClaim
 
 router = APIRouter(tags=["payments"])
 
@@ -153,7 +151,7 @@ async def accept_on_loop(container: Container, request: Request, raw: RawBody) -
     or its 422; orchestrator.db.async_claim).  None for anything else, and ``serve_accept``
     answers it from the start: a refusal, a purged key, no connection free in time, a stale
     clock sample, SQLite or ``WAKE_UP=publish``."""
-    claim: AsyncAuthenticatedClaim | None = request.app.state.async_claim
+    claim: AuthenticatedClaimOnLoop | None = request.app.state.async_claim
     credentials = bearer_credentials(request.headers.get("authorization"))
     if claim is None or credentials is None:
         return None

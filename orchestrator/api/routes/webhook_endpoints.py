@@ -14,6 +14,7 @@ from orchestrator.api.problems import Problem
 from orchestrator.api.responses import AUTH_ERRORS, problem
 from orchestrator.api.routes.ops import ETAG_LIST_PATTERN
 from orchestrator.domain.preconditions import TagList, parse_tag_list
+from orchestrator.domain.webhooks import EndpointStatus
 from orchestrator.events.endpoints import (
     EndpointConflict,
     EndpointError,
@@ -21,7 +22,6 @@ from orchestrator.events.endpoints import (
     EndpointPreconditionFailed,
     InvalidEndpoint,
 )
-from orchestrator.events.model import EndpointStatus
 from orchestrator.events.representation import endpoint_document
 
 router = APIRouter(prefix="/v1/webhook_endpoints", tags=["webhooks"])

@@ -30,7 +30,8 @@ from orchestrator.db.tables import (
     webhook_delivery_attempts,
     webhook_endpoints,
 )
-from orchestrator.events.model import (
+from orchestrator.domain.event_types import subscribes_to
+from orchestrator.domain.webhooks import (
     AttemptOutcome,
     ClaimedDelivery,
     Delivery,
@@ -40,7 +41,6 @@ from orchestrator.events.model import (
     WebhookEndpoint,
     WebhookStats,
 )
-from orchestrator.events.types import subscribes_to
 
 d = webhook_deliveries.c
 a = webhook_delivery_attempts.c

@@ -8,7 +8,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from orchestrator.db.tables import outbox_events, payments
-from orchestrator.events.model import Event
+from orchestrator.domain.webhooks import Event
 
 o = outbox_events.c
 

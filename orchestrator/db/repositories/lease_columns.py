@@ -17,8 +17,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from datetime import datetime
-from enum import StrEnum
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 import sqlalchemy as sa
 
@@ -26,52 +25,7 @@ from orchestrator.db import prebuilt
 from orchestrator.db.repositories import carried_calls
 from orchestrator.db.repositories.carried_calls import CarriedCalls
 from orchestrator.db.tables import lease_events
-
-PROCESSING = "processing"
-NEEDS_ATTENTION = "needs_attention"
-
-
-class LeaseState(StrEnum):
-    """Views of unfinished work by lease.
-
-    ``active``: a holder's lease is live; ``deferred``: no holder, waiting for its
-    ``next_attempt_at`` (a backoff stored for the sweeper: nobody is working on it, so it is
-    not "active"); ``expired``: the lease ran out (or a deferred retry is due), the
-    sweeper's next work; ``needs_attention``: parked for an operator; ``unfinished``: all
-    of them.
-    """
-
-    EXPIRED = "expired"
-    ACTIVE = "active"
-    DEFERRED = "deferred"
-    NEEDS_ATTENTION = "needs_attention"
-    UNFINISHED = "unfinished"
-
-
-class Leased(Protocol):
-    @property
-    def id(self) -> str: ...
-    @property
-    def status(self) -> Any: ...
-    @property
-    def recovery_point(self) -> Any: ...
-    @property
-    def lease_token(self) -> int: ...
-    @property
-    def lease_owner(self) -> str | None: ...
-    @property
-    def locked_until(self) -> datetime | None: ...
-    @property
-    def next_attempt_at(self) -> datetime | None: ...
-    @property
-    def attempts(self) -> int: ...
-    @property
-    def unknown_outcomes(self) -> int: ...
-    @property
-    def last_error(self) -> str | None: ...
-    @property
-    def updated_at(self) -> datetime: ...
-
+from orchestrator.domain.lease_state import NEEDS_ATTENTION, PROCESSING, Leased, LeaseState
 
 R = TypeVar("R", bound=Leased)
 
@@ -115,19 +69,6 @@ def param(name: str, column: sa.ColumnElement[Any]) -> sa.BindParameter[Any]:
 def has_ended(status: object) -> bool:
     """Whether a record's ``status`` says its operation is over (not parked, not in work)."""
     return status not in (PROCESSING, NEEDS_ATTENTION)
-
-
-def lease_state_of(record: Leased, now: datetime) -> LeaseState | None:
-    """The one state ``record`` is listed under (None once finished)."""
-    if record.status == NEEDS_ATTENTION:
-        return LeaseState.NEEDS_ATTENTION
-    if record.status != PROCESSING:
-        return None
-    if record.locked_until is None or record.locked_until <= now:
-        return LeaseState.EXPIRED
-    if record.next_attempt_at is not None and record.next_attempt_at > now:
-        return LeaseState.DEFERRED
-    return LeaseState.ACTIVE
 
 
 class LeaseColumns(Generic[R]):
@@ -499,8 +440,8 @@ class LeaseColumns(Generic[R]):
         )
 
     def list_by_state(self, state: LeaseState, *, now: datetime, limit: int) -> list[R]:
-        # Keep in step with lease_state_of: every unfinished record is in exactly one of
-        # expired / active / deferred / needs_attention.
+        # Keep in step with lease_state_of (domain.lease_state): every unfinished record is in
+        # exactly one of expired / active / deferred / needs_attention.
         c = self.table.c
         processing = c.status == PROCESSING
         parked = c.status == NEEDS_ATTENTION

@@ -8,12 +8,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from orchestrator.db.repositories.lease_columns import (
-    LeaseColumns,
-    LeaseState,
-    lease_state_of,
-    param,
-)
+from orchestrator.db.repositories.lease_columns import LeaseColumns, param
 from orchestrator.db.repositories.rows import to_payment
 from orchestrator.db.tables import payments
 from orchestrator.domain.model import Failure, PaymentRecord
@@ -37,9 +32,6 @@ def _guard(event: Event) -> sa.ColumnElement[bool]:
     # rendered per execution, which a prebuilt statement cannot be (``db.prebuilt``).
     point = sa.or_(*(c.recovery_point == p.value for p in points))
     return sa.and_(c.status == status.value, point)
-
-
-__all__ = ["LeaseRepository", "LeaseState", "lease_state_of"]
 
 
 class LeaseRepository(LeaseColumns[PaymentRecord]):

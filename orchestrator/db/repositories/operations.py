@@ -9,9 +9,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from orchestrator.db.repositories.lease_columns import NEEDS_ATTENTION, PROCESSING, LeaseColumns
+from orchestrator.db.repositories.lease_columns import LeaseColumns
 from orchestrator.db.tables import operations
 from orchestrator.db.wake import WAKE_CHANNEL
+from orchestrator.domain.lease_state import NEEDS_ATTENTION, PROCESSING
 from orchestrator.domain.operations import OperationKindName, OperationRecord, OperationStatus
 from orchestrator.domain.states import RecoveryPoint, WaitingFor
 

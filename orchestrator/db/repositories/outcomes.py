@@ -9,9 +9,9 @@ import sqlalchemy as sa
 
 from orchestrator.db import prebuilt
 from orchestrator.db.tables import ledger_lines, outbox_events, payment_outcomes, payments
+from orchestrator.domain.ids import new_event_id
 from orchestrator.domain.ledger import LedgerLine
 from orchestrator.domain.model import PaymentRecord
-from orchestrator.events.ids import new_event_id
 
 # Built once with bound parameters (see ``lease_columns._PREBUILT``): the finish runs them
 # for every payment.

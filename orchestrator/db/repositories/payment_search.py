@@ -11,21 +11,10 @@ import sqlalchemy as sa
 from orchestrator.db.repositories.rows import to_payment
 from orchestrator.db.tables import payments
 from orchestrator.domain.model import PaymentRecord
+from orchestrator.domain.payment_filters import PaymentFilters
 from orchestrator.domain.states import PaymentStatus, WaitingFor
 
 c = payments.c
-
-
-@dataclass(frozen=True)
-class PaymentFilters:
-    status: PaymentStatus | None = None
-    client_id: str | None = None
-    customer_reference: str | None = None
-    idempotency_key: str | None = None
-    # Exact match on the idempotency key or the customer reference (the console's box).
-    text: str | None = None
-    created_after: datetime | None = None
-    created_before: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from orchestrator.db.tables import webhook_endpoints
-from orchestrator.events.model import EndpointStatus, WebhookEndpoint
+from orchestrator.domain.webhooks import EndpointStatus, WebhookEndpoint
 
 c = webhook_endpoints.c
 # An API client's endpoints are few (Stripe allows 16); the cap bounds a list all the same.

@@ -6,6 +6,9 @@
     cancel.py       cancel an intent: release an authorisation, or stop an unfinished
                     charge before it moves money (its operation row)
     intent_step.py  what capture and cancel share: one call on the intent, query first
+    intent_match.py, intent_outcome.py, intent_lookup.py
+                    the charge's: is an intent ours, what its status means, and the
+                    lookup after a create whose outcome is unknown
     refund.py       one refund of a succeeded payment (lease on its operation row)
     refund_sync.py  record the refunds made at the provider outside payorch (its own row)
     refund_reads.py what refund and refund_sync share: an intent's refunds page by page,

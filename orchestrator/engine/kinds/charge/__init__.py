@@ -38,7 +38,7 @@ The protocol, whatever the step:
   sent (the confirm number is taken in the renewal's transaction);
 * an unknown outcome (timeout, connection error, 5xx) is never answered with a blind
   resend: a lost create is looked up, a lost confirm or cancel is followed by a retrieve;
-* every intent we read is compared with the record (``domain.intent_match``) before it is
+* every intent we read is compared with the record (``engine.kinds.intent_match``) before it is
   adopted, confirmed or settled; one that is not ours is kept on the record
   (``rejected_intents``) and the payment goes to needs_attention;
 * the final status is written in one place: ``finish.finish``.

@@ -24,17 +24,17 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from orchestrator.db.uow import UnitOfWork
-from orchestrator.domain.intent_outcome import (
-    AUTHENTICATION_REQUIRED,
-    AUTHENTICATION_TIMEOUT,
-    Next,
-    Reading,
-)
 from orchestrator.domain.model import PaymentRecord
 from orchestrator.domain.representation import payment_representation
 from orchestrator.domain.states import Outcome, WaitingFor
 from orchestrator.engine.kinds.charge.context import UNEXPECTED_STATE, ChargeRun
 from orchestrator.engine.kinds.charge.finish import settle
+from orchestrator.engine.kinds.intent_outcome import (
+    AUTHENTICATION_REQUIRED,
+    AUTHENTICATION_TIMEOUT,
+    Next,
+    Reading,
+)
 from orchestrator.engine.lease import Parked, Waiting, describe_error
 from orchestrator.logging import get_logger
 from orchestrator.providers.base import OutcomeUnknown, Permanent, ProviderIntent, Retryable

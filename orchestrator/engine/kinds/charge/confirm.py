@@ -6,7 +6,7 @@ Read top to bottom, ``drive_intent`` is one round at ``intent_created``::
                      retrieve it and act on it; only an intent proven unconfirmed goes on
     2. number        renew and take confirm n, committed before the call (the key)
     3. confirm       key payorch-{id}-confirm-{n}
-    4. act on it     ``domain.intent_outcome`` reads the intent: settle, wait for the
+    4. act on it     ``engine.kinds.intent_outcome`` reads the intent: settle, wait for the
                      provider (no lease), wait for the customer (``authentication``), or
                      confirm again (the next round)
 
@@ -24,16 +24,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from orchestrator.domain.intent_outcome import (
+from orchestrator.domain.states import Outcome, WaitingFor
+from orchestrator.engine.kinds.charge.authentication import action_expired, await_customer
+from orchestrator.engine.kinds.charge.context import UNEXPECTED_STATE, ChargeRun
+from orchestrator.engine.kinds.charge.finish import settle, settle_declined, settle_refused
+from orchestrator.engine.kinds.intent_outcome import (
     AUTHENTICATION_TIMEOUT,
     Next,
     UnexpectedIntentStatus,
     read_intent,
 )
-from orchestrator.domain.states import Outcome, WaitingFor
-from orchestrator.engine.kinds.charge.authentication import action_expired, await_customer
-from orchestrator.engine.kinds.charge.context import UNEXPECTED_STATE, ChargeRun
-from orchestrator.engine.kinds.charge.finish import settle, settle_declined, settle_refused
 from orchestrator.engine.lease import Parked, Waiting, describe_error
 from orchestrator.logging import get_logger
 from orchestrator.providers.base import (
@@ -117,7 +117,7 @@ def query_first(run: ChargeRun, intent_id: str) -> Next | None:
 
 
 def act_on(run: ChargeRun, intent: ProviderIntent) -> Next:
-    """The provider's truth about our intent, read (``domain.intent_outcome``)."""
+    """The provider's truth about our intent, read (``engine.kinds.intent_outcome``)."""
     run.check_ours(intent)
     try:
         reading = read_intent(intent)

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.db.repositories.leases import LeaseRepository
-from orchestrator.domain.intent_match import ExpectedIntent, intent_mismatches, reject
 from orchestrator.domain.model import PaymentRecord
+from orchestrator.engine.kinds.intent_match import ExpectedIntent, intent_mismatches, reject
 from orchestrator.engine.lease import Lease, Parked, describe_error
 from orchestrator.logging import get_logger
 from orchestrator.providers.base import PaymentProvider, ProviderIntent

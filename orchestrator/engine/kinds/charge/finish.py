@@ -28,12 +28,12 @@ from datetime import datetime
 
 from orchestrator import metrics
 from orchestrator.db.uow import UnitOfWork
-from orchestrator.domain.intent_outcome import Next, Reading
 from orchestrator.domain.ledger import lines_for
 from orchestrator.domain.model import Failure, PaymentRecord
 from orchestrator.domain.representation import payment_representation
 from orchestrator.domain.states import Outcome, PaymentStatus, RecoveryPoint
 from orchestrator.engine.kinds.charge.context import ChargeRun
+from orchestrator.engine.kinds.intent_outcome import Next, Reading
 from orchestrator.engine.lease import Parked, describe_error
 from orchestrator.logging import get_logger
 from orchestrator.providers.base import Declined, Permanent, ProviderIntent

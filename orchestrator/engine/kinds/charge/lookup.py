@@ -5,7 +5,7 @@ Read top to bottom, ``resolve_lost_create`` is one round while a lookup is owed
 
     1. window    the only times the provider can have created our intent: from the first
                  create stamped on the record to the last, with a margin
-    2. scan      page through the intents created in that window (``services.intent_lookup``),
+    2. scan      page through the intents created in that window (``engine.kinds.intent_lookup``),
                  at most a budget of pages per round, storing the cursor before every page
                  (``save_progress``) so an interrupted scan resumes instead of starting over
     3. verdict   found       adopt our intent (``intent_created``); the confirm queries first
@@ -29,16 +29,16 @@ from functools import partial
 from typing import Any
 
 from orchestrator.engine.kinds.charge.context import ChargeRun
+from orchestrator.engine.kinds.intent_lookup import Verdict, lookup_window, scan_for_intent
 from orchestrator.engine.lease import Deferred, Parked, describe_error
 from orchestrator.logging import get_logger
 from orchestrator.providers.base import OutcomeUnknown, Permanent, Retryable
-from orchestrator.services.intent_lookup import Verdict, lookup_window, scan_for_intent
 
 log = get_logger(__name__)
 
 
 def resolve_lost_create(run: ChargeRun) -> None:
-    """The bounded, resumable lookup (``services.intent_lookup``), then what it proved."""
+    """The bounded, resumable lookup (``engine.kinds.intent_lookup``), then what it proved."""
     record = run.record
     lease = run.lease
     settings = lease.settings

@@ -1,4 +1,5 @@
-"""Plain records of the webhook tables (repositories return these, never rows)."""
+"""Plain records of the webhook tables (repositories return these, never rows), for the
+webhook relay (``orchestrator.events``), ops and the API."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
 """What operators do with events: read an event's deliveries, redeliver it (audited).
 
-The ops API and the console both call these (one implementation)."""
+The ops API and the console both call these (one implementation).  An operator command,
+so it lives with the others in ``ops`` (the audit trail, ``clean_reason``, the ``Actor``),
+above the webhook relay it acts on."""
 
 from __future__ import annotations
 
@@ -8,10 +10,10 @@ from dataclasses import dataclass
 
 from orchestrator.db.repositories.deliveries import DeliveryView
 from orchestrator.db.uow import UnitOfWorkFactory
+from orchestrator.domain.ids import is_event_id
 from orchestrator.domain.model import AuditEntry
+from orchestrator.domain.webhooks import Event, WebhookEndpoint, WebhookStats
 from orchestrator.engine.takeover import Actor
-from orchestrator.events.ids import is_event_id
-from orchestrator.events.model import Event, WebhookEndpoint, WebhookStats
 from orchestrator.ops.errors import clean_reason
 
 REDELIVER_ACTION = "redeliver"

@@ -3,6 +3,10 @@
 Celery is a wake-up signal; the row is the truth.  A publish happens only after the
 record's transaction committed, and a failed or lost publish costs latency, never money:
 the record's dispatch lease expires and the sweeper re-queues it.
+
+The protocol lives in the engine, its lowest user (the dispatcher, the sweeper and the
+takeover publish; so do the services and ops above it); the Celery publisher that implements
+it (``orchestrator.broker``) is known to the composition root only.
 """
 
 from __future__ import annotations

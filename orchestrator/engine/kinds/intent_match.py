@@ -1,5 +1,8 @@
 """Is this provider intent ours?  (pure)
 
+The charge's check, beside it in the engine rather than in the domain: it reads the
+provider's intent (``providers.base``), and the domain knows no provider.
+
 The hazard: an intent that carries our record id in its metadata is not necessarily the one
 we asked for.  Another integration on the same Stripe account, a manual action in the
 Dashboard or a bug elsewhere can create an intent with our ``payorch_record_id`` and another

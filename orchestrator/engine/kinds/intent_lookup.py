@@ -40,7 +40,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from orchestrator.domain.intent_match import ExpectedIntent, intent_mismatches, reject
+from orchestrator.engine.kinds.intent_match import ExpectedIntent, intent_mismatches, reject
 from orchestrator.providers.base import PaymentProvider, ProviderIntent
 from orchestrator.providers.keys import RECORD_ID_METADATA_KEY
 

@@ -1,5 +1,8 @@
 """What a provider intent's status means for our payment (pure).
 
+The charge's reading of the provider's truth, beside it in the engine rather than in the
+domain: it reads the provider's intent and its statuses, and the domain knows no provider.
+
 Called after every successful create/confirm/retrieve: it is the "query first" decision
 table.  Only ``CONFIRM`` allows a new confirm; everything else is either a settled
 outcome or a reason to wait.

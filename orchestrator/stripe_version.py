@@ -1,5 +1,8 @@
-"""The Stripe API version payorch speaks (no ``stripe`` import: settings and the simulator
-read it too).
+"""The Stripe API version payorch speaks.
+
+It imports nothing (not ``stripe``, nothing of ours): settings reads it for the default of
+``stripe_api_version``, the adapter sends it and the simulator refuses any other, so it sits
+beside settings at the bottom of the layers rather than in ``providers``.
 
 Stripe changes object shapes between API versions, and the SDK's default version moves with
 every major SDK release, so the version is pinned here and sent as ``Stripe-Version`` on every
