@@ -32,9 +32,9 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Generic, Protocol, TypeVar
 
-from orchestrator.db.repositories.lease_columns import has_ended
 from orchestrator.db.uow import UnitOfWork, UnitOfWorkFactory
 from orchestrator.domain.backoff import backoff_delay
+from orchestrator.domain.lease_state import has_ended
 from orchestrator.domain.states import WaitingFor
 from orchestrator.engine import call_log
 from orchestrator.logging import get_logger
