@@ -1,7 +1,7 @@
 """Prebuilt statements, executed on psycopg itself on PostgreSQL.
 
 The worker's every step runs the same dozen statements, each built once with bound
-parameters (``lease_columns._PREBUILT``, the history and outcome inserts).  Through
+parameters (``lease_statements``, the history and outcome inserts).  Through
 SQLAlchemy's execution layer each execution still paid for an execution context, the
 result's setup, and psycopg's column descriptions (SQLAlchemy reads ``cursor.description``
 of every result: 55 ``Column`` objects for each ``UPDATE payments … RETURNING``), a large

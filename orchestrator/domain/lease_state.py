@@ -1,9 +1,10 @@
 """The lease a record carries, as the operator's views read it (pure).
 
 The payment row holds the charge's lease and an operation row its own; both have the same
-lease columns (``Leased``) and the same two unfinished statuses.  ``lease_state_of`` puts an
-unfinished record in exactly one ``LeaseState``: the ops API, the console and the CLI list
-and label leases by it, and the lease repositories' ``list_by_state`` says the same in SQL.
+lease columns (``Leased``) and the same two unfinished statuses (``has_ended``).
+``lease_state_of`` puts an unfinished record in exactly one ``LeaseState``: the ops API,
+the console and the CLI list and label leases by it, and the lease repositories'
+``list_by_state`` says the same in SQL.
 """
 
 from __future__ import annotations
@@ -34,7 +35,15 @@ class LeaseState(StrEnum):
     UNFINISHED = "unfinished"
 
 
+def has_ended(status: object) -> bool:
+    """Whether a record's ``status`` says its operation is over (not parked, not in work)."""
+    return status not in (PROCESSING, NEEDS_ATTENTION)
+
+
 class Leased(Protocol):
+    """A record that carries a lease: what the engine, the lease repositories and the
+    operator's views read of a payment or an operation row."""
+
     @property
     def id(self) -> str: ...
     @property

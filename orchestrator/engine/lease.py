@@ -32,9 +32,9 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Generic, Protocol, TypeVar
 
-from orchestrator.db.repositories.lease_columns import has_ended
 from orchestrator.db.uow import UnitOfWork, UnitOfWorkFactory
 from orchestrator.domain.backoff import backoff_delay
+from orchestrator.domain.lease_state import Leased, has_ended
 from orchestrator.domain.states import WaitingFor
 from orchestrator.engine import call_log
 from orchestrator.logging import get_logger
@@ -80,23 +80,9 @@ class Parked(Exception):
         self.reason = reason
 
 
-class LeasedRecord(Protocol):
-    """What the engine reads of any operation's record."""
-
-    @property
-    def id(self) -> str: ...
-    @property
-    def lease_token(self) -> int: ...
-    @property
-    def attempts(self) -> int: ...
-    @property
-    def unknown_outcomes(self) -> int: ...
-    @property
-    def status(self) -> Any: ...
-
-
-R = TypeVar("R", bound=LeasedRecord)
-R_co = TypeVar("R_co", bound=LeasedRecord, covariant=True)
+# What the engine reads of any operation's record: its lease (``domain.lease_state``).
+R = TypeVar("R", bound=Leased)
+R_co = TypeVar("R_co", bound=Leased, covariant=True)
 
 
 class LeaseStore(Protocol[R_co]):

@@ -81,7 +81,7 @@ class Runner:
     settings: Settings
     # The claim's unit: its one statement commits on its own on PostgreSQL (no BEGIN and
     # no COMMIT round trips; the lease event row rides in the same statement, see
-    # ``LeaseColumns._with_history``).  None: ``uow``.
+    # ``lease_statements.with_history``).  None: ``uow``.
     claim_uow: UnitOfWorkFactory | None = None
 
 

@@ -38,7 +38,7 @@ from enum import StrEnum
 from typing import Any
 
 from orchestrator import metrics
-from orchestrator.db.repositories.lease_columns import LeaseColumns
+from orchestrator.db.repositories.lease_repository_base import LeaseRepositoryBase
 from orchestrator.db.uow import UnitOfWork
 from orchestrator.domain.ids import is_payment_id
 from orchestrator.domain.lease_state import NEEDS_ATTENTION
@@ -55,7 +55,7 @@ log = get_logger(__name__)
 LeasedRecord = PaymentRecord | OperationRecord
 
 
-def leases_for(uow: UnitOfWork, record_id: str) -> LeaseColumns[Any]:
+def leases_for(uow: UnitOfWork, record_id: str) -> LeaseRepositoryBase[Any]:
     """The rows holding ``record_id``'s lease: the payment row for a charge (``pay_…``), the
     operation row for anything else (``rfd_…``, ``cap_…``, ``cnl_…``)."""
     return uow.leases if is_payment_id(record_id) else uow.operations

@@ -15,6 +15,7 @@ from sqlalchemy.dialects.postgresql import psycopg as pg_psycopg
 from sqlalchemy.ext.compiler import compiles
 
 from orchestrator.db import prebuilt
+from orchestrator.db.repositories import lease_statements
 from orchestrator.db.repositories.leases import LeaseRepository
 from orchestrator.db.tables import payments
 
@@ -40,8 +41,8 @@ def all_at_once(call: Callable[[], Any]) -> list[Any]:
 
 
 class SlowToBuild(LeaseRepository):
-    """Counts the builds of ``_with_history`` and makes each last long enough that every
-    racing thread would be inside one."""
+    """Counts the builds of ``lease_statements.with_history`` and makes each last long
+    enough that every racing thread would be inside one."""
 
     builds = 0
 
@@ -73,13 +74,14 @@ def test_a_prebuilt_update_is_built_once_by_threads_asking_together() -> None:
     builds: list[int] = []
     name = f"test-{uuid.uuid4()}"
 
-    def build() -> tuple[sa.ColumnElement[bool], dict[str, Any]]:
+    def build() -> sa.Update:
         builds.append(1)
         time.sleep(0.01)  # long enough that every racing thread would be inside it
-        return payments.c.id == sa.bindparam("p_id"), {"last_error": sa.bindparam("p_error")}
+        return lease_statements.fenced_update(
+            payments, payments.c.id == sa.bindparam("p_id"), {"last_error": sa.bindparam("p_error")}
+        )
 
-    leases = repository()
-    statements = all_at_once(lambda: leases._prebuilt(name, build))
+    statements = all_at_once(lambda: lease_statements.prebuilt_update(payments, name, build))
 
     assert len(builds) == 1
     assert len({id(statement) for statement in statements}) == 1
@@ -95,7 +97,7 @@ def test_the_statement_with_its_history_is_built_once() -> None:
     )
 
     before = SlowToBuild.builds
-    built = all_at_once(lambda: leases._with_history(update))
+    built = all_at_once(lambda: lease_statements.with_history(update, leases._history_id_columns))
 
     assert SlowToBuild.builds - before == 1
     assert len({id(statement) for statement in built}) == 1

@@ -31,8 +31,8 @@ MAX_HISTORY_ROWS = 500
 
 
 # Built once with bound parameters: a row for every provider call (see
-# ``lease_columns._PREBUILT``).  A retrieve names only the provider's object: its payment
-# is found in the same statement.
+# ``lease_statements.prebuilt_update``).  A retrieve names only the provider's object: its
+# payment is found in the same statement.
 _CALL_INSERT = provider_calls.insert()
 _CALL_INSERT_BY_OBJECT = provider_calls.insert().values(
     payment_id=sa.select(payments.c.id)

@@ -1,5 +1,6 @@
-"""The charge's lease, on the payment row: the generic lease writes (``lease_columns``)
-plus the charge's own steps, each a compare-and-set on the lease token."""
+"""The charge's lease, on the payment row: the generic lease writes
+(``lease_repository_base``, their SQL in ``lease_statements``) plus the charge's own steps,
+each a compare-and-set on the lease token."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from orchestrator.db.repositories.lease_columns import LeaseColumns, param
+from orchestrator.db.repositories import lease_statements as statements
+from orchestrator.db.repositories.lease_repository_base import LeaseRepositoryBase
 from orchestrator.db.repositories.rows import to_payment
 from orchestrator.db.tables import payments
 from orchestrator.domain.model import Failure, PaymentRecord
@@ -19,22 +21,12 @@ from orchestrator.domain.states import (
     PaymentStatus,
     RecoveryPoint,
     WaitingFor,
-    allowed_sources,
 )
 
 c = payments.c
 
 
-def _guard(event: Event) -> sa.ColumnElement[bool]:
-    """The state machine's source states for ``event``, as SQL."""
-    status, points = allowed_sources(event)
-    # ``=`` joined by OR, not ``IN (…)``: an IN list of literals is an expanding parameter,
-    # rendered per execution, which a prebuilt statement cannot be (``db.prebuilt``).
-    point = sa.or_(*(c.recovery_point == p.value for p in points))
-    return sa.and_(c.status == status.value, point)
-
-
-class LeaseRepository(LeaseColumns[PaymentRecord]):
+class LeaseRepository(LeaseRepositoryBase[PaymentRecord]):
     table = payments
 
     def _to_record(self, row: Any) -> PaymentRecord:
@@ -47,29 +39,13 @@ class LeaseRepository(LeaseColumns[PaymentRecord]):
         return {"payment_id": updated.c.id, "operation_id": sa.null()}
 
     def _parkable(self) -> sa.ColumnElement[bool]:
-        return _guard(Event.PARKED)
+        return statements.payment_guard(Event.PARKED)
 
     def _retryable(self) -> sa.ColumnElement[bool]:
-        return _guard(Event.RETRIED)
+        return statements.payment_guard(Event.RETRIED)
 
     def _claim_values(self, now: sa.ColumnElement[datetime]) -> dict[str, Any]:
-        # A wake-up that arrives from now on, while we hold the lease, is kept in woken_at
-        # so that our own wait (``wait``) ends at once instead of at the re-check.
-        # A claim of a payment whose next step is a create (accepted, no lookup owed) also
-        # stamps the create attempt, as ``renew_for_create`` would: the claim is then the
-        # write committed before that create, and the run's first create needs no
-        # transaction of its own (``engine.kinds.charge``).  A run that ends before
-        # sending it (parked, deferred) only widened the lookup's window: safe.
-        creating = sa.and_(
-            c.recovery_point == RecoveryPoint.ACCEPTED.value, c.lookup_pending.is_(False)
-        )
-        return {
-            "woken_at": None,
-            "first_create_at": sa.case(
-                (creating, sa.func.coalesce(c.first_create_at, now)), else_=c.first_create_at
-            ),
-            "last_create_at": sa.case((creating, now), else_=c.last_create_at),
-        }
+        return statements.payment_claim_sets(now)
 
     @staticmethod
     def claim_stamped_create(record: PaymentRecord) -> bool:
@@ -103,11 +79,7 @@ class LeaseRepository(LeaseColumns[PaymentRecord]):
         latest create bound the window in which the provider can have created our intent."""
         return self._update_one(
             None,
-            sa.and_(
-                c.id == payment_id,
-                c.lease_token == token,
-                c.status == PaymentStatus.PROCESSING.value,
-            ),
+            self._held(payment_id, token),
             locked_until=lease_until,
             first_create_at=sa.func.coalesce(c.first_create_at, now),
             last_create_at=now,
@@ -129,11 +101,7 @@ class LeaseRepository(LeaseColumns[PaymentRecord]):
         interrupted lookup (kill, time limit, takeover) continues instead of starting over."""
         return self._update_one(
             None,
-            sa.and_(
-                c.id == payment_id,
-                c.lease_token == token,
-                c.status == PaymentStatus.PROCESSING.value,
-            ),
+            self._held(payment_id, token),
             locked_until=lease_until,
             lookup_cursor=cursor,
             lookup_pages=pages,
@@ -147,11 +115,7 @@ class LeaseRepository(LeaseColumns[PaymentRecord]):
         """Keep the intents that named this record but did not match it (never confirmed)."""
         return self._update_one(
             None,
-            sa.and_(
-                c.id == payment_id,
-                c.lease_token == token,
-                c.status == PaymentStatus.PROCESSING.value,
-            ),
+            self._held(payment_id, token),
             rejected_intents=rejected or None,
             updated_at=now,
         )
@@ -160,11 +124,7 @@ class LeaseRepository(LeaseColumns[PaymentRecord]):
         """The scan read its whole window: nothing owed until the next unknown create."""
         return self._update_one(
             None,
-            sa.and_(
-                c.id == payment_id,
-                c.lease_token == token,
-                c.status == PaymentStatus.PROCESSING.value,
-            ),
+            self._held(payment_id, token),
             lookup_pending=False,
             lookup_cursor=None,
             lookup_pages=0,
@@ -184,29 +144,12 @@ class LeaseRepository(LeaseColumns[PaymentRecord]):
         is also the confirm's renewal (``renew(next_confirm=True)``): the lease moves to
         ``confirm_until`` and the next confirm number is taken, durable before it is sent."""
         confirm = confirm_until is not None
-
-        def build() -> tuple[sa.ColumnElement[bool], dict[str, Any]]:
-            where = sa.and_(
-                c.id == param("id", c.id),
-                c.lease_token == param("token", c.lease_token),
-                _guard(Event.INTENT_CREATED),
-            )
-            values: dict[str, Any] = {
-                "provider_payment_id": param("intent", c.provider_payment_id),
-                "recovery_point": RecoveryPoint.INTENT_CREATED.value,
-                "lookup_pending": False,
-                "lookup_cursor": None,
-                "lookup_pages": 0,
-                "updated_at": param("now", c.updated_at),
-            }
-            if confirm:
-                values["locked_until"] = param("until", c.locked_until)
-                values["confirm_attempts"] = c.confirm_attempts + 1
-            return where, values
-
         return self._update_prebuilt(
             None,
-            self._prebuilt("intent_created+confirm" if confirm else "intent_created", build),
+            self._prebuilt(
+                "intent_created+confirm" if confirm else "intent_created",
+                lambda: statements.intent_created(confirm=confirm),
+            ),
             {
                 "p_id": payment_id,
                 "p_token": token,
@@ -232,11 +175,7 @@ class LeaseRepository(LeaseColumns[PaymentRecord]):
             values = {"lookup_pending": True, "lookup_cursor": None, "lookup_pages": 0}
         return self._update_one(
             None,
-            sa.and_(
-                c.id == payment_id,
-                c.lease_token == token,
-                c.status == PaymentStatus.PROCESSING.value,
-            ),
+            self._held(payment_id, token),
             unknown_outcomes=c.unknown_outcomes + 1,
             last_error=error[:2000],
             updated_at=now,
@@ -258,37 +197,9 @@ class LeaseRepository(LeaseColumns[PaymentRecord]):
     ) -> PaymentRecord | None:
         """Store what the provider settled (recovery point ``provider_settled``), so a worker
         that dies before finishing leaves a record that needs no further provider call."""
-
-        def build() -> tuple[sa.ColumnElement[bool], dict[str, Any]]:
-            where = sa.and_(
-                c.id == param("id", c.id),
-                c.lease_token == param("token", c.lease_token),
-                _guard(Event.PROVIDER_SETTLED),
-            )
-            values = {
-                "recovery_point": RecoveryPoint.PROVIDER_SETTLED.value,
-                "provider_outcome": param("outcome", c.provider_outcome),
-                "provider_payment_id": sa.func.coalesce(
-                    param("intent", c.provider_payment_id), c.provider_payment_id
-                ),
-                "provider_charge_id": param("charge", c.provider_charge_id),
-                "failure_code": param("failure_code", c.failure_code),
-                "decline_code": param("decline_code", c.decline_code),
-                "failure_message": param("failure_message", c.failure_message),
-                "settled_amount": param("settled_amount", c.settled_amount),
-                "settled_currency": param("settled_currency", c.settled_currency),
-                # The wait, if any, is over.
-                "waiting_for": None,
-                "waiting_since": None,
-                "next_action": None,
-                "client_secret": None,
-                "updated_at": param("now", c.updated_at),
-            }
-            return where, values
-
         return self._update_prebuilt(
             None,
-            self._prebuilt("settlement", build),
+            self._prebuilt("settlement", statements.settlement),
             {
                 "p_id": payment_id,
                 "p_token": token,
@@ -326,39 +237,9 @@ class LeaseRepository(LeaseColumns[PaymentRecord]):
 
         The final answer is stored twice: as the document (JSONB, for SQL) and as the exact
         text every replay and GET serves (``final_response``), since JSONB reorders keys."""
-
-        def build() -> tuple[sa.ColumnElement[bool], dict[str, Any]]:
-            at = param("now", c.updated_at)
-            where = sa.and_(
-                c.id == param("id", c.id),
-                c.lease_token == param("token", c.lease_token),
-                _guard(Event.FINISHED),
-            )
-            values = {
-                "status": param("status", c.status),
-                "recovery_point": RecoveryPoint.COMPLETED.value,
-                "response_body": param("body", c.response_body),
-                "final_response": param("final", c.final_response),
-                "amount_captured": param("captured", c.amount_captured),
-                "amount_capturable": param("capturable", c.amount_capturable),
-                "lease_owner": None,
-                "locked_until": None,
-                "next_attempt_at": None,
-                "waiting_for": None,
-                "waiting_since": None,
-                "next_action": None,
-                "client_secret": None,
-                "completed_at": param("completed", c.completed_at),
-                "updated_at": at,
-                "latest_event_sequence": sa.func.coalesce(
-                    param("sequence", c.latest_event_sequence), c.latest_event_sequence
-                ),
-            }
-            return where, values
-
         return self._update_prebuilt(
             "finish",
-            self._prebuilt("finish", build),
+            self._prebuilt("finish", statements.payment_finish),
             {
                 "p_id": payment_id,
                 "p_token": token,
@@ -387,11 +268,7 @@ class LeaseRepository(LeaseColumns[PaymentRecord]):
         the wait had already begun (the timeout counts from the first ask)."""
         return self._update_one(
             None,
-            sa.and_(
-                c.id == payment_id,
-                c.lease_token == token,
-                c.status == PaymentStatus.PROCESSING.value,
-            ),
+            self._held(payment_id, token),
             waiting_for=WaitingFor.CUSTOMER.value,
             waiting_since=sa.func.coalesce(
                 sa.case((c.waiting_for == WaitingFor.CUSTOMER.value, c.waiting_since), else_=None),
@@ -418,11 +295,7 @@ class LeaseRepository(LeaseColumns[PaymentRecord]):
         due = sa.case((c.woken_at.is_not(None), now), else_=until)
         return self._update_one(
             "wait",
-            sa.and_(
-                c.id == payment_id,
-                c.lease_token == token,
-                c.status == PaymentStatus.PROCESSING.value,
-            ),
+            self._held(payment_id, token),
             lease_owner=None,
             locked_until=due,
             next_attempt_at=due,

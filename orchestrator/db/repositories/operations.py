@@ -1,5 +1,5 @@
 """Operation rows (capture, cancel, refund): the idempotent claim, the reads, and the
-operation's own steps.  The lease writes are the shared ones (``lease_columns``)."""
+operation's own steps.  The lease writes are the shared ones (``lease_repository_base``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from orchestrator.db.repositories.lease_columns import LeaseColumns
+from orchestrator.db.repositories.lease_repository_base import LeaseRepositoryBase
 from orchestrator.db.tables import operations
 from orchestrator.db.wake import WAKE_CHANNEL
 from orchestrator.domain.lease_state import NEEDS_ATTENTION, PROCESSING
@@ -61,7 +61,7 @@ def to_operation(row: Any) -> OperationRecord:
     )
 
 
-class OperationRepository(LeaseColumns[OperationRecord]):
+class OperationRepository(LeaseRepositoryBase[OperationRecord]):
     table = operations
 
     def _to_record(self, row: Any) -> OperationRecord:

@@ -13,8 +13,8 @@ from orchestrator.domain.ids import new_event_id
 from orchestrator.domain.ledger import LedgerLine
 from orchestrator.domain.model import PaymentRecord
 
-# Built once with bound parameters (see ``lease_columns._PREBUILT``): the finish runs them
-# for every payment.
+# Built once with bound parameters (see ``lease_statements.prebuilt_update``): the finish
+# runs them for every payment.
 _OUTCOME_INSERT = payment_outcomes.insert()
 _OUTBOX_INSERT = outbox_events.insert()
 _LEDGER_INSERT = ledger_lines.insert()

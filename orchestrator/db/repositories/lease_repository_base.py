@@ -1,20 +1,17 @@
-"""The lease columns, written once for every table that holds leases.
+"""The lease repository's base: every lease write on a leased table, run under the fence.
 
 The payment row holds the charge's lease (``leases.LeaseRepository``), an operation row its
-own (``operations.OperationLeaseRepository``); both tables have the same lease columns
+own (``operations.OperationRepository``); both tables have the same lease columns
 (``status``, ``recovery_point``, ``lease_token``, ``lease_owner``, ``locked_until``,
-``next_attempt_at``, ``attempts``, ``unknown_outcomes``, ``last_error``, ``updated_at``) and
-this class is every compare-and-set on them.
-
-The lease token is a fencing token: it only grows, every claim or takeover bumps it, and
-every later write says ``WHERE lease_token = :mine``.  A holder that was taken over (a
-paused VM, a GC stall, a partitioned worker) finds zero rows and must stop; it can never
-overwrite the new holder's work, whatever its clock says.
+``next_attempt_at``, ``attempts``, ``unknown_outcomes``, ``last_error``, ``updated_at``,
+described by ``domain.lease_state.Leased``) and this class runs every compare-and-set on
+them: the claim, the renewal, a deferral, a park, a wait, the takeovers.  The statements
+themselves, and the SQL they send, are in ``lease_statements``; a subclass says what its
+table adds (its record type, its lease event ids, its guards, what its claim also sets).
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Generic, TypeVar
@@ -22,57 +19,15 @@ from typing import Any, Generic, TypeVar
 import sqlalchemy as sa
 
 from orchestrator.db import prebuilt
-from orchestrator.db.repositories import carried_calls
+from orchestrator.db.repositories import lease_statements as statements
 from orchestrator.db.repositories.carried_calls import CarriedCalls
-from orchestrator.db.tables import lease_events
 from orchestrator.domain.lease_state import NEEDS_ATTENTION, PROCESSING, Leased, LeaseState
 
 R = TypeVar("R", bound=Leased)
 
-# The hot statements (a charge's every step), built once per table and name with bound
-# parameters (``LeaseColumns._prebuilt``).  Building an ``UPDATE … RETURNING`` per call,
-# with its values as literals, cost more CPU than executing it: SQLAlchemy's coercions
-# and cache key over every value.  A prebuilt statement's cache key is computed once
-# (it is memoized on the object), its compiled form is SQLAlchemy's cached one, and
-# psycopg prepares it server-side after a few uses per connection.
-_PREBUILT: dict[tuple[str, str], sa.Update] = {}
 
-# The same statements with their lease event row written by the statement itself, on
-# PostgreSQL (``LeaseColumns._with_history``): one round trip instead of two.
-# Keyed by the UPDATE's identity; each entry keeps its UPDATE alive, so an id is never
-# reused while its entry exists.
-_PREBUILT_WITH_HISTORY: dict[int, tuple[sa.Update, sa.Select[Any]]] = {}
-
-# The same statements carrying provider-call rows (``LeaseColumns._with_calls``), keyed by
-# the UPDATE's identity and the number of rows; each entry keeps its UPDATE alive.
-_PREBUILT_WITH_CALLS: dict[tuple[int, int], tuple[sa.Update, sa.Update]] = {}
-
-# Held while one of the caches above is filled.  A worker starts with every thread
-# claiming at once: without it, each of 64-128 threads built its own copy of every
-# statement (and ``prebuilt`` compiled each copy, keyed by its identity), a visible share
-# of a whole run's CPU.  Reads take no lock; a build happens once per process.
-_BUILDING = threading.Lock()
-
-# The lease event columns copied from the updated row (the ids come from the table).
-_HISTORY_COPIED = ("lease_owner", "lease_token", "locked_until", "status", "recovery_point")
-
-# The lease event row, one statement for every table.
-_HISTORY_INSERT = lease_events.insert()
-
-
-def param(name: str, column: sa.ColumnElement[Any]) -> sa.BindParameter[Any]:
-    """A bound parameter typed like ``column`` (named ``p_…``: SQLAlchemy reserves the
-    column names for an UPDATE's own SET parameters)."""
-    return sa.bindparam(f"p_{name}", type_=column.type)
-
-
-def has_ended(status: object) -> bool:
-    """Whether a record's ``status`` says its operation is over (not parked, not in work)."""
-    return status not in (PROCESSING, NEEDS_ATTENTION)
-
-
-class LeaseColumns(Generic[R]):
-    """Every lease write, as one fenced UPDATE on ``table``."""
+class LeaseRepositoryBase(Generic[R]):
+    """Every lease write, as one fenced UPDATE on ``table`` (``lease_statements``)."""
 
     table: sa.Table
 
@@ -114,9 +69,7 @@ class LeaseColumns(Generic[R]):
         self, history: str | None, where: sa.ColumnElement[bool], **values: Any
     ) -> R | None:
         """One fenced UPDATE; ``history`` names the lease event to record (None: none)."""
-        row = self._conn.execute(
-            self.table.update().where(where).values(**values).returning(*self.table.c)
-        ).first()
+        row = self._conn.execute(statements.fenced_update(self.table, where, values)).first()
         if row is None:
             return None
         record = self._to_record(row)
@@ -124,24 +77,10 @@ class LeaseColumns(Generic[R]):
             self._record_history(record, history)
         return record
 
-    def _prebuilt(
-        self,
-        name: str,
-        build: Callable[[], tuple[sa.ColumnElement[bool], dict[str, Any]]],
-    ) -> sa.Update:
-        """The statement ``name`` of this table, built once from ``build``'s WHERE and SET
-        (every value in them a bound parameter, see ``param``)."""
-        key = (self.table.name, name)
-        statement = _PREBUILT.get(key)
-        if statement is None:
-            with _BUILDING:
-                statement = _PREBUILT.get(key)
-                if statement is None:
-                    where, values = build()
-                    statement = self.table.update().where(where).values(**values)
-                    statement = statement.returning(*self.table.c)
-                    _PREBUILT[key] = statement
-        return statement
+    def _prebuilt(self, name: str, build: Callable[[], sa.Update]) -> sa.Update:
+        """The statement ``name`` of this table, built once from ``build``
+        (``lease_statements.prebuilt_update``)."""
+        return statements.prebuilt_update(self.table, name, build)
 
     def _update_prebuilt(
         self, history: str | None, statement: sa.Update, params: dict[str, Any]
@@ -149,15 +88,14 @@ class LeaseColumns(Generic[R]):
         """``_update_one`` for a prebuilt statement and its parameters (on psycopg itself on
         PostgreSQL: ``orchestrator.db.prebuilt``)."""
         if history is not None and self._conn.dialect.name == "postgresql":
-            row = prebuilt.first(
-                self._conn, self._with_history(statement), {**params, "p_event": history}
-            )
+            with_history = statements.with_history(statement, self._history_id_columns)
+            row = prebuilt.first(self._conn, with_history, {**params, "p_event": history})
             return None if row is None else self._to_record(row)
         carrier = self._carried
         if carrier is not None and carrier.armed:
             # The held provider-call rows ride in this statement (``carried_calls``).
             count, calls = carrier.take()
-            composed = self._with_calls(statement, count)
+            composed = statements.with_calls(statement, count)
             row = prebuilt.first(self._conn, composed, {**params, **calls})
             carrier.written = True
         else:
@@ -169,60 +107,6 @@ class LeaseColumns(Generic[R]):
             self._record_history(record, history)
         return record
 
-    def _with_calls(self, statement: sa.Update, count: int) -> sa.Update:
-        """``statement`` that also inserts ``count`` provider-call rows (a CTE, see
-        ``carried_calls``).  PostgreSQL only: the carrier is armed only there."""
-        key = (id(statement), count)
-        entry = _PREBUILT_WITH_CALLS.get(key)
-        if entry is None:
-            with _BUILDING:
-                entry = _PREBUILT_WITH_CALLS.get(key)
-                if entry is None:
-                    composed = statement.add_cte(carried_calls.rows_cte(count))
-                    entry = _PREBUILT_WITH_CALLS[key] = (statement, composed)
-        return entry[1]
-
-    def _with_history(self, statement: sa.Update) -> sa.Select[Any]:
-        """``statement`` (a prebuilt ``UPDATE … RETURNING``) that also writes its lease
-        event row, as a data-modifying CTE::
-
-            WITH u AS (UPDATE … RETURNING *),
-                 h AS (INSERT INTO lease_events SELECT … FROM u)
-            SELECT * FROM u
-
-        One statement, so the event still commits or rolls back with the change, and a
-        fenced UPDATE (no row) writes no event; it saves the INSERT's round trip.  The
-        event's name is the parameter ``p_event``.  PostgreSQL only (SQLite has no DML in
-        a WITH): there ``_record_history`` writes the row."""
-        entry = _PREBUILT_WITH_HISTORY.get(id(statement))
-        if entry is None:
-            with _BUILDING:
-                entry = _PREBUILT_WITH_HISTORY.get(id(statement)) or self._build_with_history(
-                    statement
-                )
-        return entry[1]
-
-    def _build_with_history(self, statement: sa.Update) -> tuple[sa.Update, sa.Select[Any]]:
-        """Build and cache ``_with_history``'s statement (under ``_BUILDING``)."""
-        # One-letter names: the statement names every column twice, once per reference to
-        # the CTE, and the claim's came to just over 4,096 bytes with "updated": psycopg
-        # converts a statement longer than that anew on every execution (its cache's
-        # limit), CPU the worker pays on every claim.
-        # tests/integration/test_worker_protocol_service.py keeps every statement of a
-        # payment under that limit.
-        updated = statement.cte("u")
-        columns: dict[str, sa.ColumnElement[Any]] = {
-            **self._history_id_columns(updated),
-            "event": sa.bindparam("p_event", type_=lease_events.c.event.type),
-            **{name: updated.c[name] for name in _HISTORY_COPIED},
-            "created_at": updated.c.updated_at,
-        }
-        names = ["owner" if name == "lease_owner" else name for name in columns]
-        history = lease_events.insert().from_select(names, sa.select(*columns.values()))
-        with_history = sa.select(*updated.c).add_cte(history.cte("h"))
-        entry = _PREBUILT_WITH_HISTORY[id(statement)] = (statement, with_history)
-        return entry
-
     def _record_history(self, record: R, event: str) -> None:
         """The lease history row, in the same transaction as the change it describes: it
         commits or rolls back with it, so the history never shows a change that did not
@@ -230,7 +114,7 @@ class LeaseColumns(Generic[R]):
         ids = self._history_ids(record)
         prebuilt.execute(
             self._conn,
-            _HISTORY_INSERT,
+            statements.HISTORY_INSERT,
             {
                 "payment_id": ids.get("payment_id"),
                 "operation_id": ids.get("operation_id"),
@@ -245,9 +129,8 @@ class LeaseColumns(Generic[R]):
         )
 
     def _held(self, record_id: str, token: int) -> sa.ColumnElement[bool]:
-        """Ours, and still being worked on."""
-        c = self.table.c
-        return sa.and_(c.id == record_id, c.lease_token == token, c.status == PROCESSING)
+        """Ours, and still being worked on (``lease_statements.held``)."""
+        return statements.held(self.table, record_id, token)
 
     # -- the worker -----------------------------------------------------------------------
 
@@ -263,30 +146,10 @@ class LeaseColumns(Generic[R]):
         """Take the lease if it is ours to take: the token the task carries, or an expired
         lease.  Bumps the fencing token and counts the attempt.  None: someone else holds
         it, it is deferred to later, or it is finished."""
-        c = self.table.c
-
-        def build() -> tuple[sa.ColumnElement[bool], dict[str, Any]]:
-            at = param("now", c.updated_at)
-            where = sa.and_(
-                c.id == param("id", c.id),
-                c.status == PROCESSING,
-                sa.or_(c.lease_token == param("carried", c.lease_token), c.locked_until <= at),
-                sa.or_(c.next_attempt_at.is_(None), c.next_attempt_at <= at),
-            )
-            values = {
-                "lease_token": c.lease_token + 1,
-                "lease_owner": param("owner", c.lease_owner),
-                "locked_until": param("until", c.locked_until),
-                "next_attempt_at": None,
-                "attempts": c.attempts + 1,
-                "updated_at": at,
-                **self._claim_values(at),
-            }
-            return where, values
-
+        table, also_sets = self.table, self._claim_values
         return self._update_prebuilt(
             "claim",
-            self._prebuilt("claim", build),
+            self._prebuilt("claim", lambda: statements.claim(table, also_sets)),
             {
                 "p_id": record_id,
                 "p_carried": carried_token,
@@ -302,7 +165,10 @@ class LeaseColumns(Generic[R]):
         """Extend our lease before a provider call.  A renewal is a heartbeat, not a change:
         it leaves ``updated_at`` alone, so a representation (and its ETag) stays the same
         while a worker merely holds on.  ``locked_until`` records the heartbeat."""
-        return self._update_one(None, self._held(record_id, token), locked_until=lease_until)
+        row = self._conn.execute(
+            statements.renewal(self.table, record_id, token, lease_until)
+        ).first()
+        return None if row is None else self._to_record(row)
 
     def defer(
         self, record_id: str, *, token: int, until: datetime, error: str | None, now: datetime
