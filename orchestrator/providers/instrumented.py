@@ -9,11 +9,11 @@ from typing import TypeVar
 from orchestrator import metrics
 from orchestrator.providers.base import (
     Declined,
-    IntentPage,
     OutcomeUnknown,
     PaymentProvider,
     Permanent,
-    ProviderIntent,
+    ProviderPayment,
+    ProviderPaymentPage,
     ProviderRefund,
     RefundPage,
     Retryable,
@@ -55,7 +55,7 @@ class InstrumentedProvider:
         metrics.PROVIDER_CALLS.labels(operation, "ok").inc()
         return result
 
-    def create_intent(
+    def create_payment(
         self,
         *,
         record_id: str,
@@ -66,10 +66,10 @@ class InstrumentedProvider:
         metadata: dict[str, str],
         capture_method: str = "automatic",
         customer: str | None = None,
-    ) -> ProviderIntent:
+    ) -> ProviderPayment:
         return self._observe(
             "create",
-            lambda: self._inner.create_intent(
+            lambda: self._inner.create_payment(
                 record_id=record_id,
                 amount=amount,
                 currency=currency,
@@ -80,34 +80,34 @@ class InstrumentedProvider:
             ),
         )
 
-    def confirm_intent(
+    def confirm_payment(
         self,
-        intent_id: str,
+        provider_payment_id: str,
         *,
         record_id: str,
         attempt: int,
         off_session: bool | None = None,
         return_url: str | None = None,
-    ) -> ProviderIntent:
+    ) -> ProviderPayment:
         return self._observe(
             "confirm",
-            lambda: self._inner.confirm_intent(
-                intent_id,
+            lambda: self._inner.confirm_payment(
+                provider_payment_id,
                 record_id=record_id,
                 attempt=attempt,
                 **optional(off_session=(off_session, None), return_url=(return_url, None)),
             ),
         )
 
-    def retrieve_intent(self, intent_id: str) -> ProviderIntent:
-        return self._observe("retrieve", lambda: self._inner.retrieve_intent(intent_id))
+    def retrieve_payment(self, provider_payment_id: str) -> ProviderPayment:
+        return self._observe("retrieve", lambda: self._inner.retrieve_payment(provider_payment_id))
 
-    def list_intents(
+    def list_payments(
         self, *, created_gte: int, created_lte: int, starting_after: str | None, limit: int
-    ) -> IntentPage:
+    ) -> ProviderPaymentPage:
         return self._observe(
             "lookup",
-            lambda: self._inner.list_intents(
+            lambda: self._inner.list_payments(
                 created_gte=created_gte,
                 created_lte=created_lte,
                 starting_after=starting_after,
@@ -115,33 +115,38 @@ class InstrumentedProvider:
             ),
         )
 
-    def capture_intent(
-        self, intent_id: str, *, operation_id: str, attempt: int, amount_to_capture: int | None
-    ) -> ProviderIntent:
+    def capture_payment(
+        self,
+        provider_payment_id: str,
+        *,
+        operation_id: str,
+        attempt: int,
+        amount_to_capture: int | None,
+    ) -> ProviderPayment:
         return self._observe(
             "capture",
-            lambda: self._inner.capture_intent(
-                intent_id,
+            lambda: self._inner.capture_payment(
+                provider_payment_id,
                 operation_id=operation_id,
                 attempt=attempt,
                 amount_to_capture=amount_to_capture,
             ),
         )
 
-    def cancel_intent(
-        self, intent_id: str, *, operation_id: str, attempt: int, reason: str | None
-    ) -> ProviderIntent:
+    def cancel_payment(
+        self, provider_payment_id: str, *, operation_id: str, attempt: int, reason: str | None
+    ) -> ProviderPayment:
         return self._observe(
             "cancel",
-            lambda: self._inner.cancel_intent(
-                intent_id, operation_id=operation_id, attempt=attempt, reason=reason
+            lambda: self._inner.cancel_payment(
+                provider_payment_id, operation_id=operation_id, attempt=attempt, reason=reason
             ),
         )
 
     def create_refund(
         self,
         *,
-        intent_id: str,
+        provider_payment_id: str,
         operation_id: str,
         attempt: int,
         amount: int,
@@ -151,7 +156,7 @@ class InstrumentedProvider:
         return self._observe(
             "refund",
             lambda: self._inner.create_refund(
-                intent_id=intent_id,
+                provider_payment_id=provider_payment_id,
                 operation_id=operation_id,
                 attempt=attempt,
                 amount=amount,
@@ -163,8 +168,12 @@ class InstrumentedProvider:
     def retrieve_refund(self, refund_id: str) -> ProviderRefund:
         return self._observe("retrieve_refund", lambda: self._inner.retrieve_refund(refund_id))
 
-    def list_refunds(self, intent_id: str, *, starting_after: str | None, limit: int) -> RefundPage:
+    def list_refunds(
+        self, provider_payment_id: str, *, starting_after: str | None, limit: int
+    ) -> RefundPage:
         return self._observe(
             "list_refunds",
-            lambda: self._inner.list_refunds(intent_id, starting_after=starting_after, limit=limit),
+            lambda: self._inner.list_refunds(
+                provider_payment_id, starting_after=starting_after, limit=limit
+            ),
         )

@@ -22,10 +22,10 @@ from typing import TypeVar
 from orchestrator.domain.history import ProviderCallRecord
 from orchestrator.logging import get_logger
 from orchestrator.providers.base import (
-    IntentPage,
     PaymentProvider,
     ProviderError,
-    ProviderIntent,
+    ProviderPayment,
+    ProviderPaymentPage,
     ProviderRefund,
     RefundPage,
     optional,
@@ -136,7 +136,7 @@ class RecordingProvider:
                 error=type(failure).__name__,
             )
 
-    def create_intent(
+    def create_payment(
         self,
         *,
         record_id: str,
@@ -147,12 +147,12 @@ class RecordingProvider:
         metadata: dict[str, str],
         capture_method: str = "automatic",
         customer: str | None = None,
-    ) -> ProviderIntent:
+    ) -> ProviderPayment:
         return self._call(
             "create",
             "POST",
             _INTENTS,
-            lambda: self._inner.create_intent(
+            lambda: self._inner.create_payment(
                 record_id=record_id,
                 amount=amount,
                 currency=currency,
@@ -166,95 +166,100 @@ class RecordingProvider:
             object_id=None,
         )
 
-    def confirm_intent(
+    def confirm_payment(
         self,
-        intent_id: str,
+        provider_payment_id: str,
         *,
         record_id: str,
         attempt: int,
         off_session: bool | None = None,
         return_url: str | None = None,
-    ) -> ProviderIntent:
+    ) -> ProviderPayment:
         return self._call(
             "confirm",
             "POST",
-            f"{_INTENTS}/{intent_id}/confirm",
-            lambda: self._inner.confirm_intent(
-                intent_id,
+            f"{_INTENTS}/{provider_payment_id}/confirm",
+            lambda: self._inner.confirm_payment(
+                provider_payment_id,
                 record_id=record_id,
                 attempt=attempt,
                 **optional(off_session=(off_session, None), return_url=(return_url, None)),
             ),
             payment_id=record_id,
             key=confirm_key(record_id, attempt),
-            object_id=intent_id,
+            object_id=provider_payment_id,
         )
 
-    def retrieve_intent(self, intent_id: str) -> ProviderIntent:
+    def retrieve_payment(self, provider_payment_id: str) -> ProviderPayment:
         return self._call(
             "retrieve",
             "GET",
-            f"{_INTENTS}/{intent_id}",
-            lambda: self._inner.retrieve_intent(intent_id),
+            f"{_INTENTS}/{provider_payment_id}",
+            lambda: self._inner.retrieve_payment(provider_payment_id),
             payment_id=None,
             key=None,
-            object_id=intent_id,
+            object_id=provider_payment_id,
         )
 
-    def list_intents(
+    def list_payments(
         self, *, created_gte: int, created_lte: int, starting_after: str | None, limit: int
-    ) -> IntentPage:
+    ) -> ProviderPaymentPage:
         # Not recorded: a page of the lookup after a lost create names no payment (the
         # lookup filters by metadata afterwards), and a busy account's scan reads many of
         # them.  The payment itself shows the scan's progress (lookup_pages, lookup_cursor).
-        return self._inner.list_intents(
+        return self._inner.list_payments(
             created_gte=created_gte,
             created_lte=created_lte,
             starting_after=starting_after,
             limit=limit,
         )
 
-    # Captures, cancels and refunds name the intent, not the payment: like a retrieve, the
-    # repository maps the intent to its payment (``provider_payment_id``).  A refund's row
-    # carries the intent too, so the payment page lists it; its own id is in the path.
+    # Captures, cancels and refunds name the provider payment, not the payment: like a retrieve, the
+    # repository maps the provider payment to its payment (``provider_payment_id``).  A refund's row
+    # carries the provider payment too, so the payment page lists it; its own id is in the path.
 
-    def capture_intent(
-        self, intent_id: str, *, operation_id: str, attempt: int, amount_to_capture: int | None
-    ) -> ProviderIntent:
+    def capture_payment(
+        self,
+        provider_payment_id: str,
+        *,
+        operation_id: str,
+        attempt: int,
+        amount_to_capture: int | None,
+    ) -> ProviderPayment:
         return self._call(
             "capture",
             "POST",
-            f"{_INTENTS}/{intent_id}/capture",
-            lambda: self._inner.capture_intent(
-                intent_id,
+            f"{_INTENTS}/{provider_payment_id}/capture",
+            lambda: self._inner.capture_payment(
+                provider_payment_id,
                 operation_id=operation_id,
                 attempt=attempt,
                 amount_to_capture=amount_to_capture,
             ),
             payment_id=None,
             key=capture_key(operation_id, attempt),
-            object_id=intent_id,
+            object_id=provider_payment_id,
         )
 
-    def cancel_intent(
-        self, intent_id: str, *, operation_id: str, attempt: int, reason: str | None
-    ) -> ProviderIntent:
+    def cancel_payment(
+        self, provider_payment_id: str, *, operation_id: str, attempt: int, reason: str | None
+    ) -> ProviderPayment:
         return self._call(
             "cancel",
             "POST",
-            f"{_INTENTS}/{intent_id}/cancel",
-            lambda: self._inner.cancel_intent(
-                intent_id, operation_id=operation_id, attempt=attempt, reason=reason
+            f"{_INTENTS}/{provider_payment_id}/cancel",
+            lambda: self._inner.cancel_payment(
+                provider_payment_id, operation_id=operation_id, attempt=attempt, reason=reason
             ),
             payment_id=None,
             key=cancel_key(operation_id, attempt),
-            object_id=intent_id,
+            object_id=provider_payment_id,
         )
 
     def create_refund(
         self,
         *,
-        intent_id: str,
+        provider_payment_id: str,
         operation_id: str,
         attempt: int,
         amount: int,
@@ -266,7 +271,7 @@ class RecordingProvider:
             "POST",
             _REFUNDS,
             lambda: self._inner.create_refund(
-                intent_id=intent_id,
+                provider_payment_id=provider_payment_id,
                 operation_id=operation_id,
                 attempt=attempt,
                 amount=amount,
@@ -275,7 +280,7 @@ class RecordingProvider:
             ),
             payment_id=None,
             key=refund_key(operation_id, attempt),
-            object_id=intent_id,
+            object_id=provider_payment_id,
         )
 
     def retrieve_refund(self, refund_id: str) -> ProviderRefund:
@@ -289,29 +294,33 @@ class RecordingProvider:
             object_id=None,
         )
 
-    def list_refunds(self, intent_id: str, *, starting_after: str | None, limit: int) -> RefundPage:
+    def list_refunds(
+        self, provider_payment_id: str, *, starting_after: str | None, limit: int
+    ) -> RefundPage:
         return self._call(
             "list_refunds",
             "GET",
-            f"{_REFUNDS}?payment_intent={intent_id}",
-            lambda: self._inner.list_refunds(intent_id, starting_after=starting_after, limit=limit),
+            f"{_REFUNDS}?payment_intent={provider_payment_id}",
+            lambda: self._inner.list_refunds(
+                provider_payment_id, starting_after=starting_after, limit=limit
+            ),
             payment_id=None,
             key=None,
-            object_id=intent_id,
+            object_id=provider_payment_id,
         )
 
 
 def _object_id(result: object, requested: str | None) -> str | None:
-    """The intent a successful call is about (what maps the row to its payment)."""
-    if isinstance(result, ProviderIntent):
+    """The provider payment a successful call is about (what maps the row to its payment)."""
+    if isinstance(result, ProviderPayment):
         return result.id
     if isinstance(result, ProviderRefund):
-        return result.payment_intent or requested
+        return result.provider_payment_id or requested
     return requested
 
 
 def _status(result: object) -> str:
-    if isinstance(result, ProviderIntent | ProviderRefund):
+    if isinstance(result, ProviderPayment | ProviderRefund):
         return result.status
     if isinstance(result, RefundPage):
         return f"{len(result.refunds)} refunds" + (", more" if result.has_more else "")

@@ -8,7 +8,7 @@ derived idempotency key.
 How SDK failures become our taxonomy (``base``)::
 
     stripe.StripeError
-    ├── CardError (402)                        -> Declined(code, decline_code, intent_id)
+    ├── CardError (402)                        -> Declined(code, decline_code, provider_payment_id)
     ├── IdempotencyError (400 idempotency_error) -> Permanent(code="idempotency_error")
     ├── InvalidRequestError (400, 404)         -> Permanent(code)   e.g. resource_missing,
     │                                             payment_intent_unexpected_state (the worker
@@ -72,13 +72,13 @@ import urllib3
 from orchestrator.providers import keys
 from orchestrator.providers.base import (
     Declined,
-    IntentPage,
     OutcomeUnknown,
     PaymentError,
     Permanent,
     ProviderError,
     ProviderEvent,
-    ProviderIntent,
+    ProviderPayment,
+    ProviderPaymentPage,
     ProviderRefund,
     RefundPage,
     Retryable,
@@ -352,7 +352,7 @@ class StripeProvider:
 
     # -- the protocol ------------------------------------------------------------------
 
-    def create_intent(
+    def create_payment(
         self,
         *,
         record_id: str,
@@ -363,7 +363,7 @@ class StripeProvider:
         metadata: dict[str, str],
         capture_method: str = "automatic",
         customer: str | None = None,
-    ) -> ProviderIntent:
+    ) -> ProviderPayment:
         params: dict[str, Any] = {
             "amount": amount,
             "currency": currency.lower(),
@@ -388,15 +388,15 @@ class StripeProvider:
             "post", "/v1/payment_intents", params, idempotency_key=keys.create_key(record_id)
         )
 
-    def confirm_intent(
+    def confirm_payment(
         self,
-        intent_id: str,
+        provider_payment_id: str,
         *,
         record_id: str,
         attempt: int,
         off_session: bool | None = None,
         return_url: str | None = None,
-    ) -> ProviderIntent:
+    ) -> ProviderPayment:
         params: dict[str, Any] = {}
         if off_session is not None:
             params["off_session"] = off_session
@@ -404,14 +404,14 @@ class StripeProvider:
             params["return_url"] = return_url
         return self._intent_call(
             "post",
-            f"/v1/payment_intents/{quote(intent_id, safe='')}/confirm",
+            f"/v1/payment_intents/{quote(provider_payment_id, safe='')}/confirm",
             params,
             idempotency_key=keys.confirm_key(record_id, attempt),
         )
 
     def _intent_call(
         self, method: str, path: str, params: dict[str, Any], *, idempotency_key: str | None
-    ) -> ProviderIntent:
+    ) -> ProviderPayment:
         """One call answered by a PaymentIntent, through ``raw_request``: the typed call's
         requestor, headers, form encoding (the same body under the same key) and error
         mapping, but the answer stays plain JSON.  The typed call built a StripeObject tree
@@ -422,29 +422,34 @@ class StripeProvider:
             response = self._client.raw_request(method, path, **params, **options)
         return parse_intent(response.data if isinstance(response.data, Mapping) else {})
 
-    def capture_intent(
-        self, intent_id: str, *, operation_id: str, attempt: int, amount_to_capture: int | None
-    ) -> ProviderIntent:
+    def capture_payment(
+        self,
+        provider_payment_id: str,
+        *,
+        operation_id: str,
+        attempt: int,
+        amount_to_capture: int | None,
+    ) -> ProviderPayment:
         params: dict[str, Any] = {}
         if amount_to_capture is not None:
             params["amount_to_capture"] = amount_to_capture
         with _mapped_errors():
             intent = self._client.v1.payment_intents.capture(
-                intent_id,
+                provider_payment_id,
                 params,  # type: ignore[arg-type]
                 {"idempotency_key": keys.capture_key(operation_id, attempt)},
             )
         return parse_intent(intent)
 
-    def cancel_intent(
-        self, intent_id: str, *, operation_id: str, attempt: int, reason: str | None
-    ) -> ProviderIntent:
+    def cancel_payment(
+        self, provider_payment_id: str, *, operation_id: str, attempt: int, reason: str | None
+    ) -> ProviderPayment:
         params: dict[str, Any] = {}
         if reason is not None:
             params["cancellation_reason"] = reason
         with _mapped_errors():
             intent = self._client.v1.payment_intents.cancel(
-                intent_id,
+                provider_payment_id,
                 params,  # type: ignore[arg-type]
                 {"idempotency_key": keys.cancel_key(operation_id, attempt)},
             )
@@ -453,7 +458,7 @@ class StripeProvider:
     def create_refund(
         self,
         *,
-        intent_id: str,
+        provider_payment_id: str,
         operation_id: str,
         attempt: int,
         amount: int,
@@ -461,7 +466,7 @@ class StripeProvider:
         metadata: dict[str, str],
     ) -> ProviderRefund:
         params: dict[str, Any] = {
-            "payment_intent": intent_id,
+            "payment_intent": provider_payment_id,
             "amount": amount,
             # Our refund id goes last so a merchant key of the same name cannot hide it: the
             # lookup after an unknown outcome recognises our refund by it.
@@ -481,11 +486,13 @@ class StripeProvider:
             refund = self._client.v1.refunds.retrieve(refund_id)
         return parse_refund(refund)
 
-    def list_refunds(self, intent_id: str, *, starting_after: str | None, limit: int) -> RefundPage:
+    def list_refunds(
+        self, provider_payment_id: str, *, starting_after: str | None, limit: int
+    ) -> RefundPage:
         """One page of ``GET /v1/refunds?payment_intent=…`` (newest first, strongly
         consistent)."""
         params: dict[str, Any] = {
-            "payment_intent": intent_id,
+            "payment_intent": provider_payment_id,
             "limit": min(max(limit, 1), LIST_PAGE_LIMIT),
         }
         if starting_after is not None:
@@ -502,14 +509,17 @@ class StripeProvider:
         """See the module-level ``parse_webhook_event``."""
         return parse_webhook_event(payload, signature_header, secret)
 
-    def retrieve_intent(self, intent_id: str) -> ProviderIntent:
+    def retrieve_payment(self, provider_payment_id: str) -> ProviderPayment:
         return self._intent_call(
-            "get", f"/v1/payment_intents/{quote(intent_id, safe='')}", {}, idempotency_key=None
+            "get",
+            f"/v1/payment_intents/{quote(provider_payment_id, safe='')}",
+            {},
+            idempotency_key=None,
         )
 
-    def list_intents(
+    def list_payments(
         self, *, created_gte: int, created_lte: int, starting_after: str | None, limit: int
-    ) -> IntentPage:
+    ) -> ProviderPaymentPage:
         """One page of ``GET /v1/payment_intents`` (newest first, strongly consistent)."""
         params: dict[str, Any] = {
             "created": {"gte": created_gte, "lte": created_lte},
@@ -525,8 +535,10 @@ class StripeProvider:
             response = self._client.raw_request("get", "/v1/payment_intents", **params)
         raw = response.data if isinstance(response.data, Mapping) else {}
         listed = raw.get("data")
-        return IntentPage(
-            intents=tuple(parse_intent(i) for i in listed) if isinstance(listed, list) else (),
+        return ProviderPaymentPage(
+            provider_payments=(
+                tuple(parse_intent(i) for i in listed) if isinstance(listed, list) else ()
+            ),
             has_more=bool(raw.get("has_more")),
         )
 
@@ -554,15 +566,15 @@ def _to_dict(value: Any) -> dict[str, Any]:
     return dict(value) if isinstance(value, Mapping) else {}
 
 
-def parse_intent(intent: Any) -> ProviderIntent:
-    """A Stripe PaymentIntent (SDK object or plain dict) as our ``ProviderIntent``."""
+def parse_intent(intent: Any) -> ProviderPayment:
+    """A Stripe PaymentIntent (SDK object or plain dict) as our ``ProviderPayment``."""
     raw = _to_dict(intent)
     error = raw.get("last_payment_error")
     latest_charge = raw.get("latest_charge")
     if isinstance(latest_charge, Mapping):  # expanded
         latest_charge = latest_charge.get("id")
     amount_received = raw.get("amount_received")
-    return ProviderIntent(
+    return ProviderPayment(
         id=str(raw["id"]),
         status=str(raw["status"]),
         amount=int(raw["amount"]),
@@ -588,7 +600,7 @@ def parse_intent(intent: Any) -> ProviderIntent:
         next_action=(
             dict(raw["next_action"]) if isinstance(raw.get("next_action"), Mapping) else None
         ),
-        client_secret=str(raw["client_secret"]) if raw.get("client_secret") else None,
+        client_token=str(raw["client_secret"]) if raw.get("client_secret") else None,
         cancellation_reason=(
             str(raw["cancellation_reason"]) if raw.get("cancellation_reason") else None
         ),
@@ -602,7 +614,7 @@ def parse_refund(refund: Any) -> ProviderRefund:
     created = raw.get("created")
     return ProviderRefund(
         id=str(raw["id"]),
-        payment_intent=_id_of(raw.get("payment_intent")) or "",
+        provider_payment_id=_id_of(raw.get("payment_intent")) or "",
         amount=int(raw["amount"]),
         currency=str(raw["currency"]),
         status=str(raw.get("status") or "pending"),
@@ -655,7 +667,7 @@ def event_from_dict(raw: Mapping[str, Any]) -> ProviderEvent:
         created=int(raw.get("created") or 0),
         object_id=object_id,
         object_type=object_type,
-        payment_intent=intent,
+        provider_payment_id=intent,
         raw=dict(raw),
     )
 
@@ -765,12 +777,12 @@ def _classify(exc: stripe.StripeError) -> ProviderError | ProviderBug:
     code = exc.code or _error_field(exc, "code")
     if isinstance(exc, stripe.CardError):
         intent = _error_field(exc, "payment_intent")
-        intent_id = intent if isinstance(intent, str) else _to_dict(intent).get("id")
+        provider_payment_id = intent if isinstance(intent, str) else _to_dict(intent).get("id")
         return Declined(
             message,
             code=code or "card_declined",
             decline_code=_error_field(exc, "decline_code"),
-            intent_id=str(intent_id) if intent_id else None,
+            provider_payment_id=str(provider_payment_id) if provider_payment_id else None,
             http_status=status,
         )
     if isinstance(exc, stripe.IdempotencyError):

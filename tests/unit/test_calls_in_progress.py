@@ -85,7 +85,7 @@ class _SlowProvider:
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
 
-    def retrieve_intent(self, intent_id: str) -> object:
+    def retrieve_payment(self, provider_payment_id: str) -> object:
         self._clock.now += 0.5
         raise Declined("Your card was declined.", code="card_declined")
 
@@ -100,6 +100,6 @@ def test_the_provider_wrapper_counts_every_call_failed_ones_too(
     meter.average_since_last_read()
     for _ in range(2):
         with pytest.raises(Declined):
-            provider.retrieve_intent("pi_1")
+            provider.retrieve_payment("pi_1")
     assert meter.average_since_last_read() == pytest.approx(1.0)  # 1 s of calls in 1 s
     assert PROVIDER_CALLS_IN_PROGRESS is not meter  # the process's own meter is untouched

@@ -14,7 +14,7 @@ RECORD = "pay_" + "a" * 32
 
 
 def _create(provider: RecordingProvider):
-    return provider.create_intent(
+    return provider.create_payment(
         record_id=RECORD,
         amount=1000,
         currency="usd",
@@ -29,13 +29,13 @@ def test_every_call_is_recorded_with_its_request_key_outcome_and_status() -> Non
     provider = RecordingProvider(FakeProvider(), calls.append)
 
     intent = _create(provider)
-    provider.confirm_intent(intent.id, record_id=RECORD, attempt=1)
-    provider.retrieve_intent(intent.id)
-    page = provider.list_intents(created_gte=0, created_lte=2**31, starting_after=None, limit=100)
+    provider.confirm_payment(intent.id, record_id=RECORD, attempt=1)
+    provider.retrieve_payment(intent.id)
+    page = provider.list_payments(created_gte=0, created_lte=2**31, starting_after=None, limit=100)
 
     # A lookup page names no payment: it passes through unrecorded (the payment shows the
     # scan's progress itself), and its answer is the inner provider's.
-    assert [i.id for i in page.intents] == [intent.id]
+    assert [i.id for i in page.provider_payments] == [intent.id]
     assert [(c.operation, c.method, c.outcome) for c in calls] == [
         ("create", "POST", "ok"),
         ("confirm", "POST", "ok"),
@@ -86,4 +86,4 @@ def test_a_recorder_that_fails_never_changes_what_the_worker_sees() -> None:
 
     fake.fail("confirm", 1, "unknown_after_effect")
     with pytest.raises(OutcomeUnknown):
-        provider.confirm_intent(intent.id, record_id=RECORD, attempt=1)
+        provider.confirm_payment(intent.id, record_id=RECORD, attempt=1)
