@@ -8,7 +8,7 @@ import pytest
 
 from orchestrator.providers.base import Declined
 from orchestrator.providers.calls_in_progress import PROVIDER_CALLS_IN_PROGRESS, CallsInProgress
-from orchestrator.providers.instrumented import InstrumentedProvider
+from orchestrator.providers.observed import ObservedProvider
 
 
 class Clock:
@@ -95,8 +95,8 @@ def test_the_provider_wrapper_counts_every_call_failed_ones_too(
 ) -> None:
     clock = Clock()
     meter = CallsInProgress(clock, grace=0.0)
-    monkeypatch.setattr("orchestrator.providers.instrumented.PROVIDER_CALLS_IN_PROGRESS", meter)
-    provider = InstrumentedProvider(_SlowProvider(clock))  # type: ignore[arg-type]
+    monkeypatch.setattr("orchestrator.providers.observed.PROVIDER_CALLS_IN_PROGRESS", meter)
+    provider = ObservedProvider(_SlowProvider(clock))  # type: ignore[arg-type]
     meter.average_since_last_read()
     for _ in range(2):
         with pytest.raises(Declined):

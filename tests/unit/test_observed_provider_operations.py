@@ -1,6 +1,7 @@
-"""The recording and metrics wrappers around captures, cancels, refunds and the new create /
-confirm fields: every argument reaches the provider, each call is recorded with its derived
-key and the intent it is about, and the provider's answer or exception passes through."""
+"""The observing wrapper (metrics and recording) around captures, cancels, refunds and the
+new create / confirm fields: every argument reaches the provider, each call is recorded with
+its derived key and the provider payment it is about, and the provider's answer or exception
+passes through."""
 
 from __future__ import annotations
 
@@ -18,8 +19,7 @@ from orchestrator.providers.base import (
     ProviderRefund,
     RefundPage,
 )
-from orchestrator.providers.instrumented import InstrumentedProvider
-from orchestrator.providers.recording import RecordingProvider
+from orchestrator.providers.observed import ObservedProvider
 
 INTENT = ProviderPayment(
     id="pi_1", status="succeeded", amount=1000, currency="usd", metadata={}, amount_received=1000
@@ -152,11 +152,10 @@ EXPECTED_CALLS = [
 @pytest.mark.parametrize(
     "wrap",
     [
-        lambda inner: RecordingProvider(inner, lambda call: None),
-        InstrumentedProvider,
-        lambda inner: RecordingProvider(InstrumentedProvider(inner), lambda call: None),
+        lambda inner: ObservedProvider(inner, lambda call: None),
+        ObservedProvider,
     ],
-    ids=["recording", "instrumented", "both"],
+    ids=["recorded", "measured only"],
 )
 def test_every_argument_of_every_call_reaches_the_provider(wrap: Any) -> None:
     inner = StubProvider()
@@ -169,7 +168,7 @@ def test_every_argument_of_every_call_reaches_the_provider(wrap: Any) -> None:
 def test_captures_cancels_and_refunds_are_recorded_with_their_key_and_intent() -> None:
     calls: list[ProviderCallRecord] = []
 
-    _exercise(RecordingProvider(StubProvider(), calls.append))
+    _exercise(ObservedProvider(StubProvider(), calls.append))
 
     rows = {c.operation: c for c in calls}
     capture, cancel, refund = rows["capture"], rows["cancel"], rows["refund"]
@@ -195,7 +194,7 @@ def test_a_refund_that_failed_is_recorded_and_its_exception_passes_through() -> 
     calls: list[ProviderCallRecord] = []
     inner = StubProvider()
     inner.fail_with = OutcomeUnknown("timed out")
-    provider = RecordingProvider(inner, calls.append)
+    provider = ObservedProvider(inner, calls.append)
 
     with pytest.raises(OutcomeUnknown):
         provider.create_refund(
@@ -239,7 +238,7 @@ def test_a_refund_that_failed_is_recorded_and_its_exception_passes_through() -> 
 )
 def test_each_new_call_is_counted_under_its_own_operation(operation: str, call: Any) -> None:
     inner = StubProvider()
-    provider = InstrumentedProvider(inner)  # type: ignore[arg-type]
+    provider = ObservedProvider(inner)  # type: ignore[arg-type]
     ok = metrics.PROVIDER_CALLS.labels(operation, "ok")
     permanent = metrics.PROVIDER_CALLS.labels(operation, "permanent")
     before_ok, before_permanent = ok._value.get(), permanent._value.get()
@@ -276,7 +275,7 @@ class OldStyleProvider(StubProvider):
 
 
 def test_the_optional_arguments_reach_an_older_provider_only_when_set() -> None:
-    provider = RecordingProvider(InstrumentedProvider(OldStyleProvider()), lambda call: None)  # type: ignore[arg-type]
+    provider = ObservedProvider(OldStyleProvider(), lambda call: None)  # type: ignore[arg-type]
 
     provider.create_payment(
         record_id="pay_1",

@@ -1,6 +1,12 @@
-"""A provider wrapper that records every call for the operator's payment page: the
-request it stands for (method, path), the idempotency key we sent, the outcome, the
-provider's status or error, and the latency.
+"""The one wrapper around the provider: every call is measured and, when a sink is given,
+recorded, once.
+
+Measured (``orchestrator.metrics``): calls by operation and outcome, their latency, and the
+slow calls in progress (``calls_in_progress``, read by the worker's prefetch limit).
+
+Recorded: a ``ProviderCallRecord`` per call for the operator's payment page: the request it
+stands for (method, path), the idempotency key we sent, the outcome, the provider's status
+or error, and the latency.
 
 Hazards it must not create:
 
@@ -11,26 +17,35 @@ Hazards it must not create:
   swallowed, so it can never change what the worker does with the provider's answer;
 * the provider's exception propagates unchanged (the worker's query-first logic depends
   on its type).
+
+Each protocol method is written here once: it names its call (``Call``) and forwards its
+arguments; ``_observe`` does the rest.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
+from orchestrator import metrics
 from orchestrator.domain.history import ProviderCallRecord
 from orchestrator.logging import get_logger
 from orchestrator.providers.base import (
+    Declined,
+    OutcomeUnknown,
     PaymentProvider,
+    Permanent,
     ProviderError,
     ProviderPayment,
     ProviderPaymentPage,
     ProviderRefund,
     RefundPage,
+    Retryable,
     optional,
 )
-from orchestrator.providers.instrumented import outcome_label
+from orchestrator.providers.calls_in_progress import PROVIDER_CALLS_IN_PROGRESS
 from orchestrator.providers.keys import (
     cancel_key,
     capture_key,
@@ -44,53 +59,77 @@ CallSink = Callable[[ProviderCallRecord], None]
 
 log = get_logger(__name__)
 
-_INTENTS = "/v1/payment_intents"
+# The request each call stands for, as the operator's page shows it (the Stripe adapter's
+# paths: the one provider today).
+_PAYMENTS = "/v1/payment_intents"
 _REFUNDS = "/v1/refunds"
 
 
-class RecordingProvider:
-    def __init__(self, inner: PaymentProvider, sink: CallSink) -> None:
-        self._inner = inner
+def outcome_label(error: BaseException) -> str:
+    if isinstance(error, Declined):
+        return "declined"
+    if isinstance(error, Permanent):
+        return "permanent"
+    if isinstance(error, Retryable):
+        return "retryable"
+    if isinstance(error, OutcomeUnknown):
+        return "unknown"
+    return "error"
+
+
+@dataclass(frozen=True)
+class Call:
+    """What one call is, for the metrics (``operation``) and the row (the rest)."""
+
+    operation: str
+    method: str
+    path: str
+    # Our payment, when the call names it; otherwise the repository maps the provider
+    # payment (``object_id``) to its payment.
+    payment_id: str | None = None
+    key: str | None = None
+    object_id: str | None = None
+    # A page of the lookup after a lost create names no payment (the lookup filters by
+    # metadata afterwards), and a busy account's scan reads many of them: measured, not
+    # recorded.  The payment itself shows the scan's progress (lookup_pages, lookup_cursor).
+    recorded: bool = True
+
+
+class ObservedProvider:
+    """``PaymentProvider`` around another: the same calls, measured and recorded."""
+
+    def __init__(self, inner: PaymentProvider, sink: CallSink | None = None) -> None:
+        self.inner = inner
         self._sink = sink
         self.name = inner.name
 
-    def _call(
-        self,
-        operation: str,
-        method: str,
-        path: str,
-        call: Callable[[], T],
-        *,
-        payment_id: str | None,
-        key: str | None,
-        object_id: str | None,
-    ) -> T:
+    def _observe(self, call: Call, send: Callable[[], T]) -> T:
         started = time.perf_counter()
+        in_progress = PROVIDER_CALLS_IN_PROGRESS.started()
         try:
-            result = call()
+            result = send()
         except BaseException as error:
+            PROVIDER_CALLS_IN_PROGRESS.ended(in_progress)
+            outcome = outcome_label(error)
+            metrics.PROVIDER_CALLS.labels(call.operation, outcome).inc()
+            metrics.PROVIDER_LATENCY.labels(call.operation).observe(time.perf_counter() - started)
             self._record(
-                operation,
-                method,
-                path,
+                call,
                 started,
-                payment_id=payment_id,
-                key=key,
-                object_id=object_id,
-                outcome=outcome_label(error),
+                object_id=call.object_id,
+                outcome=outcome,
                 http_status=error.http_status if isinstance(error, ProviderError) else None,
                 provider_status=None,
                 error=_describe(error),
             )
             raise
+        PROVIDER_CALLS_IN_PROGRESS.ended(in_progress)
+        metrics.PROVIDER_LATENCY.labels(call.operation).observe(time.perf_counter() - started)
+        metrics.PROVIDER_CALLS.labels(call.operation, "ok").inc()
         self._record(
-            operation,
-            method,
-            path,
+            call,
             started,
-            payment_id=payment_id,
-            key=key,
-            object_id=_object_id(result, object_id),
+            object_id=_object_id(result, call.object_id),
             outcome="ok",
             http_status=200,
             provider_status=_status(result),
@@ -100,25 +139,23 @@ class RecordingProvider:
 
     def _record(
         self,
-        operation: str,
-        method: str,
-        path: str,
+        call: Call,
         started: float,
         *,
-        payment_id: str | None,
-        key: str | None,
         object_id: str | None,
         outcome: str,
         http_status: int | None,
         provider_status: str | None,
         error: str | None,
     ) -> None:
+        if self._sink is None or not call.recorded:
+            return
         record = ProviderCallRecord(
-            operation=operation,
-            method=method,
-            path=path,
-            payment_id=payment_id,
-            idempotency_key=key,
+            operation=call.operation,
+            method=call.method,
+            path=call.path,
+            payment_id=call.payment_id,
+            idempotency_key=call.key,
             outcome=outcome,
             http_status=http_status,
             provider_object_id=object_id,
@@ -131,10 +168,12 @@ class RecordingProvider:
         except Exception as failure:  # evidence only: never change the worker's course
             log.warning(
                 "provider_call_not_recorded",
-                operation=operation,
-                payment_id=payment_id,
+                operation=call.operation,
+                payment_id=call.payment_id,
                 error=type(failure).__name__,
             )
+
+    # -- the protocol ------------------------------------------------------------------
 
     def create_payment(
         self,
@@ -148,11 +187,9 @@ class RecordingProvider:
         capture_method: str = "automatic",
         customer: str | None = None,
     ) -> ProviderPayment:
-        return self._call(
-            "create",
-            "POST",
-            _INTENTS,
-            lambda: self._inner.create_payment(
+        return self._observe(
+            Call("create", "POST", _PAYMENTS, payment_id=record_id, key=create_key(record_id)),
+            lambda: self.inner.create_payment(
                 record_id=record_id,
                 amount=amount,
                 currency=currency,
@@ -161,9 +198,6 @@ class RecordingProvider:
                 metadata=metadata,
                 **optional(capture_method=(capture_method, "automatic"), customer=(customer, None)),
             ),
-            payment_id=record_id,
-            key=create_key(record_id),
-            object_id=None,
         )
 
     def confirm_payment(
@@ -175,48 +209,51 @@ class RecordingProvider:
         off_session: bool | None = None,
         return_url: str | None = None,
     ) -> ProviderPayment:
-        return self._call(
-            "confirm",
-            "POST",
-            f"{_INTENTS}/{provider_payment_id}/confirm",
-            lambda: self._inner.confirm_payment(
+        return self._observe(
+            Call(
+                "confirm",
+                "POST",
+                f"{_PAYMENTS}/{provider_payment_id}/confirm",
+                payment_id=record_id,
+                key=confirm_key(record_id, attempt),
+                object_id=provider_payment_id,
+            ),
+            lambda: self.inner.confirm_payment(
                 provider_payment_id,
                 record_id=record_id,
                 attempt=attempt,
                 **optional(off_session=(off_session, None), return_url=(return_url, None)),
             ),
-            payment_id=record_id,
-            key=confirm_key(record_id, attempt),
-            object_id=provider_payment_id,
         )
 
     def retrieve_payment(self, provider_payment_id: str) -> ProviderPayment:
-        return self._call(
-            "retrieve",
-            "GET",
-            f"{_INTENTS}/{provider_payment_id}",
-            lambda: self._inner.retrieve_payment(provider_payment_id),
-            payment_id=None,
-            key=None,
-            object_id=provider_payment_id,
+        return self._observe(
+            Call(
+                "retrieve",
+                "GET",
+                f"{_PAYMENTS}/{provider_payment_id}",
+                object_id=provider_payment_id,
+            ),
+            lambda: self.inner.retrieve_payment(provider_payment_id),
         )
 
     def list_payments(
         self, *, created_gte: int, created_lte: int, starting_after: str | None, limit: int
     ) -> ProviderPaymentPage:
-        # Not recorded: a page of the lookup after a lost create names no payment (the
-        # lookup filters by metadata afterwards), and a busy account's scan reads many of
-        # them.  The payment itself shows the scan's progress (lookup_pages, lookup_cursor).
-        return self._inner.list_payments(
-            created_gte=created_gte,
-            created_lte=created_lte,
-            starting_after=starting_after,
-            limit=limit,
+        return self._observe(
+            Call("lookup", "GET", _PAYMENTS, recorded=False),
+            lambda: self.inner.list_payments(
+                created_gte=created_gte,
+                created_lte=created_lte,
+                starting_after=starting_after,
+                limit=limit,
+            ),
         )
 
-    # Captures, cancels and refunds name the provider payment, not the payment: like a retrieve, the
-    # repository maps the provider payment to its payment (``provider_payment_id``).  A refund's row
-    # carries the provider payment too, so the payment page lists it; its own id is in the path.
+    # Captures, cancels and refunds name the provider payment, not ours: like a retrieve,
+    # the repository maps it to its payment (``provider_payment_id``).  A refund's row
+    # carries the provider payment too, so the payment page lists it; its own id is in the
+    # path.
 
     def capture_payment(
         self,
@@ -226,34 +263,36 @@ class RecordingProvider:
         attempt: int,
         amount_to_capture: int | None,
     ) -> ProviderPayment:
-        return self._call(
-            "capture",
-            "POST",
-            f"{_INTENTS}/{provider_payment_id}/capture",
-            lambda: self._inner.capture_payment(
+        return self._observe(
+            Call(
+                "capture",
+                "POST",
+                f"{_PAYMENTS}/{provider_payment_id}/capture",
+                key=capture_key(operation_id, attempt),
+                object_id=provider_payment_id,
+            ),
+            lambda: self.inner.capture_payment(
                 provider_payment_id,
                 operation_id=operation_id,
                 attempt=attempt,
                 amount_to_capture=amount_to_capture,
             ),
-            payment_id=None,
-            key=capture_key(operation_id, attempt),
-            object_id=provider_payment_id,
         )
 
     def cancel_payment(
         self, provider_payment_id: str, *, operation_id: str, attempt: int, reason: str | None
     ) -> ProviderPayment:
-        return self._call(
-            "cancel",
-            "POST",
-            f"{_INTENTS}/{provider_payment_id}/cancel",
-            lambda: self._inner.cancel_payment(
+        return self._observe(
+            Call(
+                "cancel",
+                "POST",
+                f"{_PAYMENTS}/{provider_payment_id}/cancel",
+                key=cancel_key(operation_id, attempt),
+                object_id=provider_payment_id,
+            ),
+            lambda: self.inner.cancel_payment(
                 provider_payment_id, operation_id=operation_id, attempt=attempt, reason=reason
             ),
-            payment_id=None,
-            key=cancel_key(operation_id, attempt),
-            object_id=provider_payment_id,
         )
 
     def create_refund(
@@ -266,11 +305,15 @@ class RecordingProvider:
         reason: str | None,
         metadata: dict[str, str],
     ) -> ProviderRefund:
-        return self._call(
-            "refund",
-            "POST",
-            _REFUNDS,
-            lambda: self._inner.create_refund(
+        return self._observe(
+            Call(
+                "refund",
+                "POST",
+                _REFUNDS,
+                key=refund_key(operation_id, attempt),
+                object_id=provider_payment_id,
+            ),
+            lambda: self.inner.create_refund(
                 provider_payment_id=provider_payment_id,
                 operation_id=operation_id,
                 attempt=attempt,
@@ -278,35 +321,27 @@ class RecordingProvider:
                 reason=reason,
                 metadata=metadata,
             ),
-            payment_id=None,
-            key=refund_key(operation_id, attempt),
-            object_id=provider_payment_id,
         )
 
     def retrieve_refund(self, refund_id: str) -> ProviderRefund:
-        return self._call(
-            "retrieve_refund",
-            "GET",
-            f"{_REFUNDS}/{refund_id}",
-            lambda: self._inner.retrieve_refund(refund_id),
-            payment_id=None,
-            key=None,
-            object_id=None,
+        return self._observe(
+            Call("retrieve_refund", "GET", f"{_REFUNDS}/{refund_id}"),
+            lambda: self.inner.retrieve_refund(refund_id),
         )
 
     def list_refunds(
         self, provider_payment_id: str, *, starting_after: str | None, limit: int
     ) -> RefundPage:
-        return self._call(
-            "list_refunds",
-            "GET",
-            f"{_REFUNDS}?payment_intent={provider_payment_id}",
-            lambda: self._inner.list_refunds(
+        return self._observe(
+            Call(
+                "list_refunds",
+                "GET",
+                f"{_REFUNDS}?payment_intent={provider_payment_id}",
+                object_id=provider_payment_id,
+            ),
+            lambda: self.inner.list_refunds(
                 provider_payment_id, starting_after=starting_after, limit=limit
             ),
-            payment_id=None,
-            key=None,
-            object_id=provider_payment_id,
         )
 
 

@@ -1,4 +1,4 @@
-"""The recording provider: one row per provider call with key, outcome and latency; the
+"""The observing provider's recording: one row per provider call with key, outcome and latency; the
 provider's answer or exception passes through unchanged, even when recording fails."""
 
 from __future__ import annotations
@@ -7,13 +7,13 @@ import pytest
 
 from orchestrator.domain.history import ProviderCallRecord
 from orchestrator.providers.base import OutcomeUnknown, Retryable
-from orchestrator.providers.recording import RecordingProvider
+from orchestrator.providers.observed import ObservedProvider
 from tests.fakes.provider import FakeProvider
 
 RECORD = "pay_" + "a" * 32
 
 
-def _create(provider: RecordingProvider):
+def _create(provider: ObservedProvider):
     return provider.create_payment(
         record_id=RECORD,
         amount=1000,
@@ -26,7 +26,7 @@ def _create(provider: RecordingProvider):
 
 def test_every_call_is_recorded_with_its_request_key_outcome_and_status() -> None:
     calls: list[ProviderCallRecord] = []
-    provider = RecordingProvider(FakeProvider(), calls.append)
+    provider = ObservedProvider(FakeProvider(), calls.append)
 
     intent = _create(provider)
     provider.confirm_payment(intent.id, record_id=RECORD, attempt=1)
@@ -64,7 +64,7 @@ def test_a_failed_call_is_recorded_and_its_exception_passes_through(fault, error
     calls: list[ProviderCallRecord] = []
     fake = FakeProvider()
     fake.fail("create", 1, fault)
-    provider = RecordingProvider(fake, calls.append)
+    provider = ObservedProvider(fake, calls.append)
 
     with pytest.raises(error):
         _create(provider)
@@ -80,7 +80,7 @@ def test_a_recorder_that_fails_never_changes_what_the_worker_sees() -> None:
         raise RuntimeError("database down")
 
     fake = FakeProvider()
-    provider = RecordingProvider(fake, broken)
+    provider = ObservedProvider(fake, broken)
     intent = _create(provider)
     assert intent.status == "requires_confirmation"
 
