@@ -215,7 +215,7 @@ class Container:
 def parse_stripe_event(payload: bytes, signature: str | None, secret: str) -> ProviderEvent:
     """Stripe's webhook verification, imported on first use (only the adapter imports
     ``stripe``)."""
-    from orchestrator.providers.stripe_adapter import parse_webhook_event
+    from orchestrator.providers.stripe_objects import parse_webhook_event
 
     return parse_webhook_event(payload, signature, secret)
 

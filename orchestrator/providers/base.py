@@ -20,7 +20,7 @@ resend of the same step after a crash is the same request to the provider.
 
 Provider events (webhooks) come in the other direction: ``ProviderEvent`` is what a verified
 webhook says, and ``WebhookSignatureInvalid`` what a forged, stale or garbled one raises
-(``stripe_adapter.parse_webhook_event``).  An event is a hint, never the truth: the object it
+(``stripe_objects.parse_webhook_event``).  An event is a hint, never the truth: the object it
 names is retrieved before anything is applied.
 """
 

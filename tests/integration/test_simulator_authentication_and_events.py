@@ -14,7 +14,8 @@ import stripe
 
 from devtools.simulator import RunningSimulator, SimulatorConfig, start_in_thread
 from orchestrator.providers.base import Declined, Permanent, ProviderPayment
-from orchestrator.providers.stripe_adapter import StripeProvider, parse_webhook_event
+from orchestrator.providers.stripe_adapter import StripeProvider
+from orchestrator.providers.stripe_objects import parse_webhook_event
 from tests.integration.simulator_helpers import make_provider, record_id
 from tests.integration.webhook_receiver import (
     DELIVERY_DEADLINE_SECONDS,

@@ -28,12 +28,9 @@ from orchestrator.providers.base import (
     ProviderEvent,
     WebhookSignatureInvalid,
 )
-from orchestrator.providers.stripe_adapter import (
-    WEBHOOK_TOLERANCE_SECONDS,
-    StripeProvider,
-    parse_webhook_event,
-    trusted_context,
-)
+from orchestrator.providers.stripe_adapter import StripeProvider
+from orchestrator.providers.stripe_http import trusted_context
+from orchestrator.providers.stripe_objects import WEBHOOK_TOLERANCE_SECONDS, parse_webhook_event
 from tests.fakes.stripe_http import FakeStripeTransport, LocalStripeServer
 
 Handler = Callable[[httpx.Request], httpx.Response]

@@ -26,12 +26,8 @@ from orchestrator.providers.base import (
     ProviderError,
     Retryable,
 )
-from orchestrator.providers.stripe_adapter import (
-    ProviderBug,
-    StripeProvider,
-    map_stripe_error,
-    retry_after_seconds,
-)
+from orchestrator.providers.stripe_adapter import StripeProvider
+from orchestrator.providers.stripe_errors import ProviderBug, map_stripe_error, retry_after_seconds
 from orchestrator.settings import Settings
 from orchestrator.stripe_version import PINNED_API_VERSION
 from tests.fakes.stripe_http import FakeStripeTransport
