@@ -1,7 +1,7 @@
-"""Is this provider provider payment ours?  (pure)
+"""Is this provider payment ours?  (pure)
 
 The charge's check, beside it in the engine rather than in the domain: it reads the
-provider's provider payment (``providers.base``), and the domain knows no provider.
+provider's payment (``providers.base``), and the domain knows no provider.
 
 The hazard: a provider payment that carries our record id in its metadata is not necessarily the one
 we asked for.  Another integration on the same provider account, a manual action in the
@@ -77,7 +77,7 @@ def _same_capture(actual: str, expected: str) -> bool:
 def payment_mismatches(
     provider_payment: ProviderPayment, expected: ExpectedPayment
 ) -> tuple[str, ...]:
-    """Every way ``provider payment`` differs from what the record asked for; empty means it is
+    """Every way ``provider_payment`` differs from what the record asked for; empty means it is
     ours."""
     problems: list[str] = []
     named = provider_payment.metadata.get(RECORD_ID_METADATA_KEY)

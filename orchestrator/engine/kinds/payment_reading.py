@@ -78,7 +78,7 @@ AUTHENTICATION_REQUIRED = Failure(
     decline_code="authentication_required",
     message="The payment method requires customer authentication.",
 )
-# The customer did not authenticate in time: payorch canceled the provider payment at the provider.
+# The customer did not authenticate in time: payorch canceled the payment at the provider.
 AUTHENTICATION_TIMEOUT = Failure(
     code="authentication_timeout",
     message="The customer did not complete authentication in time; the payment was canceled.",
