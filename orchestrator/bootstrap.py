@@ -32,8 +32,7 @@ from orchestrator.events.retention import purge_delivered_events
 from orchestrator.events.secret_box import SecretBox
 from orchestrator.events.url_rules import Resolver, system_resolver
 from orchestrator.logging import configure_logging
-from orchestrator.providers.instrumented import InstrumentedProvider
-from orchestrator.providers.recording import RecordingProvider
+from orchestrator.providers.observed import ObservedProvider
 from orchestrator.settings import Settings
 
 if TYPE_CHECKING:
@@ -138,18 +137,18 @@ class Container:
 
     @property
     def provider(self) -> PaymentProvider:
-        """The provider, always behind the metrics wrapper (calls by operation and
-        outcome, latency) and the recorder (a ``provider_calls`` row per call, for the
-        operator's payment page), whichever factory built it."""
+        """The provider, always behind the one observing wrapper (``ObservedProvider``:
+        metrics by operation and outcome, latency, and a ``provider_calls`` row per call for
+        the operator's payment page), whichever factory built it."""
         if self._provider is None:
             # Locked: the first tasks of a threads worker (128 at once) each built a client
             # of their own otherwise, an SSL context and a connection pool apiece.
             with self._provider_lock:
                 if self._provider is None:
                     built = self.provider_factory()
-                    if not isinstance(built, InstrumentedProvider):
-                        built = InstrumentedProvider(built)
-                    self._provider = RecordingProvider(built, self.record_provider_call)
+                    if isinstance(built, ObservedProvider):  # never measured twice
+                        built = built.inner
+                    self._provider = ObservedProvider(built, self.record_provider_call)
         return self._provider
 
     def bound_uow(self, connection: sa.Connection) -> UnitOfWork:
@@ -216,7 +215,7 @@ class Container:
 def parse_stripe_event(payload: bytes, signature: str | None, secret: str) -> ProviderEvent:
     """Stripe's webhook verification, imported on first use (only the adapter imports
     ``stripe``)."""
-    from orchestrator.providers.stripe_adapter import parse_webhook_event
+    from orchestrator.providers.stripe_objects import parse_webhook_event
 
     return parse_webhook_event(payload, signature, secret)
 

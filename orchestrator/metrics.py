@@ -58,7 +58,7 @@ class Role(StrEnum):
 
 MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 PAYMENT_STATUSES = ("processing", "succeeded", "failed", "canceled", "needs_attention")
-# The operation and outcome labels of orchestrator.providers.instrumented.
+# The operation and outcome labels of orchestrator.providers.observed.
 PROVIDER_OPERATIONS = (
     "create",
     "confirm",

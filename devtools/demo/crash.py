@@ -12,9 +12,9 @@ from __future__ import annotations
 import threading
 
 from orchestrator.providers.base import (
-    IntentPage,
     PaymentProvider,
-    ProviderIntent,
+    ProviderPayment,
+    ProviderPaymentPage,
     ProviderRefund,
     RefundPage,
 )
@@ -32,7 +32,7 @@ class CrashAfterChargeOnce:
         self._confirms_left = after_confirms
         self.crashed_record: str | None = None
 
-    def create_intent(
+    def create_payment(
         self,
         *,
         record_id: str,
@@ -43,8 +43,8 @@ class CrashAfterChargeOnce:
         metadata: dict[str, str],
         capture_method: str = "automatic",
         customer: str | None = None,
-    ) -> ProviderIntent:
-        return self._inner.create_intent(
+    ) -> ProviderPayment:
+        return self._inner.create_payment(
             record_id=record_id,
             amount=amount,
             currency=currency,
@@ -55,24 +55,24 @@ class CrashAfterChargeOnce:
             customer=customer,
         )
 
-    def confirm_intent(
+    def confirm_payment(
         self,
-        intent_id: str,
+        provider_payment_id: str,
         *,
         record_id: str,
         attempt: int,
         off_session: bool | None = None,
         return_url: str | None = None,
-    ) -> ProviderIntent:
-        intent = self._inner.confirm_intent(
-            intent_id,
+    ) -> ProviderPayment:
+        intent = self._inner.confirm_payment(
+            provider_payment_id,
             record_id=record_id,
             attempt=attempt,
             off_session=off_session,
             return_url=return_url,
         )
         if intent.status == "succeeded" and self._should_crash(record_id):
-            raise SimulatedWorkerCrash(f"worker crashed after charging {intent_id}")
+            raise SimulatedWorkerCrash(f"worker crashed after charging {provider_payment_id}")
         return intent
 
     def _should_crash(self, record_id: str) -> bool:
@@ -85,13 +85,13 @@ class CrashAfterChargeOnce:
             self.crashed_record = record_id
             return True
 
-    def retrieve_intent(self, intent_id: str) -> ProviderIntent:
-        return self._inner.retrieve_intent(intent_id)
+    def retrieve_payment(self, provider_payment_id: str) -> ProviderPayment:
+        return self._inner.retrieve_payment(provider_payment_id)
 
-    def list_intents(
+    def list_payments(
         self, *, created_gte: int, created_lte: int, starting_after: str | None, limit: int
-    ) -> IntentPage:
-        return self._inner.list_intents(
+    ) -> ProviderPaymentPage:
+        return self._inner.list_payments(
             created_gte=created_gte,
             created_lte=created_lte,
             starting_after=starting_after,
@@ -100,27 +100,32 @@ class CrashAfterChargeOnce:
 
     # Captures, cancels and refunds pass through unchanged (the crash is a charge's).
 
-    def capture_intent(
-        self, intent_id: str, *, operation_id: str, attempt: int, amount_to_capture: int | None
-    ) -> ProviderIntent:
-        return self._inner.capture_intent(
-            intent_id,
+    def capture_payment(
+        self,
+        provider_payment_id: str,
+        *,
+        operation_id: str,
+        attempt: int,
+        amount_to_capture: int | None,
+    ) -> ProviderPayment:
+        return self._inner.capture_payment(
+            provider_payment_id,
             operation_id=operation_id,
             attempt=attempt,
             amount_to_capture=amount_to_capture,
         )
 
-    def cancel_intent(
-        self, intent_id: str, *, operation_id: str, attempt: int, reason: str | None
-    ) -> ProviderIntent:
-        return self._inner.cancel_intent(
-            intent_id, operation_id=operation_id, attempt=attempt, reason=reason
+    def cancel_payment(
+        self, provider_payment_id: str, *, operation_id: str, attempt: int, reason: str | None
+    ) -> ProviderPayment:
+        return self._inner.cancel_payment(
+            provider_payment_id, operation_id=operation_id, attempt=attempt, reason=reason
         )
 
     def create_refund(
         self,
         *,
-        intent_id: str,
+        provider_payment_id: str,
         operation_id: str,
         attempt: int,
         amount: int,
@@ -128,7 +133,7 @@ class CrashAfterChargeOnce:
         metadata: dict[str, str],
     ) -> ProviderRefund:
         return self._inner.create_refund(
-            intent_id=intent_id,
+            provider_payment_id=provider_payment_id,
             operation_id=operation_id,
             attempt=attempt,
             amount=amount,
@@ -139,5 +144,9 @@ class CrashAfterChargeOnce:
     def retrieve_refund(self, refund_id: str) -> ProviderRefund:
         return self._inner.retrieve_refund(refund_id)
 
-    def list_refunds(self, intent_id: str, *, starting_after: str | None, limit: int) -> RefundPage:
-        return self._inner.list_refunds(intent_id, starting_after=starting_after, limit=limit)
+    def list_refunds(
+        self, provider_payment_id: str, *, starting_after: str | None, limit: int
+    ) -> RefundPage:
+        return self._inner.list_refunds(
+            provider_payment_id, starting_after=starting_after, limit=limit
+        )

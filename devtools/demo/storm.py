@@ -213,12 +213,13 @@ class Storm:
                 await asyncio.sleep(0.5)
         return None
 
-    async def _authenticate(self, intent_id: str) -> bool:
+    async def _authenticate(self, provider_payment_id: str) -> bool:
         """The customer completes 3-D Secure (the simulator's test-only endpoint)."""
         if self._simulator_url is None:
             return False
         async with httpx.AsyncClient(base_url=self._simulator_url, trust_env=False) as sim:
             response = await sim.post(
-                f"/_sim/payment_intents/{intent_id}/authenticate", json={"outcome": "succeed"}
+                f"/_sim/payment_intents/{provider_payment_id}/authenticate",
+                json={"outcome": "succeed"},
             )
         return response.status_code == 200

@@ -14,7 +14,7 @@ class ProviderCallRecord:
 
     operation: str  # create, confirm, retrieve, capture, cancel, refund, retrieve_refund, …
     method: str
-    path: str  # the provider request it stands for, e.g. /v1/payment_intents/pi_…/confirm
+    path: str  # the provider request it stands for, e.g. the provider API's confirm path
     payment_id: str | None
     idempotency_key: str | None
     outcome: str  # ok, declined, permanent, retryable, unknown, error

@@ -1,4 +1,4 @@
-"""Identifiers: a readable prefix and random bits, like Stripe's (payments and clients;
+"""Identifiers: a readable prefix and random bits, like most payment APIs' (payments and clients;
 webhook events and endpoints)."""
 
 from __future__ import annotations

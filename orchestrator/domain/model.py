@@ -35,7 +35,7 @@ class PaymentRequest:
     customer_reference: str | None = None
     description: str | None = None
     metadata: dict[str, str] = field(default_factory=dict)
-    # The provider's customer (``cus_…``): saved cards need it on the intent.
+    # The provider's customer (``cus_…``): saved cards need it on the provider payment.
     customer: str | None = None
     # True: a merchant-initiated charge, no customer present (a card that would need
     # authentication fails with authentication_required).  None: not said (Part 1 payments).
@@ -87,7 +87,7 @@ class PaymentRecord:
     lookup_pending: bool = False
     lookup_cursor: str | None = None
     lookup_pages: int = 0
-    # Intents that named this record but did not match it: never confirmed, shown to ops.
+    # Provider payments that named this record but did not match it: never confirmed, shown to ops.
     rejected_intents: tuple[dict[str, Any], ...] = ()
     # What the provider said it moved when the payment settled (the ledger books this).
     settled_amount: int | None = None
@@ -101,7 +101,7 @@ class PaymentRecord:
     waiting_for: WaitingFor | None = None
     waiting_since: datetime | None = None
     # Only while waiting for the customer: what they must do, and the provider's client
-    # secret for the merchant's front end (it can confirm the intent: never logged).
+    # secret for the merchant's front end (it can confirm the provider payment: never logged).
     next_action: dict[str, Any] | None = None
     client_secret: str | None = field(default=None, repr=False)
     # A provider event arrived while a worker held the lease (its wait then ends at once).

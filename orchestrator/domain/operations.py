@@ -110,6 +110,6 @@ class OperationRecord:
 
 
 # Where a refund came from: asked through payorch's API, or made at the provider by someone
-# else (Stripe's Dashboard) and recorded by the refund sync.
+# else (the provider's dashboard) and recorded by the refund sync.
 ORIGIN_PAYORCH = "payorch"
 ORIGIN_PROVIDER = "provider"

@@ -5,7 +5,7 @@ that tells any worker where to resume::
 
       status            recovery point
       ------            --------------
-                         accepted ──create intent──► intent_created
+                         accepted ──create provider payment──► intent_created
                             │                             │
                             │ permanent failure           │ confirm / query
                             ▼                             ▼
@@ -82,7 +82,7 @@ class Outcome(StrEnum):
 
     SUCCEEDED = "succeeded"
     FAILED = "failed"
-    # The intent was canceled (the customer never authenticated: authentication_timeout).
+    # The provider payment was canceled (the customer never authenticated: authentication_timeout).
     CANCELED = "canceled"
     # Manual capture: authorised, the money waits for a capture (or a cancel).
     REQUIRES_CAPTURE = "requires_capture"

@@ -1,6 +1,6 @@
 """Provider-call rows held for the run's next fenced write.
 
-The operator's payment page shows every provider call (``providers.recording``).  Each
+The operator's payment page shows every provider call (``providers.observed``).  Each
 row used to be written in a short transaction of its own right after the call returned:
 two of a charge's eight transactions.  Inside ``run_operation`` the row is held here
 instead and ``Lease.write`` adds it to the next step's transaction, which follows the call

@@ -1,8 +1,9 @@
 """The provider protocol and our error taxonomy.
 
-Everything the workers need from a provider: intents (create, confirm, retrieve, list,
+Everything the workers need from a provider: provider payments (create, confirm, retrieve, list,
 capture, cancel) and refunds (create, retrieve, list).  Each call either returns its object
-(``ProviderIntent``, ``IntentPage``, ``ProviderRefund``, ``RefundPage``) or raises one of::
+(``ProviderPayment``, ``ProviderPaymentPage``, ``ProviderRefund``, ``RefundPage``) or raises one
+of::
 
     ProviderError
     ├── Declined          the provider refused the payment (card errors): a final outcome,
@@ -19,7 +20,7 @@ resend of the same step after a crash is the same request to the provider.
 
 Provider events (webhooks) come in the other direction: ``ProviderEvent`` is what a verified
 webhook says, and ``WebhookSignatureInvalid`` what a forged, stale or garbled one raises
-(``stripe_adapter.parse_webhook_event``).  An event is a hint, never the truth: the object it
+(``stripe_objects.parse_webhook_event``).  An event is a hint, never the truth: the object it
 names is retrieved before anything is applied.
 """
 
@@ -31,20 +32,20 @@ from typing import Any, Protocol
 
 @dataclass(frozen=True)
 class PaymentError:
-    """The provider's last payment error on an intent (Stripe's ``last_payment_error``)."""
+    """The provider's last payment error on a provider payment (Stripe's ``last_payment_error``)."""
 
     code: str | None
     decline_code: str | None
     message: str | None
-    # The payment method the failed attempt used (Stripe detaches it from a declined intent
-    # and names it here instead).
+    # The payment method the failed attempt used (Stripe detaches it from a declined provider
+    # payment and names it here instead).
     payment_method: str | None = None
 
 
 @dataclass(frozen=True)
-class ProviderIntent:
+class ProviderPayment:
     id: str
-    # Stripe's PaymentIntent statuses: requires_payment_method, requires_confirmation,
+    # Stripe's provider payment statuses: requires_payment_method, requires_confirmation,
     # requires_action, processing, requires_capture, canceled, succeeded.
     status: str
     amount: int
@@ -53,12 +54,12 @@ class ProviderIntent:
     latest_charge: str | None = None
     last_payment_error: PaymentError | None = None
     created: int | None = None
-    # What the intent would charge, or charged: compared with the record before any intent
-    # is adopted, confirmed or settled (``engine.kinds.intent_match``).
+    # What the provider payment would charge, or charged: compared with the record before any
+    # provider payment is adopted, confirmed or settled (``engine.kinds.payment_match``).
     payment_method: str | None = None
     customer: str | None = None
     capture_method: str = "automatic"
-    # Money the provider actually received (a succeeded intent): what the ledger books.
+    # Money the provider actually received (a succeeded provider payment): what the ledger books.
     amount_received: int | None = None
     # What a capture may still take (``requires_capture`` under manual capture), else 0.
     amount_capturable: int = 0
@@ -66,9 +67,10 @@ class ProviderIntent:
     # ``{"type": "redirect_to_url", "redirect_to_url": {"url", "return_url"}}`` or
     # ``{"type": "use_stripe_sdk", ...}``).
     next_action: dict[str, Any] | None = None
-    # The merchant's front end needs it to finish authentication; it lets anyone holding it
-    # confirm the intent from a browser, so it stays out of reprs (logs, tracebacks).
-    client_secret: str | None = field(default=None, repr=False)
+    # Opaque (Stripe's client_secret, passed to the payment JSON as ``client_secret``): the
+    # merchant's front end needs it to finish authentication; it lets anyone holding it
+    # confirm the provider payment from a browser, so it stays out of reprs (logs, tracebacks).
+    client_token: str | None = field(default=None, repr=False)
     # Set once canceled: abandoned, automatic, duplicate, failed_invoice, fraudulent,
     # requested_by_customer, void_invoice.
     cancellation_reason: str | None = None
@@ -76,15 +78,15 @@ class ProviderIntent:
 
 
 @dataclass(frozen=True)
-class IntentPage:
-    intents: tuple[ProviderIntent, ...]
+class ProviderPaymentPage:
+    provider_payments: tuple[ProviderPayment, ...]
     has_more: bool
 
 
 @dataclass(frozen=True)
 class ProviderRefund:
     id: str
-    payment_intent: str
+    provider_payment_id: str
     amount: int
     currency: str
     # Stripe's refund statuses: pending, requires_action, succeeded, failed, canceled.
@@ -112,9 +114,9 @@ class ProviderEvent:
     created: int
     object_id: str  # the id of ``data.object`` (pi_…, ch_…, re_…, dp_…)
     object_type: str  # its ``object`` field: payment_intent, charge, refund, dispute, …
-    # The payment intent the object belongs to (the object itself for payment_intent.*),
+    # The provider payment the object belongs to (the object itself for payment_intent.*),
     # or None when the event names none (an unrelated type).
-    payment_intent: str | None
+    provider_payment_id: str | None
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -137,13 +139,13 @@ class Declined(ProviderError):
         *,
         code: str,
         decline_code: str | None = None,
-        intent_id: str | None = None,
+        provider_payment_id: str | None = None,
         http_status: int | None = 402,
     ) -> None:
         super().__init__(message, http_status=http_status)
         self.code = code
         self.decline_code = decline_code
-        self.intent_id = intent_id
+        self.provider_payment_id = provider_payment_id
 
 
 class Permanent(ProviderError):
@@ -172,6 +174,23 @@ class OutcomeUnknown(ProviderError):
     pass
 
 
+# -- the protocol's vocabulary -----------------------------------------------------------
+# Statuses, codes and event types are Stripe's, adopted as the protocol's own: the Stripe
+# adapter passes them through, another provider's adapter maps its own answers to them.  The
+# engine names them only through these constants.
+
+# A ``Permanent`` code: the call does not fit the payment's state at the provider (a confirm
+# of a payment that moved on, a capture of a non-capturable one, a cancel after success).
+# The engine answers it by reading the payment, never by resending.
+UNEXPECTED_STATE = "payment_intent_unexpected_state"
+# The event type that says a payment's authorisation was canceled at the provider (Stripe
+# expires one left uncaptured for 7 days): a hint to read the payment.
+PAYMENT_CANCELED_EVENT = "payment_intent.canceled"
+# A test payment method token (``pm_card_visa``…): each use becomes a new payment method
+# with its own id, so only its presence can be compared with the record.
+TEST_PAYMENT_METHOD_PREFIX = "pm_card_"
+
+
 def optional(**values: tuple[Any, Any]) -> dict[str, Any]:
     """The keyword arguments whose value differs from its default (``name=(value, default)``).
 
@@ -188,7 +207,7 @@ class PaymentProvider(Protocol):
 
     name: str
 
-    def create_intent(
+    def create_payment(
         self,
         *,
         record_id: str,
@@ -199,62 +218,68 @@ class PaymentProvider(Protocol):
         metadata: dict[str, str],
         capture_method: str = "automatic",
         customer: str | None = None,
-    ) -> ProviderIntent:
-        """Create an unconfirmed intent (``confirm=false``, moves no money) with the key
+    ) -> ProviderPayment:
+        """Create an unconfirmed provider payment (``confirm=false``, moves no money) with the key
         ``payorch-{record_id}-create`` and ``metadata[payorch_record_id] = record_id``.
         ``capture_method="manual"`` makes a successful confirm stop at ``requires_capture``;
         ``customer`` (``cus_…``) lets a saved card be used."""
 
-    def confirm_intent(
+    def confirm_payment(
         self,
-        intent_id: str,
+        provider_payment_id: str,
         *,
         record_id: str,
         attempt: int,
         off_session: bool | None = None,
         return_url: str | None = None,
-    ) -> ProviderIntent:
+    ) -> ProviderPayment:
         """Confirm with the key ``payorch-{record_id}-confirm-{attempt}``.  ``off_session``:
         the customer is not present, so a card that needs authentication declines
         (``authentication_required``) instead of answering ``requires_action``;
         ``return_url``: where a redirect-based authentication sends the customer back."""
 
-    def retrieve_intent(self, intent_id: str) -> ProviderIntent:
-        """Strongly consistent read of the intent."""
+    def retrieve_payment(self, provider_payment_id: str) -> ProviderPayment:
+        """Strongly consistent read of the provider payment."""
 
-    def list_intents(
+    def list_payments(
         self, *, created_gte: int, created_lte: int, starting_after: str | None, limit: int
-    ) -> IntentPage:
-        """One page of the intents created in ``[created_gte, created_lte]`` (provider
+    ) -> ProviderPaymentPage:
+        """One page of the provider payments created in ``[created_gte, created_lte]`` (provider
         timestamps, seconds), newest first, after ``starting_after``.  Listing is strongly
         consistent; the provider's search is not and is never used to prove absence."""
 
-    def capture_intent(
-        self, intent_id: str, *, operation_id: str, attempt: int, amount_to_capture: int | None
-    ) -> ProviderIntent:
-        """Capture a ``requires_capture`` intent (all of ``amount_capturable`` when
+    def capture_payment(
+        self,
+        provider_payment_id: str,
+        *,
+        operation_id: str,
+        attempt: int,
+        amount_to_capture: int | None,
+    ) -> ProviderPayment:
+        """Capture a ``requires_capture`` provider payment (all of ``amount_capturable`` when
         ``amount_to_capture`` is None; the rest is released) with the key
-        ``payorch-{operation_id}-capture-{attempt}``.  A non-capturable intent is
+        ``payorch-{operation_id}-capture-{attempt}``.  A non-capturable provider payment is
         ``Permanent(code="payment_intent_unexpected_state")``."""
 
-    def cancel_intent(
-        self, intent_id: str, *, operation_id: str, attempt: int, reason: str | None
-    ) -> ProviderIntent:
+    def cancel_payment(
+        self, provider_payment_id: str, *, operation_id: str, attempt: int, reason: str | None
+    ) -> ProviderPayment:
         """Cancel with the key ``payorch-{operation_id}-cancel-{attempt}``
         (``cancellation_reason``: duplicate, fraudulent, requested_by_customer, abandoned).
-        Canceling a succeeded intent is ``Permanent(code="payment_intent_unexpected_state")``."""
+        Canceling a succeeded provider payment is
+        ``Permanent(code="payment_intent_unexpected_state")``."""
 
     def create_refund(
         self,
         *,
-        intent_id: str,
+        provider_payment_id: str,
         operation_id: str,
         attempt: int,
         amount: int,
         reason: str | None,
         metadata: dict[str, str],
     ) -> ProviderRefund:
-        """Refund ``amount`` of the intent's charge with the key
+        """Refund ``amount`` of the provider payment's charge with the key
         ``payorch-{operation_id}-refund-{attempt}`` and
         ``metadata[payorch_refund_id] = operation_id`` (how a lookup after an unknown outcome
         recognises it).  More than is left is ``Permanent(code="charge_exceeds_source_limit"
@@ -263,6 +288,8 @@ class PaymentProvider(Protocol):
     def retrieve_refund(self, refund_id: str) -> ProviderRefund:
         """Strongly consistent read of one refund."""
 
-    def list_refunds(self, intent_id: str, *, starting_after: str | None, limit: int) -> RefundPage:
-        """One page of the intent's refunds, newest first (strongly consistent): how an
+    def list_refunds(
+        self, provider_payment_id: str, *, starting_after: str | None, limit: int
+    ) -> RefundPage:
+        """One page of the provider payment's refunds, newest first (strongly consistent): how an
         unknown refund outcome is resolved before anything is re-sent."""

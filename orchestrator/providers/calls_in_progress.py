@@ -3,7 +3,7 @@
 The worker's prefetch limit (``workers.prefetch_limit``) reads it once a second: a task
 waiting for the provider holds a thread but not the interpreter, so the worker may take
 one more message for each call in progress, and only a few beyond them.  Every call of
-``InstrumentedProvider`` is counted, whichever provider stands behind it.
+``ObservedProvider`` is counted, whichever provider stands behind it.
 
 A call counts only for the time it runs beyond ``GRACE_SECONDS``.  A call that answers
 within that is as short as a database round trip: the runs the limit always allows cover

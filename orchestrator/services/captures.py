@@ -279,11 +279,11 @@ def operation_answer(record: OperationRecord) -> bytes:
 def request_authorization_check(
     unit: UnitOfWork, payment_id: str, *, now: datetime
 ) -> OperationRecord | None:
-    """A provider event says a payment's intent was canceled (Stripe cancels an
-    authorisation left uncaptured for 7 days): for a ``requires_capture`` payment with no
+    """A provider event says a payment was canceled at the provider (the provider cancels an
+    authorisation left uncaptured): for a ``requires_capture`` payment with no
     capture or cancel in flight, queue a cancel operation of origin ``provider``, due now
-    (the sweeper dispatches it).  It reads the intent first and never sends a cancel: only
-    an intent that is canceled at the provider ends the payment ``canceled``; any other
+    (the sweeper dispatches it).  It reads the provider payment first and never sends a cancel: only
+    a provider payment that is canceled at the provider ends the payment ``canceled``; any other
     answer (the event was stale) fails the check and changes nothing.  Runs in the event's
     transaction; None: nothing to check."""
     found = unit.payments.get(payment_id)
@@ -293,7 +293,7 @@ def request_authorization_check(
     if payment is None or payment.status is not PaymentStatus.REQUIRES_CAPTURE:
         return None
     if unit.authorizations.unfinished_operation(payment_id) is not None:
-        return None  # that capture or cancel reads the intent itself
+        return None  # that capture or cancel reads the provider payment itself
     values = new_operation_values(
         new_operation_id(CANCEL),
         CANCEL,
@@ -305,7 +305,7 @@ def request_authorization_check(
     )
     values.update(
         origin="provider",
-        lookup_pending=True,  # read the intent before anything else
+        lookup_pending=True,  # read the provider payment before anything else
         lease_owner=None,
         locked_until=now,
         next_attempt_at=now,

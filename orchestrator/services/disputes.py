@@ -52,7 +52,7 @@ def record_dispute_event(
     dispute, created = uow.disputes.record(
         dispute_id=event.object_id,
         payment_id=payment_id,
-        provider_payment_id=event.payment_intent,
+        provider_payment_id=event.provider_payment_id,
         amount=int(obj.get("amount") or 0),
         currency=str(obj.get("currency") or ""),
         reason=str(obj["reason"]) if obj.get("reason") else None,

@@ -1,20 +1,20 @@
-"""Receiving a provider's event (``POST /v1/providers/stripe/webhooks``).
+"""Receiving a provider's event (``POST /v1/providers/{provider}/webhooks``).
 
-    body + Stripe-Signature ─> verify (the adapter, through the stripe SDK) ─ bad ─> 400,
+    body + signature   ─> verify (the adapter, through the provider's SDK) ─ bad ─> 400,
                                                                                nothing stored
       ─> one short transaction:
            already stored (same evt id) ─────────────> replay: 200, nothing changes
-           store it, with our payment if its intent is ours
+           store it, with our payment if the object is ours
            that payment deferred (nobody holds it) ──> due now: the sweeper dispatches it
            about its refunds ────────────────────────> a refund sync queued, due now
                                                        (``services.refund_sync``)
-           its intent canceled, payment requires_capture > an authorisation check queued,
+           its authorisation canceled (requires_capture) > an authorisation check queued,
                                                        due now (``services.captures``)
       ─> 200
 
 **An event is a hint, never the truth.**  Nothing here applies what the event says: the
-payment's operation, once dispatched, retrieves the intent from the provider and applies it
-through the fenced path, so an event that arrives late, twice or out of order changes nothing
+payment's operation, once dispatched, retrieves the provider payment from the provider and applies
+it through the fenced path, so an event that arrives late, twice or out of order changes nothing
 twice.  No provider call is made here (the route answers in milliseconds), and no transaction
 is open across anything but the database.
 """
@@ -28,16 +28,15 @@ import sqlalchemy as sa
 
 from orchestrator.db.uow import UnitOfWork
 from orchestrator.logging import get_logger
-from orchestrator.providers.base import ProviderEvent
+from orchestrator.providers.base import PAYMENT_CANCELED_EVENT, ProviderEvent
 from orchestrator.services.captures import request_authorization_check
 from orchestrator.services.disputes import record_dispute_event
 from orchestrator.services.refund_sync import REFUND_EVENT_TYPES, request_refund_sync
 
 log = get_logger(__name__)
 
-AUTHORIZATION_CANCELED = "payment_intent.canceled"
 
-# Verifies a webhook and reads it (``stripe_adapter.parse_webhook_event``); raises
+# Verifies a webhook and reads it (the adapter's ``parse_webhook_event``); raises
 # ``WebhookSignatureInvalid``.
 ParseEvent = Callable[[bytes, str | None, str], ProviderEvent]
 
@@ -73,7 +72,9 @@ def receive_provider_event(
         now = unit.now()
         events = unit.provider_events
         payment_id = (
-            events.payment_for_intent(event.payment_intent) if event.payment_intent else None
+            events.payment_for_intent(event.provider_payment_id)
+            if event.provider_payment_id
+            else None
         )
         woke = payment_id is not None and events.make_deferred_payment_due(payment_id, now=now)
         try:
@@ -84,7 +85,7 @@ def receive_provider_event(
                 provider_created=event.created,
                 object_type=event.object_type,
                 object_id=event.object_id,
-                provider_payment_id=event.payment_intent,
+                provider_payment_id=event.provider_payment_id,
                 payment_id=payment_id,
                 payload=event.raw,
                 woke_payment=woke,
@@ -96,7 +97,7 @@ def receive_provider_event(
             if payment_id is not None:
                 # A dispute is recorded (once per dispute) in the event's transaction.
                 record_dispute_event(unit, event, payment_id, now=now)
-                if event.type == AUTHORIZATION_CANCELED:
+                if event.type == PAYMENT_CANCELED_EVENT:
                     # Perhaps an authorisation that expired uncaptured: a check reads it.
                     request_authorization_check(unit, payment_id, now=now)
                 if event.type in REFUND_EVENT_TYPES:
@@ -106,7 +107,7 @@ def receive_provider_event(
                     )
             unit.commit()
         except sa.exc.IntegrityError:
-            # A concurrent delivery of the same event committed first (Stripe can send one
+            # A concurrent delivery of the same event committed first (a provider can send one
             # event twice at once): it is stored, and this one changes nothing.
             return _replayed(event)
     log.info(

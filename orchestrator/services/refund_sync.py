@@ -1,5 +1,5 @@
 """Queueing a refund sync (``engine.kinds.refund_sync``): the one way payorch learns of a
-refund made at the provider outside payorch (Stripe's Dashboard).
+refund made at the provider outside payorch (the provider's dashboard).
 
 Two callers: a provider event about the payment's refunds (``services.provider_events``,
 in the event's own transaction), and an operator (``payorch payments sync-refunds``,
@@ -8,7 +8,7 @@ call here: the sync row is written due now, with nobody holding it, and the swee
 pass dispatches it like any due operation.
 
 A sync that no worker has claimed yet will list the provider's refunds after this moment,
-so it covers this hint too: a burst of events (Stripe sends ``charge.refunded`` and
+so it covers this hint too: a burst of events (the provider sends ``charge.refunded`` and
 ``refund.created`` for one refund) queues one sync, not one each.
 """
 
@@ -31,7 +31,7 @@ from orchestrator.logging import get_logger
 log = get_logger(__name__)
 
 # The provider's events that may mean a refund payorch did not make.  On the pinned API
-# version (``orchestrator.stripe_version``, after 2024-10-28.acacia) Stripe sends
+# version (after 2024-10-28.acacia) the provider sends
 # refund.created / .updated / .failed for every refund, besides the charge's
 # charge.refunded and the older charge.refund.updated.  Each is only a hint to read the
 # refunds; all are taken, so a version move either way loses none.

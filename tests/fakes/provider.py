@@ -1,8 +1,8 @@
 """An in-memory provider with Stripe's semantics that matter to the protocol, and a
 script of faults.
 
-It keeps what Stripe keeps: intents, one charge per intent at most, and saved responses
-per idempotency key (errors included, as Stripe saves 500s).  Faults are scripted per
+It keeps what Stripe keeps: provider payments, one charge per provider payment at most, and saved
+responses per idempotency key (errors included, as Stripe saves 500s).  Faults are scripted per
 operation and per call number, e.g. ``fail("confirm", 1, "unknown_after_effect")``.
 """
 
@@ -15,11 +15,11 @@ from typing import Literal
 
 from orchestrator.providers.base import (
     Declined,
-    IntentPage,
     OutcomeUnknown,
     PaymentError,
     Permanent,
-    ProviderIntent,
+    ProviderPayment,
+    ProviderPaymentPage,
     ProviderRefund,
     RefundPage,
     Retryable,
@@ -71,7 +71,7 @@ DECLINES = {
 @dataclass
 class Call:
     operation: Operation
-    intent_id: str | None
+    provider_payment_id: str | None
     key: str | None
     # The optional arguments the call carried (customer, off_session, return_url).
     params: dict[str, object] = field(default_factory=dict)
@@ -90,7 +90,7 @@ class _Intent:
     created: int = 0
     customer: str | None = None
     next_action: dict[str, object] | None = None
-    client_secret: str | None = None
+    client_token: str | None = None
     cancellation_reason: str | None = None
     capture_method: str = "automatic"
     amount_capturable: int = 0
@@ -101,11 +101,12 @@ class _Intent:
 class FakeProvider:
     name: str = "stripe"
     retry_after: float = 2.0
-    intents: dict[str, _Intent] = field(default_factory=dict)
-    saved: dict[str, ProviderIntent | Exception] = field(default_factory=dict)
+    provider_payments: dict[str, _Intent] = field(default_factory=dict)
+    saved: dict[str, ProviderPayment | Exception] = field(default_factory=dict)
     calls: list[Call] = field(default_factory=list)
     charges: dict[str, int] = field(default_factory=dict)
-    # Captures of manual-capture intents (intent id -> how many times it was captured).
+    # Captures of manual-capture provider payments (provider payment id -> how many times it was
+    # captured).
     captures: dict[str, int] = field(default_factory=dict)
     # Refunds as Stripe keeps them, in creation order.
     refunds: dict[str, ProviderRefund] = field(default_factory=dict)
@@ -120,32 +121,33 @@ class FakeProvider:
     def movements(self, record_id: str) -> int:
         return sum(
             n
-            for intent_id, n in self.charges.items()
-            if self.intents[intent_id].metadata.get(RECORD_ID_METADATA_KEY) == record_id
+            for provider_payment_id, n in self.charges.items()
+            if self.provider_payments[provider_payment_id].metadata.get(RECORD_ID_METADATA_KEY)
+            == record_id
         )
 
     def _fault(self, operation: Operation) -> Fault | None:
         self._counts[operation] = self._counts.get(operation, 0) + 1
         return self._faults.get((operation, self._counts[operation]))
 
-    def _view(self, intent: _Intent) -> ProviderIntent:
-        return ProviderIntent(
-            id=intent.id,
-            status=intent.status,
-            amount=intent.amount,
-            currency=intent.currency,
-            metadata=dict(intent.metadata),
-            latest_charge=intent.charge,
-            last_payment_error=intent.error,
-            created=intent.created,
-            payment_method=intent.payment_method,
-            amount_received=intent.amount_received,
-            amount_capturable=intent.amount_capturable,
-            capture_method=intent.capture_method,
-            customer=intent.customer,
-            next_action=intent.next_action,  # type: ignore[arg-type]
-            client_secret=intent.client_secret,
-            cancellation_reason=intent.cancellation_reason,
+    def _view(self, provider_payment: _Intent) -> ProviderPayment:
+        return ProviderPayment(
+            id=provider_payment.id,
+            status=provider_payment.status,
+            amount=provider_payment.amount,
+            currency=provider_payment.currency,
+            metadata=dict(provider_payment.metadata),
+            latest_charge=provider_payment.charge,
+            last_payment_error=provider_payment.error,
+            created=provider_payment.created,
+            payment_method=provider_payment.payment_method,
+            amount_received=provider_payment.amount_received,
+            amount_capturable=provider_payment.amount_capturable,
+            capture_method=provider_payment.capture_method,
+            customer=provider_payment.customer,
+            next_action=provider_payment.next_action,  # type: ignore[arg-type]
+            client_token=provider_payment.client_token,
+            cancellation_reason=provider_payment.cancellation_reason,
         )
 
     def add_intent(
@@ -157,8 +159,8 @@ class FakeProvider:
         payment_method: str = "pm_card_visa",
         created: int | None = None,
     ) -> str:
-        """An intent made outside payorch (another integration, the Dashboard)."""
-        intent = _Intent(
+        """A provider payment made outside payorch (another integration, the Dashboard)."""
+        provider_payment = _Intent(
             id=f"pi_fake{next(self._ids)}",
             amount=amount,
             currency=currency,
@@ -166,10 +168,10 @@ class FakeProvider:
             metadata={RECORD_ID_METADATA_KEY: record_id} if record_id else {},
             created=int(time.time()) if created is None else created,
         )
-        self.intents[intent.id] = intent
-        return intent.id
+        self.provider_payments[provider_payment.id] = provider_payment
+        return provider_payment.id
 
-    def _with_key(self, key: str, fault: Fault | None, act: callable) -> ProviderIntent:  # type: ignore[valid-type]
+    def _with_key(self, key: str, fault: Fault | None, act: callable) -> ProviderPayment:  # type: ignore[valid-type]
         if key in self.saved:
             saved = self.saved[key]
             if isinstance(saved, Exception):
@@ -186,7 +188,7 @@ class FakeProvider:
         try:
             if fault == "refused":
                 raise Permanent(REFUSED_MESSAGE, code=REFUSED_CODE, http_status=400)
-            result: ProviderIntent | Exception = act()
+            result: ProviderPayment | Exception = act()
         except (Declined, Permanent) as error:
             result = error
         if fault == "saved_500_after_effect":
@@ -198,7 +200,7 @@ class FakeProvider:
             raise result
         return result
 
-    def create_intent(
+    def create_payment(
         self,
         *,
         record_id: str,
@@ -209,7 +211,7 @@ class FakeProvider:
         metadata: dict[str, str],
         customer: str | None = None,
         capture_method: str = "automatic",
-    ) -> ProviderIntent:
+    ) -> ProviderPayment:
         key = create_key(record_id)
         params: dict[str, object] = {"customer": customer} if customer else {}
         if capture_method != "automatic":
@@ -217,8 +219,8 @@ class FakeProvider:
         self.calls.append(Call("create", None, key, params))
         fault = self._fault("create")
 
-        def act() -> ProviderIntent:
-            intent = _Intent(
+        def act() -> ProviderPayment:
+            provider_payment = _Intent(
                 id=f"pi_fake{next(self._ids)}",
                 amount=amount,
                 currency=currency,
@@ -228,173 +230,191 @@ class FakeProvider:
                 customer=customer,
                 capture_method=capture_method,
             )
-            self.intents[intent.id] = intent
-            return self._view(intent)
+            self.provider_payments[provider_payment.id] = provider_payment
+            return self._view(provider_payment)
 
         return self._with_key(key, fault, act)
 
-    def confirm_intent(
+    def confirm_payment(
         self,
-        intent_id: str,
+        provider_payment_id: str,
         *,
         record_id: str,
         attempt: int,
         off_session: bool | None = None,
         return_url: str | None = None,
-    ) -> ProviderIntent:
+    ) -> ProviderPayment:
         key = confirm_key(record_id, attempt)
         params = {"off_session": off_session, "return_url": return_url}
         self.calls.append(
-            Call("confirm", intent_id, key, {k: v for k, v in params.items() if v is not None})
+            Call(
+                "confirm",
+                provider_payment_id,
+                key,
+                {k: v for k, v in params.items() if v is not None},
+            )
         )
         fault = self._fault("confirm")
 
-        def act() -> ProviderIntent:
-            intent = self.intents[intent_id]
-            if intent.status == "succeeded":
+        def act() -> ProviderPayment:
+            provider_payment = self.provider_payments[provider_payment_id]
+            if provider_payment.status == "succeeded":
                 raise Permanent(
                     "already succeeded", code="payment_intent_unexpected_state", http_status=400
                 )
-            if intent.payment_method in AUTHENTICATION_CARDS:
+            if provider_payment.payment_method in AUTHENTICATION_CARDS:
                 if off_session:
-                    intent.status = "requires_payment_method"
-                    intent.error = PaymentError(
+                    provider_payment.status = "requires_payment_method"
+                    provider_payment.error = PaymentError(
                         "authentication_required", "authentication_required", "Needs 3DS."
                     )
                     raise Declined(
                         "Your card was declined. This transaction requires authentication.",
                         code="authentication_required",
                         decline_code="authentication_required",
-                        intent_id=intent_id,
+                        provider_payment_id=provider_payment_id,
                     )
-                intent.status = "requires_action"
-                intent.client_secret = f"{intent.id}_secret_fake"
-                intent.next_action = (
+                provider_payment.status = "requires_action"
+                provider_payment.client_token = f"{provider_payment.id}_secret_fake"
+                provider_payment.next_action = (
                     {
                         "type": "redirect_to_url",
                         "redirect_to_url": {
-                            "url": f"https://hooks.example/3ds/{intent.id}",
+                            "url": f"https://hooks.example/3ds/{provider_payment.id}",
                             "return_url": return_url,
                         },
                     }
                     if return_url
                     else {"type": "use_stripe_sdk", "use_stripe_sdk": {"type": "three_d_secure"}}
                 )
-                return self._view(intent)
-            if intent.payment_method in PROCESSING_CARDS:
-                intent.status = "processing"
-                return self._view(intent)
-            decline = DECLINES.get(intent.payment_method)
+                return self._view(provider_payment)
+            if provider_payment.payment_method in PROCESSING_CARDS:
+                provider_payment.status = "processing"
+                return self._view(provider_payment)
+            decline = DECLINES.get(provider_payment.payment_method)
             if decline is not None:
-                intent.status = "requires_payment_method"
-                intent.error = PaymentError("card_declined", decline, "Your card was declined.")
+                provider_payment.status = "requires_payment_method"
+                provider_payment.error = PaymentError(
+                    "card_declined", decline, "Your card was declined."
+                )
                 raise Declined(
                     "Your card was declined.",
                     code="card_declined",
                     decline_code=decline,
-                    intent_id=intent_id,
+                    provider_payment_id=provider_payment_id,
                 )
-            self._succeed(intent)
-            return self._view(intent)
+            self._succeed(provider_payment)
+            return self._view(provider_payment)
 
         return self._with_key(key, fault, act)
 
     # -- what happens outside payorch: the customer authenticates, a method settles --------
 
-    def authenticate(self, intent_id: str, *, succeed: bool = True) -> None:
+    def authenticate(self, provider_payment_id: str, *, succeed: bool = True) -> None:
         """The customer completes (or fails) 3-D Secure."""
-        intent = self.intents[intent_id]
-        assert intent.status == "requires_action", intent.status
-        intent.next_action = None
+        provider_payment = self.provider_payments[provider_payment_id]
+        assert provider_payment.status == "requires_action", provider_payment.status
+        provider_payment.next_action = None
         if succeed:
-            self._succeed(intent)
+            self._succeed(provider_payment)
         else:
-            intent.status = "requires_payment_method"
-            intent.error = PaymentError(
+            provider_payment.status = "requires_payment_method"
+            provider_payment.error = PaymentError(
                 "payment_intent_authentication_failure", None, "Authentication failed."
             )
 
-    def settle(self, intent_id: str) -> None:
-        """A processing intent succeeds."""
-        intent = self.intents[intent_id]
-        assert intent.status == "processing", intent.status
-        self._succeed(intent)
+    def settle(self, provider_payment_id: str) -> None:
+        """A processing provider payment succeeds."""
+        provider_payment = self.provider_payments[provider_payment_id]
+        assert provider_payment.status == "processing", provider_payment.status
+        self._succeed(provider_payment)
 
-    def _succeed(self, intent: _Intent) -> None:
+    def _succeed(self, provider_payment: _Intent) -> None:
         """The card pays: a charge (an authorisation under manual capture)."""
-        intent.charge = f"ch_fake{next(self._ids)}"
-        self.charges[intent.id] = self.charges.get(intent.id, 0) + 1
-        if intent.capture_method == "manual":
-            intent.status = "requires_capture"
-            intent.amount_capturable = intent.amount
+        provider_payment.charge = f"ch_fake{next(self._ids)}"
+        self.charges[provider_payment.id] = self.charges.get(provider_payment.id, 0) + 1
+        if provider_payment.capture_method == "manual":
+            provider_payment.status = "requires_capture"
+            provider_payment.amount_capturable = provider_payment.amount
         else:
-            intent.status = "succeeded"
-            intent.amount_received = intent.amount
+            provider_payment.status = "succeeded"
+            provider_payment.amount_received = provider_payment.amount
 
-    def capture_intent(
-        self, intent_id: str, *, operation_id: str, attempt: int, amount_to_capture: int | None
-    ) -> ProviderIntent:
+    def capture_payment(
+        self,
+        provider_payment_id: str,
+        *,
+        operation_id: str,
+        attempt: int,
+        amount_to_capture: int | None,
+    ) -> ProviderPayment:
         key = capture_key(operation_id, attempt)
-        self.calls.append(Call("capture", intent_id, key, {"amount_to_capture": amount_to_capture}))
+        self.calls.append(
+            Call("capture", provider_payment_id, key, {"amount_to_capture": amount_to_capture})
+        )
         fault = self._fault("capture")
 
-        def act() -> ProviderIntent:
-            intent = self.intents[intent_id]
-            if intent.status != "requires_capture":
+        def act() -> ProviderPayment:
+            provider_payment = self.provider_payments[provider_payment_id]
+            if provider_payment.status != "requires_capture":
                 raise Permanent(
                     "This PaymentIntent could not be captured because it has a status of "
-                    f"{intent.status}.",
+                    f"{provider_payment.status}.",
                     code="payment_intent_unexpected_state",
                     http_status=400,
                 )
-            amount = intent.amount_capturable if amount_to_capture is None else amount_to_capture
-            if amount > intent.amount_capturable:
+            amount = (
+                provider_payment.amount_capturable
+                if amount_to_capture is None
+                else amount_to_capture
+            )
+            if amount > provider_payment.amount_capturable:
                 raise Permanent(
                     "The amount to capture is greater than the amount capturable.",
                     code="amount_too_large",
                     http_status=400,
                 )
-            intent.status = "succeeded"
-            intent.amount_received = amount
-            intent.amount_capturable = 0
-            self.captures[intent_id] = self.captures.get(intent_id, 0) + 1
-            return self._view(intent)
+            provider_payment.status = "succeeded"
+            provider_payment.amount_received = amount
+            provider_payment.amount_capturable = 0
+            self.captures[provider_payment_id] = self.captures.get(provider_payment_id, 0) + 1
+            return self._view(provider_payment)
 
         return self._with_key(key, fault, act)
 
-    def cancel_intent(
-        self, intent_id: str, *, operation_id: str, attempt: int, reason: str | None
-    ) -> ProviderIntent:
+    def cancel_payment(
+        self, provider_payment_id: str, *, operation_id: str, attempt: int, reason: str | None
+    ) -> ProviderPayment:
         key = cancel_key(operation_id, attempt)
-        self.calls.append(Call("cancel", intent_id, key, {"reason": reason}))
+        self.calls.append(Call("cancel", provider_payment_id, key, {"reason": reason}))
         fault = self._fault("cancel")
 
-        def act() -> ProviderIntent:
-            intent = self.intents[intent_id]
-            if intent.status == "succeeded":
+        def act() -> ProviderPayment:
+            provider_payment = self.provider_payments[provider_payment_id]
+            if provider_payment.status == "succeeded":
                 raise Permanent(
                     "already succeeded", code="payment_intent_unexpected_state", http_status=400
                 )
-            intent.status = "canceled"
-            intent.next_action = None
-            intent.amount_capturable = 0
-            intent.cancellation_reason = reason
-            return self._view(intent)
+            provider_payment.status = "canceled"
+            provider_payment.next_action = None
+            provider_payment.amount_capturable = 0
+            provider_payment.cancellation_reason = reason
+            return self._view(provider_payment)
 
         return self._with_key(key, fault, act)
 
-    def retrieve_intent(self, intent_id: str) -> ProviderIntent:
-        self.calls.append(Call("retrieve", intent_id, None))
+    def retrieve_payment(self, provider_payment_id: str) -> ProviderPayment:
+        self.calls.append(Call("retrieve", provider_payment_id, None))
         fault = self._fault("retrieve")
         if fault in ("unknown_before_effect", "unknown_after_effect", "saved_500_after_effect"):
             raise OutcomeUnknown("retrieve failed (fake)")
         if fault == "rate_limited":
             raise Retryable("rate limited (fake)", retry_after=self.retry_after, http_status=429)
-        return self._view(self.intents[intent_id])
+        return self._view(self.provider_payments[provider_payment_id])
 
-    def list_intents(
+    def list_payments(
         self, *, created_gte: int, created_lte: int, starting_after: str | None, limit: int
-    ) -> IntentPage:
+    ) -> ProviderPaymentPage:
         """Newest first (insertion order stands for creation order), like Stripe's list."""
         self.calls.append(Call("lookup", starting_after, None))
         fault = self._fault("lookup")
@@ -403,24 +423,29 @@ class FakeProvider:
         if fault == "rate_limited":
             raise Retryable("rate limited (fake)", retry_after=self.retry_after, http_status=429)
         newest_first = [
-            i for i in reversed(self.intents.values()) if created_gte <= i.created <= created_lte
+            i
+            for i in reversed(self.provider_payments.values())
+            if created_gte <= i.created <= created_lte
         ]
         if starting_after is not None:
             ids = [i.id for i in newest_first]
             newest_first = newest_first[ids.index(starting_after) + 1 :]
         page = newest_first[:limit]
-        return IntentPage(
-            intents=tuple(self._view(i) for i in page), has_more=len(newest_first) > len(page)
+        return ProviderPaymentPage(
+            provider_payments=tuple(self._view(i) for i in page),
+            has_more=len(newest_first) > len(page),
         )
 
     # -- refunds ----------------------------------------------------------------------------
 
-    def refunded(self, intent_id: str) -> int:
-        """What the intent's refunds that did not fail returned (Stripe's amount_refunded)."""
+    def refunded(self, provider_payment_id: str) -> int:
+        """What the provider payment's refunds that did not fail returned (Stripe's
+        amount_refunded)."""
         return sum(
             r.amount
             for r in self.refunds.values()
-            if r.payment_intent == intent_id and r.status not in ("failed", "canceled")
+            if r.provider_payment_id == provider_payment_id
+            and r.status not in ("failed", "canceled")
         )
 
     def refunds_of(self, operation_id: str) -> list[ProviderRefund]:
@@ -431,7 +456,7 @@ class FakeProvider:
     def create_refund(
         self,
         *,
-        intent_id: str,
+        provider_payment_id: str,
         operation_id: str,
         attempt: int,
         amount: int,
@@ -439,19 +464,19 @@ class FakeProvider:
         metadata: dict[str, str],
     ) -> ProviderRefund:
         key = refund_key(operation_id, attempt)
-        self.calls.append(Call("refund", intent_id, key))
+        self.calls.append(Call("refund", provider_payment_id, key))
         fault = self._fault("refund")
 
         def act() -> ProviderRefund:
-            intent = self.intents[intent_id]
-            if intent.status != "succeeded":
+            provider_payment = self.provider_payments[provider_payment_id]
+            if provider_payment.status != "succeeded":
                 raise Permanent(
-                    f"This PaymentIntent ({intent_id}) does not have a successful charge to "
-                    "refund.",
+                    f"This PaymentIntent ({provider_payment_id}) does not have a successful "
+                    "charge to refund.",
                     code="charge_not_refundable",
                     http_status=400,
                 )
-            if self.refunded(intent_id) + amount > intent.amount_received:
+            if self.refunded(provider_payment_id) + amount > provider_payment.amount_received:
                 raise Permanent(
                     f"Refund amount (${amount / 100:.2f}) is greater than unrefunded amount "
                     "on charge.",
@@ -460,9 +485,9 @@ class FakeProvider:
                 )
             refund = ProviderRefund(
                 id=f"re_fake{next(self._ids)}",
-                payment_intent=intent_id,
+                provider_payment_id=provider_payment_id,
                 amount=amount,
-                currency=intent.currency,
+                currency=provider_payment.currency,
                 status="succeeded",
                 metadata=dict(metadata),
                 reason=reason,
@@ -480,15 +505,21 @@ class FakeProvider:
             raise OutcomeUnknown("retrieve refund failed (fake)")
         return self.refunds[refund_id]
 
-    def list_refunds(self, intent_id: str, *, starting_after: str | None, limit: int) -> RefundPage:
+    def list_refunds(
+        self, provider_payment_id: str, *, starting_after: str | None, limit: int
+    ) -> RefundPage:
         """Newest first, like Stripe's list."""
-        self.calls.append(Call("list_refunds", intent_id, None))
+        self.calls.append(Call("list_refunds", provider_payment_id, None))
         fault = self._fault("list_refunds")
         if fault in ("unknown_before_effect", "unknown_after_effect", "saved_500_after_effect"):
             raise OutcomeUnknown("list refunds failed (fake)")
         if fault == "rate_limited":
             raise Retryable("rate limited (fake)", retry_after=self.retry_after, http_status=429)
-        newest_first = [r for r in reversed(self.refunds.values()) if r.payment_intent == intent_id]
+        newest_first = [
+            r
+            for r in reversed(self.refunds.values())
+            if r.provider_payment_id == provider_payment_id
+        ]
         if starting_after is not None:
             ids = [r.id for r in newest_first]
             newest_first = newest_first[ids.index(starting_after) + 1 :]

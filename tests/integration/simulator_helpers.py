@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from orchestrator.providers.base import ProviderIntent
+from orchestrator.providers.base import ProviderPayment
 from orchestrator.providers.stripe_adapter import StripeProvider
 
 # The patient client's read timeout: longer than any latency fault these tests inject.
@@ -28,14 +28,14 @@ def make_provider(url: str, *, read_timeout: float = READ_TIMEOUT_SECONDS) -> St
     )
 
 
-def create_intent(
+def create_payment(
     provider: StripeProvider,
     record: str,
     *,
     amount: int = 1000,
     payment_method: str = "pm_card_visa",
-) -> ProviderIntent:
-    return provider.create_intent(
+) -> ProviderPayment:
+    return provider.create_payment(
         record_id=record,
         amount=amount,
         currency="usd",
@@ -45,10 +45,11 @@ def create_intent(
     )
 
 
-def find_listed(provider: StripeProvider, record: str) -> ProviderIntent | None:
+def find_listed(provider: StripeProvider, record: str) -> ProviderPayment | None:
     """The intent naming ``record`` on the first page of the last five minutes' list."""
     now = int(time.time())
-    page = provider.list_intents(
+    page = provider.list_payments(
         created_gte=now - 300, created_lte=now + 60, starting_after=None, limit=100
     )
-    return next((i for i in page.intents if i.metadata.get("payorch_record_id") == record), None)
+    found = page.provider_payments
+    return next((i for i in found if i.metadata.get("payorch_record_id") == record), None)

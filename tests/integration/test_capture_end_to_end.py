@@ -115,11 +115,11 @@ def test_an_authorisation_the_provider_expires_ends_the_payment_canceled(
         stack.start_worker(processes)
         stack.start_sweeper(processes)
         payment_id = authorized(stack, "e2e-expiry", 1303)
-        intent_id = stack.record(payment_id).provider_payment_id
-        assert intent_id is not None
+        provider_payment_id = stack.record(payment_id).provider_payment_id
+        assert provider_payment_id is not None
 
         # Stripe cancels an authorisation left uncaptured for 7 days; its event arrives.
-        stack.simulator.admin.expire_authorization(intent_id)
+        stack.simulator.admin.expire_authorization(provider_payment_id)
         final = wait_status(stack, payment_id, "canceled")
 
         assert final["amount_capturable"] == 0 and final["failure"]["code"] == "canceled"

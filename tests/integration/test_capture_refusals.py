@@ -134,7 +134,7 @@ def test_a_refused_capture_of_an_authorisation_gone_at_the_provider_ends_the_pay
     merchant = new_merchant(container)
     payment = authorized_payment(container, merchant, "order-1", amount=900)
     provider.fail("capture", 1, "refused")
-    intent = provider.intents[payment.provider_payment_id]
+    intent = provider.provider_payments[payment.provider_payment_id]
     intent.status, intent.cancellation_reason = "canceled", "automatic"
 
     op = _capture(container, merchant, payment.id, "cap-1")
@@ -175,7 +175,7 @@ def test_a_refused_cancel_fails_with_the_providers_reason_and_the_payment_stands
     assert [t for t, _ in events] == ["payment.requires_capture", "payment.cancel_failed"]
     assert events[-1][1]["object"] == "cancel"
     assert events[-1][1]["failure"] == {"code": REFUSED_CODE, "message": REFUSED_MESSAGE}
-    assert provider.intents[payment.provider_payment_id].status == "requires_capture"
+    assert provider.provider_payments[payment.provider_payment_id].status == "requires_capture"
 
     # Still the merchant's: a second cancel (new key) releases it.
     again = _cancel(container, merchant, payment.id, "cnl-2")

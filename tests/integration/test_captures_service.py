@@ -147,7 +147,7 @@ def test_the_ledger_equals_captured_and_refunded_after_a_partial_capture_and_a_r
 
     paid = reload(container, payment.id)
     assert (paid.amount_captured, paid.amount_refunded, paid.amount_capturable) == (600, 250, 0)
-    assert provider.intents[paid.provider_payment_id].amount_received == 600
+    assert provider.provider_payments[paid.provider_payment_id].amount_received == 600
     with container.engine.connect() as conn:
         import sqlalchemy as sa
 
@@ -275,7 +275,7 @@ def test_a_cancel_releases_the_authorisation_once(container, provider):
     paid = reload(container, payment.id)
     assert paid.status is PaymentStatus.CANCELED and paid.amount_capturable == 0
     assert paid.failure is not None and paid.failure.code == "canceled"
-    intent = provider.intents[paid.provider_payment_id]
+    intent = provider.provider_payments[paid.provider_payment_id]
     assert (intent.status, intent.cancellation_reason) == ("canceled", "requested_by_customer")
     # Timed out after the effect: read first, never canceled a second time.
     assert keys_of(provider, "cancel") == [f"payorch-{accepted.record.id}-cancel-1"]
@@ -324,7 +324,7 @@ def test_a_cancel_while_the_customer_authenticates_holds_the_charge_and_cancels_
         RecoveryPoint.COMPLETED,
     )
     assert (canceled.lease_owner, canceled.waiting_for, canceled.next_action) == (None, None, None)
-    assert provider.intents[canceled.provider_payment_id].status == "canceled"
+    assert provider.provider_payments[canceled.provider_payment_id].status == "canceled"
     assert provider.charges == {}
     assert outbox_types(container, record.id) == ["payment.requires_action", "payment.canceled"]
 
@@ -343,8 +343,10 @@ def test_a_cancel_that_loses_the_race_to_the_customer_fails_and_the_charge_finis
     )
     process_payment(container.runner(), record.id, record.lease_token, sleep=lambda _s: 0)
     accepted = cancel(container, merchant, record.id, "cnl-1")
-    intent_id = reload(container, record.id).provider_payment_id
-    provider.authenticate(intent_id)  # the customer authenticated just before: money moved
+    provider_payment_id = reload(container, record.id).provider_payment_id
+    provider.authenticate(
+        provider_payment_id
+    )  # the customer authenticated just before: money moved
 
     run(container, accepted.record.id, accepted.record.lease_token)
 
@@ -358,7 +360,7 @@ def test_a_cancel_that_loses_the_race_to_the_customer_fails_and_the_charge_finis
     process_payment(container.runner(), payment_id, token, sleep=lambda _s: 0)
     paid = reload(container, record.id)
     assert paid.status is PaymentStatus.SUCCEEDED and paid.amount_captured == 1000
-    assert provider.charges == {intent_id: 1}
+    assert provider.charges == {provider_payment_id: 1}
 
 
 def test_a_cancel_before_the_charge_ran_fences_it_and_nothing_is_sent(container, provider):
@@ -436,7 +438,7 @@ def test_an_authorisation_the_provider_expired_is_read_and_the_payment_ends_canc
 ):
     merchant = new_merchant(container)
     payment = authorized_payment(container, merchant, "order-1", amount=900)
-    intent = provider.intents[payment.provider_payment_id]
+    intent = provider.provider_payments[payment.provider_payment_id]
     intent.status, intent.cancellation_reason = "canceled", "automatic"  # 7 days later
 
     queued = _queue_check(container, payment.id)

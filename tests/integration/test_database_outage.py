@@ -26,7 +26,7 @@ from orchestrator.domain.model import Role
 from orchestrator.domain.states import PaymentStatus, RecoveryPoint
 from orchestrator.engine.kinds.charge import process_payment
 from orchestrator.engine.lease import ProcessResult
-from orchestrator.providers.base import ProviderIntent
+from orchestrator.providers.base import ProviderPayment
 from orchestrator.services.api_keys import create_client
 from tests.fakes.provider import FakeProvider
 from tests.fakes.publisher import RecordingPublisher
@@ -248,8 +248,12 @@ class _OutageAfterConfirm:
     def __getattr__(self, name: str) -> object:
         return getattr(self._inner, name)
 
-    def confirm_intent(self, intent_id: str, *, record_id: str, attempt: int) -> ProviderIntent:
-        intent = self._inner.confirm_intent(intent_id, record_id=record_id, attempt=attempt)
+    def confirm_payment(
+        self, provider_payment_id: str, *, record_id: str, attempt: int
+    ) -> ProviderPayment:
+        intent = self._inner.confirm_payment(
+            provider_payment_id, record_id=record_id, attempt=attempt
+        )
         if not self.tripped:
             self.tripped = True
             self._control.stop_postgres()

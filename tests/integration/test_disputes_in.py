@@ -104,9 +104,9 @@ def wait_for_disputes(api: Api, payment_id: str) -> list[dict[str, object]]:
 
 
 def test_a_dispute_is_recorded_shown_to_ops_and_announced_once(api: Api) -> None:
-    payment_id, intent_id = succeeded_payment(api, "disputed")
+    payment_id, provider_payment_id = succeeded_payment(api, "disputed")
 
-    opened = api.simulator.admin.open_dispute(intent_id, reason="fraudulent")
+    opened = api.simulator.admin.open_dispute(provider_payment_id, reason="fraudulent")
     [dispute] = wait_for_disputes(api, payment_id)
 
     assert dispute["id"] == opened["id"]
@@ -118,8 +118,8 @@ def test_a_dispute_is_recorded_shown_to_ops_and_announced_once(api: Api) -> None
 
 
 def test_a_replayed_dispute_event_announces_nothing_twice(api: Api) -> None:
-    payment_id, intent_id = succeeded_payment(api, "disputed-twice")
-    api.simulator.admin.open_dispute(intent_id)
+    payment_id, provider_payment_id = succeeded_payment(api, "disputed-twice")
+    api.simulator.admin.open_dispute(provider_payment_id)
     wait_for_disputes(api, payment_id)
     with api.container.engine.connect() as conn:
         payload = conn.execute(

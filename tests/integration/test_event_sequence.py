@@ -80,7 +80,7 @@ def test_a_finish_that_waited_for_the_lock_numbers_its_event_after_the_writer_it
     try:
         record = accept(container, new_merchant(container), "seq-2")
         writer = container.uow().__enter__()
-        original_confirm = provider.confirm_intent
+        original_confirm = provider.confirm_payment
 
         def confirm_while_an_event_is_written(*args: Any, **kwargs: Any) -> Any:
             answer = original_confirm(*args, **kwargs)
@@ -89,7 +89,7 @@ def test_a_finish_that_waited_for_the_lock_numbers_its_event_after_the_writer_it
             )  # holds the row lock until it commits (below)
             return answer
 
-        provider.confirm_intent = confirm_while_an_event_is_written  # type: ignore[method-assign]
+        provider.confirm_payment = confirm_while_an_event_is_written  # type: ignore[method-assign]
         results: list[ProcessResult] = []
         finishing = threading.Thread(
             target=lambda: results.append(

@@ -126,5 +126,5 @@ def test_a_parked_cancel_is_listed_and_retried_by_its_id_and_cancels_once(api: A
 
     assert _run(api, cancel.id, retried.json()["new_token"]) is ProcessResult.COMPLETED
     assert reload(c, payment.id).status is PaymentStatus.CANCELED
-    intent = api.provider.intents[payment.provider_payment_id]
+    intent = api.provider.provider_payments[payment.provider_payment_id]
     assert intent.status == "canceled"

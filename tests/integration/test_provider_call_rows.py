@@ -54,15 +54,15 @@ def test_a_completed_charge_records_each_call_with_the_step_after_it(container):
 
 def test_a_fenced_out_finish_still_records_the_call_it_followed(container, provider):
     record = accept(container, new_merchant(container), "rows-2")
-    original_confirm = provider.confirm_intent
+    original_confirm = provider.confirm_payment
 
-    def confirm_then_lose_the_lease(intent_id: str, *, record_id: str, attempt: int):
-        result = original_confirm(intent_id, record_id=record_id, attempt=attempt)
+    def confirm_then_lose_the_lease(provider_payment_id: str, *, record_id: str, attempt: int):
+        result = original_confirm(provider_payment_id, record_id=record_id, attempt=attempt)
         current = reload(container, record_id)
         force(container, record_id, lease_token=current.lease_token + 1, lease_owner="other")
         return result
 
-    provider.confirm_intent = confirm_then_lose_the_lease  # type: ignore[method-assign]
+    provider.confirm_payment = confirm_then_lose_the_lease  # type: ignore[method-assign]
 
     assert run(container, record.id, record.lease_token) is ProcessResult.FENCED
 
@@ -74,10 +74,10 @@ def test_a_fenced_out_finish_still_records_the_call_it_followed(container, provi
 def test_a_run_that_fails_after_a_call_still_records_it(container, provider):
     record = accept(container, new_merchant(container), "rows-3")
 
-    def broken_confirm(intent_id: str, *, record_id: str, attempt: int):
+    def broken_confirm(provider_payment_id: str, *, record_id: str, attempt: int):
         raise RuntimeError("a bug after the create")
 
-    provider.confirm_intent = broken_confirm  # type: ignore[method-assign]
+    provider.confirm_payment = broken_confirm  # type: ignore[method-assign]
 
     with pytest.raises(RuntimeError):
         run(container, record.id, record.lease_token)
@@ -115,7 +115,7 @@ def test_a_fenced_out_intent_write_records_the_create_once(pg_container, provide
     (``carried_calls``), which inserts it even when the UPDATE finds the lease taken: the
     row is stored by that statement and must not be written again."""
     record = accept(pg_container, new_merchant(pg_container), "rows-4")
-    lose_the_lease_after(pg_container, provider, "create_intent")
+    lose_the_lease_after(pg_container, provider, "create_payment")
 
     assert run(pg_container, record.id, record.lease_token) is ProcessResult.FENCED
 

@@ -86,7 +86,7 @@ def _wait_until_stored(container: Container, event_ids: list[str]) -> list[dict[
 
 def _paid(provider: StripeProvider) -> str:
     record = record_id()
-    intent = provider.create_intent(
+    intent = provider.create_payment(
         record_id=record,
         amount=1000,
         currency="usd",
@@ -94,12 +94,12 @@ def _paid(provider: StripeProvider) -> str:
         description=None,
         metadata={},
     )
-    provider.confirm_intent(intent.id, record_id=record, attempt=1)
+    provider.confirm_payment(intent.id, record_id=record, attempt=1)
     return intent.id
 
 
 def _event(
-    event_id: str, intent_id: str = "pi_forged", type_: str = "payment_intent.succeeded"
+    event_id: str, provider_payment_id: str = "pi_forged", type_: str = "payment_intent.succeeded"
 ) -> bytes:
     return json.dumps(
         {
@@ -111,7 +111,7 @@ def _event(
             "pending_webhooks": 1,
             "request": {"id": None, "idempotency_key": None},
             "type": type_,
-            "data": {"object": {"id": intent_id, "object": "payment_intent"}},
+            "data": {"object": {"id": provider_payment_id, "object": "payment_intent"}},
         }
     ).encode()
 
@@ -129,13 +129,13 @@ def _post(api: Api, body: bytes, signature: str | None) -> httpx.Response:
 def test_every_event_the_simulator_delivers_is_stored_once_with_what_it_names(
     api: Api, simulator: RunningSimulator, provider: StripeProvider
 ) -> None:
-    intent_id = _paid(provider)
+    provider_payment_id = _paid(provider)
     listed = provider.sdk.v1.events.list({"limit": 10}).data
 
     rows = _wait_until_stored(api.container, [e.id for e in listed])
 
     assert {r["type"] for r in rows} == {"payment_intent.created", "payment_intent.succeeded"}
-    assert all(r["provider_payment_id"] == intent_id for r in rows)
+    assert all(r["provider_payment_id"] == provider_payment_id for r in rows)
     assert all(r["object_type"] == "payment_intent" and r["provider"] == "stripe" for r in rows)
     assert all(r["payment_id"] is None for r in rows)  # not one of our payments
     deliveries = simulator.admin.webhook_deliveries()
@@ -239,8 +239,8 @@ def test_without_a_configured_secret_the_route_accepts_nothing(tmp_path) -> None
 # -- a hint, never the truth ------------------------------------------------------------------
 
 
-def _signed_post_about(api: Api, intent_id: str) -> httpx.Response:
-    body = _event(f"evt_hint{time.monotonic_ns()}", intent_id)
+def _signed_post_about(api: Api, provider_payment_id: str) -> httpx.Response:
+    body = _event(f"evt_hint{time.monotonic_ns()}", provider_payment_id)
     return _post(api, body, signature_header(body, SECRET, int(time.time())))
 
 
@@ -249,19 +249,19 @@ def test_an_event_about_a_deferred_payment_makes_it_due_and_changes_nothing_else
 ) -> None:
     merchant = new_merchant(api.container, f"m-{record_id()}")
     payment = accept(api.container, merchant, record_id())
-    intent_id = f"pi_deferred{time.monotonic_ns()}"
+    provider_payment_id = f"pi_deferred{time.monotonic_ns()}"
     with api.container.uow() as uow:
         later = uow.now() + timedelta(minutes=10)
     deferred = force(
         api.container,
         payment.id,
-        provider_payment_id=intent_id,
+        provider_payment_id=provider_payment_id,
         lease_owner=None,
         locked_until=later,
         next_attempt_at=later,
     )
 
-    response = _signed_post_about(api, intent_id)
+    response = _signed_post_about(api, provider_payment_id)
 
     after = reload(api.container, payment.id)
     assert response.status_code == 200
@@ -272,7 +272,7 @@ def test_an_event_about_a_deferred_payment_makes_it_due_and_changes_nothing_else
         deferred.lease_token,
         deferred.recovery_point,
     )
-    [row] = [r for r in _stored(api.container) if r["provider_payment_id"] == intent_id]
+    [row] = [r for r in _stored(api.container) if r["provider_payment_id"] == provider_payment_id]
     assert (row["payment_id"], row["woke_payment"]) == (payment.id, True)
 
 
@@ -281,26 +281,26 @@ def test_an_event_never_touches_the_lease_of_a_payment_a_worker_holds_it_only_no
 ) -> None:
     merchant = new_merchant(api.container, f"m-{record_id()}")
     payment = accept(api.container, merchant, record_id())
-    intent_id = f"pi_held{time.monotonic_ns()}"
+    provider_payment_id = f"pi_held{time.monotonic_ns()}"
     with api.container.uow() as uow:
         later = uow.now() + timedelta(minutes=1)
     held = force(
         api.container,
         payment.id,
-        provider_payment_id=intent_id,
+        provider_payment_id=provider_payment_id,
         lease_owner="worker-1",
         locked_until=later,
         next_attempt_at=None,
     )
 
-    response = _signed_post_about(api, intent_id)
+    response = _signed_post_about(api, provider_payment_id)
 
     assert response.status_code == 200
     after = reload(api.container, payment.id)
     # Only woken_at: the holder's wait (if it writes one) then ends at once.
     assert after.woken_at is not None
     assert replace(after, woken_at=None) == held
-    [row] = [r for r in _stored(api.container) if r["provider_payment_id"] == intent_id]
+    [row] = [r for r in _stored(api.container) if r["provider_payment_id"] == provider_payment_id]
     assert (row["payment_id"], row["woke_payment"]) == (payment.id, False)
 
 
@@ -362,10 +362,10 @@ def test_an_event_of_a_type_payorch_does_not_handle_is_stored_and_ignored(api: A
 def test_the_operators_payment_page_lists_the_events_about_the_payment(api: Api) -> None:
     merchant = new_merchant(api.container, f"m-{record_id()}")
     payment = accept(api.container, merchant, record_id())
-    intent_id = f"pi_shown{time.monotonic_ns()}"
-    force(api.container, payment.id, provider_payment_id=intent_id)
+    provider_payment_id = f"pi_shown{time.monotonic_ns()}"
+    force(api.container, payment.id, provider_payment_id=provider_payment_id)
     ops_key = create_client(api.container.uow, f"ops-{record_id()}", Role.OPS).api_key
-    first, second = (_signed_post_about(api, intent_id) for _ in range(2))
+    first, second = (_signed_post_about(api, provider_payment_id) for _ in range(2))
 
     detail = httpx.get(
         f"{api.url}/v1/ops/payments/{payment.id}",
@@ -377,4 +377,7 @@ def test_the_operators_payment_page_lists_the_events_about_the_payment(api: Api)
     shown = detail.json()["provider_events"]
     assert [e["id"] for e in shown] == [first.json()["id"], second.json()["id"]]
     assert shown[0]["type"] == "payment_intent.succeeded"
-    assert (shown[0]["object_type"], shown[0]["object_id"]) == ("payment_intent", intent_id)
+    assert (shown[0]["object_type"], shown[0]["object_id"]) == (
+        "payment_intent",
+        provider_payment_id,
+    )

@@ -121,9 +121,11 @@ def test_a_dashboard_refund_appears_in_the_refunds_the_money_and_the_ledger_once
     accepted = stack.pay("dashboard-refunded", amount=2000)
     paid = stack.wait_final(accepted["id"])
     assert paid["status"] == "succeeded"
-    payment_id, intent_id = paid["id"], paid["provider_payment_id"]
+    payment_id, provider_payment_id = paid["id"], paid["provider_payment_id"]
 
-    made = stack.simulator.admin.dashboard_refund(intent_id, amount=700, reason="duplicate")
+    made = stack.simulator.admin.dashboard_refund(
+        provider_payment_id, amount=700, reason="duplicate"
+    )
 
     [refund] = poll("the dashboard refund is listed", lambda: refunds(stack, payment_id), bool)
     assert refund["origin"] == "provider"
@@ -184,7 +186,7 @@ def test_a_dashboard_refund_appears_in_the_refunds_the_money_and_the_ledger_once
     assert (record.amount_refunded, record.amount_refund_reserved) == (2000, 2000)
     assert stack.ledger_sum(payment_id) == 0
     at_provider = stack.simulator.admin.movements()["refunds"]
-    assert at_provider["by_intent"][intent_id] == 2  # the dashboard's and payorch's
+    assert at_provider["by_intent"][provider_payment_id] == 2  # the dashboard's and payorch's
     assert at_provider["by_refund_id"] == {rest["id"]: 1}
 
 

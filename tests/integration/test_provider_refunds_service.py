@@ -59,12 +59,12 @@ def run(container: Container, operation_id: str, token: int) -> ProcessResult:
 
 
 def dashboard_refund(
-    provider: FakeProvider, intent_id: str, amount: int, status: str = "succeeded"
+    provider: FakeProvider, provider_payment_id: str, amount: int, status: str = "succeeded"
 ) -> ProviderRefund:
     """A refund made in the provider's dashboard: no metadata of ours, no key of ours."""
     refund = ProviderRefund(
         id=f"re_dashboard{next(_dashboard_ids)}",
-        payment_intent=intent_id,
+        provider_payment_id=provider_payment_id,
         amount=amount,
         currency="usd",
         status=status,
@@ -137,7 +137,7 @@ def test_a_payorch_refund_in_flight_is_not_taken_for_a_foreign_one(container, pr
     # Created at the provider, but payorch has not recorded its provider id yet (the worker
     # died after the call): only its metadata names it.
     provider.create_refund(
-        intent_id=payment.provider_payment_id,
+        provider_payment_id=payment.provider_payment_id,
         operation_id=ours.id,
         attempt=1,
         amount=300,

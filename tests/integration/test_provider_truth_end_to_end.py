@@ -47,8 +47,8 @@ def list_requests(stack: Stack) -> list[dict]:
     return [r for r in stack.simulator.admin.requests() if r["operation"] == "list"]
 
 
-def confirms_of(stack: Stack, intent_id: str) -> list[dict]:
-    requests = stack.simulator.admin.requests(intent_id=intent_id)
+def confirms_of(stack: Stack, provider_payment_id: str) -> list[dict]:
+    requests = stack.simulator.admin.requests(intent_id=provider_payment_id)
     return [r for r in requests if r["operation"] == "confirm"]
 
 

@@ -64,7 +64,7 @@ def operations(provider: FakeProvider) -> list[str]:
 
 def rush_after_create(provider: FakeProvider, count: int) -> None:
     """Our create lands, then ``count`` newer intents arrive (a busy account)."""
-    original_create = provider.create_intent
+    original_create = provider.create_payment
 
     def create_then_rush(**kw):
         try:
@@ -73,7 +73,7 @@ def rush_after_create(provider: FakeProvider, count: int) -> None:
             for _ in range(count):
                 provider.add_intent(record_id=None, amount=100)
 
-    provider.create_intent = create_then_rush  # type: ignore[method-assign]
+    provider.create_payment = create_then_rush  # type: ignore[method-assign]
 
 
 def test_a_foreign_intent_naming_the_record_is_never_confirmed_and_parks_the_payment(
@@ -129,7 +129,7 @@ def test_our_intent_beside_an_older_foreign_one_is_the_one_confirmed(container, 
     assert done.status is PaymentStatus.SUCCEEDED
     assert done.provider_payment_id != foreign
     assert provider.charges == {done.provider_payment_id: 1}
-    assert provider.intents[done.provider_payment_id].amount == 23002
+    assert provider.provider_payments[done.provider_payment_id].amount == 23002
     assert done.settled_amount == 23002
     assert operations(provider) == ["create", "lookup", "confirm"]
 
@@ -139,7 +139,7 @@ def test_a_create_answer_that_does_not_match_the_record_is_never_confirmed(conta
     # Someone made an intent under our create key with another amount (an impossible
     # Stripe answer for the same key and params, but nothing we read is trusted blindly).
     provider.saved[f"payorch-{record.id}-create"] = provider._view(
-        provider.intents[provider.add_intent(record_id=record.id, amount=9999)]
+        provider.provider_payments[provider.add_intent(record_id=record.id, amount=9999)]
     )
 
     assert run(container, record.id, record.lease_token) is ProcessResult.PARKED
@@ -158,16 +158,16 @@ def test_a_retrieve_after_a_timeout_that_shows_another_amount_is_never_finished(
 
     def tamper() -> None:
         # Between our confirm and our query, the intent turns out to carry another amount.
-        [intent] = provider.intents.values()
+        [intent] = provider.provider_payments.values()
         intent.amount = 40000
 
-    original = provider.retrieve_intent
+    original = provider.retrieve_payment
 
-    def retrieve(intent_id: str):
+    def retrieve(provider_payment_id: str):
         tamper()
-        return original(intent_id)
+        return original(provider_payment_id)
 
-    provider.retrieve_intent = retrieve  # type: ignore[method-assign]
+    provider.retrieve_payment = retrieve  # type: ignore[method-assign]
 
     assert run(container, record.id, record.lease_token) is ProcessResult.PARKED
 
@@ -196,7 +196,7 @@ def test_a_lookup_that_runs_out_of_pages_resumes_from_its_cursor(container, prov
 
     lookups = [c for c in provider.calls if c.operation == "lookup"]
     assert len(lookups) == 8  # no page read twice
-    assert lookups[3].intent_id == paused.lookup_cursor  # attempt 2 starts at the cursor
+    assert lookups[3].provider_payment_id == paused.lookup_cursor  # attempt 2 starts at the cursor
     assert operations(provider).count("create") == 1
     done = reload(container, record.id)
     assert done.status is PaymentStatus.SUCCEEDED
@@ -207,7 +207,7 @@ def test_a_lookup_cut_mid_scan_keeps_its_cursor(container, provider):
     record = accept(container, new_merchant(container), "cut-scan", amount=5100)
     provider.fail("create", 1, "unknown_after_effect")
     rush_after_create(provider, 250)
-    original = provider.list_intents
+    original = provider.list_payments
     calls = {"n": 0}
 
     def list_then_cut(**kw):
@@ -216,7 +216,7 @@ def test_a_lookup_cut_mid_scan_keeps_its_cursor(container, provider):
             raise Interrupted()
         return original(**kw)
 
-    provider.list_intents = list_then_cut  # type: ignore[method-assign]
+    provider.list_payments = list_then_cut  # type: ignore[method-assign]
 
     assert run(container, record.id, record.lease_token, interruptions=(Interrupted,)) is (
         ProcessResult.DEFERRED
@@ -248,15 +248,15 @@ def test_a_create_replaying_a_saved_500_tries_the_lookup_every_time_before_parki
 ):
     record = accept(container, new_merchant(container), "saved-500", amount=5300)
     provider.fail("create", 1, "saved_500_after_effect")
-    original_create = provider.create_intent
+    original_create = provider.create_payment
 
     def create_leaving_nothing(**kw):
         try:
             return original_create(**kw)
         finally:
-            provider.intents.clear()  # the 500 was saved, and no intent survived it
+            provider.provider_payments.clear()  # the 500 was saved, and no intent survived it
 
-    provider.create_intent = create_leaving_nothing  # type: ignore[method-assign]
+    provider.create_payment = create_leaving_nothing  # type: ignore[method-assign]
 
     assert run(container, record.id, record.lease_token) is ProcessResult.PARKED
 

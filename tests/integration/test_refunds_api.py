@@ -217,8 +217,8 @@ def test_fifty_concurrent_refunds_with_distinct_keys_store_exactly_as_many_as_fi
     assert paid.amount_refund_reserved == 900
     api.run_published()
     assert reload(api.container, payment_id).amount_refunded == 900
-    intent_id = paid.provider_payment_id
-    assert intent_id is not None and api.provider.refunded(intent_id) == 900
+    provider_payment_id = paid.provider_payment_id
+    assert provider_payment_id is not None and api.provider.refunded(provider_payment_id) == 900
 
 
 def test_a_refund_without_a_body_refunds_everything_that_is_left(api):

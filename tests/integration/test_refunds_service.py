@@ -171,9 +171,14 @@ def test_a_refund_the_provider_refuses_fails_and_frees_what_it_held(container, p
     payment = succeeded_payment(container, merchant, "order-1", amount=1000)
     accepted = request_refund(container, merchant, payment.id, "r-1", amount=700)
     # Someone refunded at the provider directly (the Dashboard): ours no longer fits there.
-    intent_id = reload(container, payment.id).provider_payment_id
+    provider_payment_id = reload(container, payment.id).provider_payment_id
     provider.create_refund(
-        intent_id=intent_id, operation_id="outside", attempt=1, amount=500, reason=None, metadata={}
+        provider_payment_id=provider_payment_id,
+        operation_id="outside",
+        attempt=1,
+        amount=500,
+        reason=None,
+        metadata={},
     )
 
     run(container, accepted.record.id, accepted.record.lease_token)

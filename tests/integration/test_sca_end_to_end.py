@@ -148,7 +148,7 @@ def test_an_abandoned_authentication_ends_canceled_and_the_intent_is_canceled_at
         assert final["status"] == "canceled"
         assert final["failure"]["code"] == "authentication_timeout"
         with make_provider(stack.simulator.url) as provider:
-            intent = provider.retrieve_intent(waiting["provider_payment_id"])
+            intent = provider.retrieve_payment(waiting["provider_payment_id"])
         assert (intent.status, intent.cancellation_reason) == ("canceled", "abandoned")
         assert stack.movements(accepted["id"]) == 0
         assert stack.ledger_lines(accepted["id"]) == 0

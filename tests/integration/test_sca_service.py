@@ -93,9 +93,9 @@ def three_ds_payment(container: Container, key: str = "3ds", **fields: object) -
 
 
 def intent_of(container: Container, record: PaymentRecord) -> str:
-    intent_id = reload(container, record.id).provider_payment_id
-    assert intent_id is not None
-    return intent_id
+    provider_payment_id = reload(container, record.id).provider_payment_id
+    assert provider_payment_id is not None
+    return provider_payment_id
 
 
 # -- the request fields reach the provider -------------------------------------------------
@@ -119,7 +119,7 @@ def test_the_customer_goes_on_the_create_and_off_session_and_return_url_on_the_c
     create, confirm = provider.calls
     assert create.params == {"customer": "cus_Saved1"}
     assert confirm.params == {"off_session": False, "return_url": RETURN_URL}
-    assert provider.intents[intent_of(container, record)].customer == "cus_Saved1"
+    assert provider.provider_payments[intent_of(container, record)].customer == "cus_Saved1"
 
 
 def test_a_payment_without_the_new_fields_sends_none_of_them(
@@ -212,7 +212,7 @@ def test_an_abandoned_authentication_is_canceled_at_the_provider_after_the_timeo
     assert done.status is PaymentStatus.CANCELED
     assert done.failure is not None and done.failure.code == "authentication_timeout"
     assert done.completed_at == T0 + timedelta(seconds=TIMEOUT)
-    intent = provider.intents[intent_of(container, record)]
+    intent = provider.provider_payments[intent_of(container, record)]
     assert (intent.status, intent.cancellation_reason) == ("canceled", "abandoned")
     cancels = [c for c in provider.calls if c.operation == "cancel"]
     assert [c.key for c in cancels] == [f"payorch-{record.id}-cancel-1"]
@@ -330,15 +330,15 @@ def test_an_event_while_a_worker_holds_the_lease_ends_that_workers_wait_at_once(
     clock: FrozenDateTimeFactory,
 ) -> None:
     record = three_ds_payment(container)
-    original_confirm = provider.confirm_intent
+    original_confirm = provider.confirm_payment
 
-    def confirm_then_event(intent_id: str, **kwargs: object) -> object:
-        answer = original_confirm(intent_id, **kwargs)  # type: ignore[arg-type]
+    def confirm_then_event(provider_payment_id: str, **kwargs: object) -> object:
+        answer = original_confirm(provider_payment_id, **kwargs)  # type: ignore[arg-type]
         # The provider's event arrives before the worker wrote its wait.
         assert not event_arrives(container, record.id)
         return answer
 
-    provider.confirm_intent = confirm_then_event  # type: ignore[method-assign,assignment]
+    provider.confirm_payment = confirm_then_event  # type: ignore[method-assign,assignment]
     assert run(container, record.id, record.lease_token) is ProcessResult.WAITING
 
     waiting = reload(container, record.id)

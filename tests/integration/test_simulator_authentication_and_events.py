@@ -13,8 +13,9 @@ import pytest
 import stripe
 
 from devtools.simulator import RunningSimulator, SimulatorConfig, start_in_thread
-from orchestrator.providers.base import Declined, Permanent, ProviderIntent
-from orchestrator.providers.stripe_adapter import StripeProvider, parse_webhook_event
+from orchestrator.providers.base import Declined, Permanent, ProviderPayment
+from orchestrator.providers.stripe_adapter import StripeProvider
+from orchestrator.providers.stripe_objects import parse_webhook_event
 from tests.integration.simulator_helpers import make_provider, record_id
 from tests.integration.webhook_receiver import (
     DELIVERY_DEADLINE_SECONDS,
@@ -36,9 +37,9 @@ def _create(
     capture_method: str = "automatic",
     customer: str | None = None,
     amount: int = 1000,
-) -> tuple[str, ProviderIntent]:
+) -> tuple[str, ProviderPayment]:
     record = record_id()
-    intent = provider.create_intent(
+    intent = provider.create_payment(
         record_id=record,
         amount=amount,
         currency="usd",
@@ -58,9 +59,9 @@ def _confirm(
     off_session: bool | None = None,
     return_url: str | None = None,
     capture_method: str = "automatic",
-) -> ProviderIntent:
+) -> ProviderPayment:
     record, intent = _create(provider, payment_method, capture_method=capture_method)
-    return provider.confirm_intent(
+    return provider.confirm_payment(
         intent.id, record_id=record, attempt=1, off_session=off_session, return_url=return_url
     )
 
@@ -86,8 +87,8 @@ def test_a_card_that_needs_authentication_asks_for_a_redirect_to_the_return_url(
     assert intent.next_action["type"] == "redirect_to_url"
     assert intent.next_action["redirect_to_url"]["return_url"] == "https://shop.example/back"
     assert intent.next_action["redirect_to_url"]["url"].startswith("https://")
-    assert intent.client_secret is not None
-    assert intent.client_secret.startswith(f"{intent.id}_secret_")
+    assert intent.client_token is not None
+    assert intent.client_token.startswith(f"{intent.id}_secret_")
     assert simulator.admin.movements()["total"] == 0
 
 
@@ -107,7 +108,7 @@ def test_a_completed_authentication_charges_once(
     waiting = _confirm(provider, "pm_card_threeDSecure2Required", return_url="https://r")
 
     simulator.admin.authenticate(waiting.id)
-    paid = provider.retrieve_intent(waiting.id)
+    paid = provider.retrieve_payment(waiting.id)
 
     assert (paid.status, paid.amount_received, paid.next_action) == ("succeeded", 1000, None)
     assert simulator.admin.movements()["by_intent"] == {waiting.id: 1}
@@ -120,7 +121,7 @@ def test_an_authenticated_manual_capture_intent_waits_for_its_capture(
 
     simulator.admin.authenticate(waiting.id)
 
-    held = provider.retrieve_intent(waiting.id)
+    held = provider.retrieve_payment(waiting.id)
     assert (held.status, held.amount_capturable) == ("requires_capture", 1000)
 
 
@@ -130,7 +131,7 @@ def test_a_failed_authentication_leaves_the_intent_without_a_payment_method(
     waiting = _confirm(provider, "pm_card_threeDSecure2Required", return_url="https://r")
 
     simulator.admin.authenticate(waiting.id, succeed=False)
-    after = provider.retrieve_intent(waiting.id)
+    after = provider.retrieve_payment(waiting.id)
 
     assert after.status == "requires_payment_method"
     assert after.last_payment_error is not None
@@ -144,7 +145,7 @@ def test_a_card_declined_after_authentication_is_declined_then(
     waiting = _confirm(provider, "pm_card_authenticationRequiredChargeDeclinedInsufficientFunds")
 
     simulator.admin.authenticate(waiting.id)
-    after = provider.retrieve_intent(waiting.id)
+    after = provider.retrieve_payment(waiting.id)
 
     assert after.status == "requires_payment_method"
     assert after.last_payment_error is not None
@@ -164,7 +165,9 @@ def test_authenticating_an_intent_that_is_not_waiting_is_refused(
 def test_an_abandoned_authentication_can_be_canceled(provider: StripeProvider) -> None:
     waiting = _confirm(provider, "pm_card_threeDSecure2Required")
 
-    canceled = provider.cancel_intent(waiting.id, operation_id="cxl", attempt=1, reason="abandoned")
+    canceled = provider.cancel_payment(
+        waiting.id, operation_id="cxl", attempt=1, reason="abandoned"
+    )
 
     assert (canceled.status, canceled.cancellation_reason) == ("canceled", "abandoned")
     assert canceled.next_action is None
@@ -182,15 +185,15 @@ def test_off_session_a_card_that_needs_authentication_declines_authentication_re
     record, intent = _create(provider, card, customer="cus_payorchTest")
 
     with pytest.raises(Declined) as declined:
-        provider.confirm_intent(intent.id, record_id=record, attempt=1, off_session=True)
-    after = provider.retrieve_intent(intent.id)
+        provider.confirm_payment(intent.id, record_id=record, attempt=1, off_session=True)
+    after = provider.retrieve_payment(intent.id)
 
     assert declined.value.code == "authentication_required"
     assert declined.value.decline_code == "authentication_required"
     assert declined.value.message == (
         "Your card was declined. This transaction requires authentication."
     )
-    assert declined.value.intent_id == intent.id
+    assert declined.value.provider_payment_id == intent.id
     assert after.status == "requires_payment_method"
     assert after.customer == "cus_payorchTest"
     assert simulator.admin.movements()["total"] == 0
@@ -233,7 +236,7 @@ def test_an_asynchronous_method_answers_processing_then_settles(
     assert processing.status == "processing"
     assert simulator.admin.movements()["total"] == 0
     simulator.admin.settle_intent(processing.id)
-    assert provider.retrieve_intent(processing.id).status == settled
+    assert provider.retrieve_payment(processing.id).status == settled
     expected = 1 if settled == "succeeded" else 0
     assert simulator.admin.movements()["total"] == expected
 
@@ -245,7 +248,7 @@ def test_a_processing_intent_can_be_settled_either_way_when_told(
 
     simulator.admin.settle_intent(processing.id, "failed")
 
-    assert provider.retrieve_intent(processing.id).status == "requires_payment_method"
+    assert provider.retrieve_payment(processing.id).status == "requires_payment_method"
 
 
 @pytest.fixture
@@ -264,7 +267,7 @@ def test_with_a_settle_delay_a_processing_intent_settles_by_itself(
         processing = _confirm(provider, "pm_card_sim_processingSucceeds")
 
         assert processing.status == "processing"
-        assert provider.retrieve_intent(processing.id).status == "succeeded"
+        assert provider.retrieve_payment(processing.id).status == "succeeded"
 
 
 # -- events ----------------------------------------------------------------------------
@@ -306,11 +309,16 @@ def test_declines_captures_cancels_and_refunds_each_have_their_event(
     with pytest.raises(Declined):
         _confirm(provider, "pm_card_chargeDeclined")
     held = _confirm(provider, "pm_card_visa", capture_method="manual")
-    provider.capture_intent(held.id, operation_id="cap", attempt=1, amount_to_capture=None)
+    provider.capture_payment(held.id, operation_id="cap", attempt=1, amount_to_capture=None)
     other = _confirm(provider, "pm_card_visa", capture_method="manual")
-    provider.cancel_intent(other.id, operation_id="cxl", attempt=1, reason=None)
+    provider.cancel_payment(other.id, operation_id="cxl", attempt=1, reason=None)
     provider.create_refund(
-        intent_id=held.id, operation_id="rfd", attempt=1, amount=300, reason=None, metadata={}
+        provider_payment_id=held.id,
+        operation_id="rfd",
+        attempt=1,
+        amount=300,
+        reason=None,
+        metadata={},
     )
 
     types = [e["type"] for e in reversed(_events(provider))]
@@ -333,7 +341,12 @@ def test_a_refund_that_fails_later_and_a_dispute_are_events_about_the_intent(
 ) -> None:
     paid = _confirm(provider, "pm_card_refundFail")
     refund = provider.create_refund(
-        intent_id=paid.id, operation_id="rfd", attempt=1, amount=1000, reason=None, metadata={}
+        provider_payment_id=paid.id,
+        operation_id="rfd",
+        attempt=1,
+        amount=1000,
+        reason=None,
+        metadata={},
     )
     simulator.admin.settle_refund(refund.id)
     disputed = _confirm(provider, "pm_card_visa")
@@ -419,7 +432,7 @@ def test_every_event_is_delivered_signed_as_stripe_signs(
     assert all(item.signature and item.signature.startswith("t=") for item in got)
     # The adapter's parser reads the same deliveries (what the webhook route will use).
     parsed = parse_webhook_event(got[1].body, got[1].signature or "", SECRET)
-    assert (parsed.type, parsed.payment_intent) == ("payment_intent.succeeded", paid.id)
+    assert (parsed.type, parsed.provider_payment_id) == ("payment_intent.succeeded", paid.id)
 
 
 def test_a_delivery_verified_with_another_secret_is_refused(

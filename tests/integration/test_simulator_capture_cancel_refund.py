@@ -14,7 +14,7 @@ from devtools.simulator import RunningSimulator, SimulatorConfig, start_in_threa
 from orchestrator.providers.base import (
     OutcomeUnknown,
     Permanent,
-    ProviderIntent,
+    ProviderPayment,
     ProviderRefund,
     Retryable,
 )
@@ -32,9 +32,9 @@ def _paid(
     capture_method: str = "automatic",
     payment_method: str = "pm_card_visa",
     currency: str = "usd",
-) -> ProviderIntent:
+) -> ProviderPayment:
     record = record_id()
-    intent = provider.create_intent(
+    intent = provider.create_payment(
         record_id=record,
         amount=amount,
         currency=currency,
@@ -43,14 +43,14 @@ def _paid(
         metadata={},
         capture_method=capture_method,
     )
-    return provider.confirm_intent(intent.id, record_id=record, attempt=1)
+    return provider.confirm_payment(intent.id, record_id=record, attempt=1)
 
 
 def _refund(
-    provider: StripeProvider, intent: ProviderIntent, amount: int, *, operation: str = ""
+    provider: StripeProvider, intent: ProviderPayment, amount: int, *, operation: str = ""
 ) -> ProviderRefund:
     return provider.create_refund(
-        intent_id=intent.id,
+        provider_payment_id=intent.id,
         operation_id=operation or record_id(),
         attempt=1,
         amount=amount,
@@ -81,7 +81,7 @@ def test_a_partial_capture_succeeds_with_what_was_captured_and_counts_one_captur
 ) -> None:
     intent = _paid(provider, capture_method="manual")
 
-    captured = provider.capture_intent(
+    captured = provider.capture_payment(
         intent.id, operation_id="cap-1", attempt=1, amount_to_capture=600
     )
 
@@ -95,7 +95,7 @@ def test_a_partial_capture_succeeds_with_what_was_captured_and_counts_one_captur
 def test_a_capture_without_an_amount_captures_everything(provider: StripeProvider) -> None:
     intent = _paid(provider, capture_method="manual", amount=2500)
 
-    captured = provider.capture_intent(
+    captured = provider.capture_payment(
         intent.id, operation_id="cap-1", attempt=1, amount_to_capture=None
     )
 
@@ -107,11 +107,11 @@ def test_capturing_an_intent_that_is_not_capturable_is_stripes_unexpected_state(
 ) -> None:
     automatic = _paid(provider)
     manual = _paid(provider, capture_method="manual")
-    provider.capture_intent(manual.id, operation_id="cap-1", attempt=1, amount_to_capture=None)
+    provider.capture_payment(manual.id, operation_id="cap-1", attempt=1, amount_to_capture=None)
 
     for intent, operation in ((automatic, "cap-2"), (manual, "cap-3")):
         with pytest.raises(Permanent) as caught:
-            provider.capture_intent(
+            provider.capture_payment(
                 intent.id, operation_id=operation, attempt=1, amount_to_capture=None
             )
         assert caught.value.code == "payment_intent_unexpected_state"
@@ -129,10 +129,10 @@ def test_capturing_more_than_is_capturable_is_refused_and_captures_nothing(
     intent = _paid(provider, capture_method="manual")
 
     with pytest.raises(Permanent) as caught:
-        provider.capture_intent(intent.id, operation_id="cap-1", attempt=1, amount_to_capture=1001)
+        provider.capture_payment(intent.id, operation_id="cap-1", attempt=1, amount_to_capture=1001)
 
     assert (caught.value.code, caught.value.http_status) == ("amount_too_large", 400)
-    assert provider.retrieve_intent(intent.id).status == "requires_capture"
+    assert provider.retrieve_payment(intent.id).status == "requires_capture"
     assert simulator.admin.movements()["captures"]["total"] == 0
 
 
@@ -142,7 +142,7 @@ def test_capturing_more_than_is_capturable_is_refused_and_captures_nothing(
 def test_canceling_an_authorisation_releases_it_with_the_reason(provider: StripeProvider) -> None:
     intent = _paid(provider, capture_method="manual")
 
-    canceled = provider.cancel_intent(
+    canceled = provider.cancel_payment(
         intent.id, operation_id="cxl-1", attempt=1, reason="requested_by_customer"
     )
 
@@ -156,7 +156,7 @@ def test_an_unconfirmed_intent_can_be_canceled_and_then_never_confirmed(
     provider: StripeProvider,
 ) -> None:
     record = record_id()
-    intent = provider.create_intent(
+    intent = provider.create_payment(
         record_id=record,
         amount=1000,
         currency="usd",
@@ -165,9 +165,9 @@ def test_an_unconfirmed_intent_can_be_canceled_and_then_never_confirmed(
         metadata={},
     )
 
-    provider.cancel_intent(intent.id, operation_id="cxl-1", attempt=1, reason=None)
+    provider.cancel_payment(intent.id, operation_id="cxl-1", attempt=1, reason=None)
     with pytest.raises(Permanent) as caught:
-        provider.confirm_intent(intent.id, record_id=record, attempt=1)
+        provider.confirm_payment(intent.id, record_id=record, attempt=1)
 
     assert caught.value.code == "payment_intent_unexpected_state"
 
@@ -176,23 +176,23 @@ def test_canceling_after_success_is_stripes_unexpected_state(provider: StripePro
     intent = _paid(provider)
 
     with pytest.raises(Permanent) as caught:
-        provider.cancel_intent(intent.id, operation_id="cxl-1", attempt=1, reason=None)
+        provider.cancel_payment(intent.id, operation_id="cxl-1", attempt=1, reason=None)
 
     assert caught.value.code == "payment_intent_unexpected_state"
     assert caught.value.message.startswith(
         "You cannot cancel this PaymentIntent because it has a status of succeeded."
     )
-    assert provider.retrieve_intent(intent.id).status == "succeeded"
+    assert provider.retrieve_payment(intent.id).status == "succeeded"
 
 
 def test_a_cancellation_reason_stripe_does_not_know_is_refused(provider: StripeProvider) -> None:
     intent = _paid(provider, capture_method="manual")
 
     with pytest.raises(Permanent) as caught:
-        provider.cancel_intent(intent.id, operation_id="cxl-1", attempt=1, reason="bored")
+        provider.cancel_payment(intent.id, operation_id="cxl-1", attempt=1, reason="bored")
 
     assert caught.value.http_status == 400
-    assert provider.retrieve_intent(intent.id).status == "requires_capture"
+    assert provider.retrieve_payment(intent.id).status == "requires_capture"
 
 
 def test_an_authorisation_never_captured_expires_as_stripe_cancels_it(
@@ -201,9 +201,9 @@ def test_an_authorisation_never_captured_expires_as_stripe_cancels_it(
     intent = _paid(provider, capture_method="manual")
 
     simulator.admin.expire_authorization(intent.id)
-    expired = provider.retrieve_intent(intent.id)
+    expired = provider.retrieve_payment(intent.id)
     with pytest.raises(Permanent) as late:
-        provider.capture_intent(intent.id, operation_id="cap-1", attempt=1, amount_to_capture=None)
+        provider.capture_payment(intent.id, operation_id="cap-1", attempt=1, amount_to_capture=None)
 
     assert (expired.status, expired.cancellation_reason) == ("canceled", "automatic")
     assert late.value.code == "payment_intent_unexpected_state"
@@ -221,7 +221,7 @@ def test_partial_refunds_add_up_and_the_money_log_counts_each_once(
     first = _refund(provider, intent, 300, operation="rfd-a")
     second = _refund(provider, intent, 700, operation="rfd-b")
 
-    assert (first.status, first.amount, first.payment_intent) == ("succeeded", 300, intent.id)
+    assert (first.status, first.amount, first.provider_payment_id) == ("succeeded", 300, intent.id)
     assert first.metadata["payorch_refund_id"] == "rfd-a"
     refunds = simulator.admin.movements()["refunds"]
     assert refunds["by_refund_id"] == {"rfd-a": 1, "rfd-b": 1}
@@ -257,7 +257,7 @@ def test_a_partly_captured_charge_refunds_only_what_was_captured(
     provider: StripeProvider,
 ) -> None:
     intent = _paid(provider, capture_method="manual")
-    provider.capture_intent(intent.id, operation_id="cap-1", attempt=1, amount_to_capture=600)
+    provider.capture_payment(intent.id, operation_id="cap-1", attempt=1, amount_to_capture=600)
 
     with pytest.raises(Permanent) as caught:
         _refund(provider, intent, 601)
@@ -270,7 +270,7 @@ def test_an_intent_without_a_captured_charge_cannot_be_refunded(
     provider: StripeProvider, how: str
 ) -> None:
     if how == "unconfirmed":
-        intent = provider.create_intent(
+        intent = provider.create_payment(
             record_id=record_id(),
             amount=1000,
             currency="usd",
@@ -281,7 +281,7 @@ def test_an_intent_without_a_captured_charge_cannot_be_refunded(
     else:
         intent = _paid(provider, capture_method="manual")
         if how == "canceled":
-            provider.cancel_intent(intent.id, operation_id="cxl", attempt=1, reason=None)
+            provider.cancel_payment(intent.id, operation_id="cxl", attempt=1, reason=None)
 
     with pytest.raises(Permanent) as caught:
         _refund(provider, intent, 100)
@@ -451,11 +451,11 @@ def test_a_capture_answered_500_after_the_effect_captured_once_and_retrieve_tell
 
     for _ in range(2):  # the saved 500 replays under the same key
         with pytest.raises(OutcomeUnknown):
-            provider.capture_intent(
+            provider.capture_payment(
                 intent.id, operation_id="cap-1", attempt=1, amount_to_capture=None
             )
 
-    assert provider.retrieve_intent(intent.id).status == "succeeded"
+    assert provider.retrieve_payment(intent.id).status == "succeeded"
     assert simulator.admin.movements()["captures"]["total"] == 1
 
 
@@ -466,9 +466,9 @@ def test_a_cancel_answered_500_before_the_effect_did_nothing_and_may_be_resent(
     simulator.admin.add_fault("cancel:error_500_before:times=1")
 
     with pytest.raises(OutcomeUnknown):
-        provider.cancel_intent(intent.id, operation_id="cxl-1", attempt=1, reason=None)
-    assert provider.retrieve_intent(intent.id).status == "requires_capture"
-    canceled = provider.cancel_intent(intent.id, operation_id="cxl-1", attempt=1, reason=None)
+        provider.cancel_payment(intent.id, operation_id="cxl-1", attempt=1, reason=None)
+    assert provider.retrieve_payment(intent.id).status == "requires_capture"
+    canceled = provider.cancel_payment(intent.id, operation_id="cxl-1", attempt=1, reason=None)
 
     assert canceled.status == "canceled"
 
@@ -494,9 +494,9 @@ def test_a_hung_capture_is_an_unknown_outcome_that_captured_nothing(
     simulator.admin.add_fault("capture:hang:seconds=1:times=1")
 
     with pytest.raises(OutcomeUnknown):
-        impatient_provider.capture_intent(
+        impatient_provider.capture_payment(
             intent.id, operation_id="cap-1", attempt=1, amount_to_capture=None
         )
 
     assert simulator.admin.movements()["captures"]["total"] == 0
-    assert impatient_provider.retrieve_intent(intent.id).status == "requires_capture"
+    assert impatient_provider.retrieve_payment(intent.id).status == "requires_capture"

@@ -17,7 +17,7 @@ from devtools.simulator.objects import fixture_payment_intent
 from orchestrator.providers.base import Declined, Permanent, ProviderError, Retryable
 from orchestrator.providers.stripe_adapter import StripeProvider
 from tests.integration.simulator_helpers import (
-    create_intent,
+    create_payment,
     find_listed,
     make_provider,
     record_id,
@@ -40,14 +40,14 @@ def test_the_packaged_fixture_is_stripes_payment_intent() -> None:
 def test_intents_carry_every_top_level_field_of_stripes_fixture_in_every_state(
     provider: StripeProvider,
 ) -> None:
-    paid = create_intent(provider, record := record_id())
-    confirmed = provider.confirm_intent(paid.id, record_id=record, attempt=1)
-    declined = create_intent(
+    paid = create_payment(provider, record := record_id())
+    confirmed = provider.confirm_payment(paid.id, record_id=record, attempt=1)
+    declined = create_payment(
         provider, other := record_id(), payment_method="pm_card_chargeDeclined"
     )
     with pytest.raises(Declined):
-        provider.confirm_intent(declined.id, record_id=other, attempt=1)
-    after_decline = provider.retrieve_intent(declined.id)
+        provider.confirm_payment(declined.id, record_id=other, attempt=1)
+    after_decline = provider.retrieve_payment(declined.id)
     listed = find_listed(provider, record)
 
     assert listed is not None
@@ -57,7 +57,7 @@ def test_intents_carry_every_top_level_field_of_stripes_fixture_in_every_state(
 
 
 def test_a_created_intent_looks_like_a_real_one(provider: StripeProvider) -> None:
-    intent = create_intent(provider, record := record_id(), amount=2500)
+    intent = create_payment(provider, record := record_id(), amount=2500)
 
     raw = intent.raw
     assert raw["id"].startswith("pi_")
@@ -80,7 +80,7 @@ def test_a_created_intent_looks_like_a_real_one(provider: StripeProvider) -> Non
 def test_nested_metadata_round_trips_through_the_form_encoding(provider: StripeProvider) -> None:
     metadata = {"order": "A-17", "note": "a=b&c[d]=e", "empty_is_unset": ""}
 
-    intent = provider.create_intent(
+    intent = provider.create_payment(
         record_id=(record := record_id()),
         amount=1000,
         currency="eur",
@@ -103,9 +103,9 @@ def test_nested_metadata_round_trips_through_the_form_encoding(provider: StripeP
 def test_a_success_token_confirms_into_one_money_movement(
     provider: StripeProvider, simulator: RunningSimulator, token: str
 ) -> None:
-    intent = create_intent(provider, record := record_id(), payment_method=token, amount=1234)
+    intent = create_payment(provider, record := record_id(), payment_method=token, amount=1234)
 
-    confirmed = provider.confirm_intent(intent.id, record_id=record, attempt=1)
+    confirmed = provider.confirm_payment(intent.id, record_id=record, attempt=1)
 
     assert confirmed.status == "succeeded"
     assert confirmed.raw["amount_received"] == 1234
@@ -138,14 +138,14 @@ def test_a_decline_token_answers_402_with_stripes_codes_and_moves_no_money(
     code: str,
     decline_code: str,
 ) -> None:
-    intent = create_intent(provider, record := record_id(), payment_method=token)
+    intent = create_payment(provider, record := record_id(), payment_method=token)
 
     with pytest.raises(Declined) as caught:
-        provider.confirm_intent(intent.id, record_id=record, attempt=1)
+        provider.confirm_payment(intent.id, record_id=record, attempt=1)
 
     assert (caught.value.code, caught.value.decline_code) == (code, decline_code)
-    assert caught.value.intent_id == intent.id
-    after = provider.retrieve_intent(intent.id)
+    assert caught.value.provider_payment_id == intent.id
+    after = provider.retrieve_payment(intent.id)
     assert after.status == "requires_payment_method"
     assert after.last_payment_error is not None
     assert (after.last_payment_error.code, after.last_payment_error.decline_code) == (
@@ -162,11 +162,11 @@ def test_a_decline_token_answers_402_with_stripes_codes_and_moves_no_money(
 def test_confirming_a_succeeded_intent_is_unexpected_state_so_money_moves_at_most_once(
     provider: StripeProvider, simulator: RunningSimulator
 ) -> None:
-    intent = create_intent(provider, record := record_id())
-    provider.confirm_intent(intent.id, record_id=record, attempt=1)
+    intent = create_payment(provider, record := record_id())
+    provider.confirm_payment(intent.id, record_id=record, attempt=1)
 
     with pytest.raises(Permanent) as caught:
-        provider.confirm_intent(intent.id, record_id=record, attempt=2)
+        provider.confirm_payment(intent.id, record_id=record, attempt=2)
 
     assert caught.value.code == "payment_intent_unexpected_state"
     assert simulator.admin.movements()["by_record"] == {record: 1}
@@ -175,19 +175,21 @@ def test_confirming_a_succeeded_intent_is_unexpected_state_so_money_moves_at_mos
 def test_confirming_a_declined_intent_again_without_a_new_card_is_unexpected_state(
     provider: StripeProvider,
 ) -> None:
-    intent = create_intent(provider, record := record_id(), payment_method="pm_card_chargeDeclined")
+    intent = create_payment(
+        provider, record := record_id(), payment_method="pm_card_chargeDeclined"
+    )
     with pytest.raises(Declined):
-        provider.confirm_intent(intent.id, record_id=record, attempt=1)
+        provider.confirm_payment(intent.id, record_id=record, attempt=1)
 
     with pytest.raises(Permanent) as caught:
-        provider.confirm_intent(intent.id, record_id=record, attempt=2)
+        provider.confirm_payment(intent.id, record_id=record, attempt=2)
 
     assert caught.value.code == "payment_intent_unexpected_state"
 
 
 def test_an_unknown_payment_method_is_resource_missing(provider: StripeProvider) -> None:
     with pytest.raises(Permanent) as caught:
-        create_intent(provider, record_id(), payment_method="pm_card_doesNotExist")
+        create_payment(provider, record_id(), payment_method="pm_card_doesNotExist")
 
     assert caught.value.code == "resource_missing"
     assert caught.value.http_status == 400
@@ -195,7 +197,7 @@ def test_an_unknown_payment_method_is_resource_missing(provider: StripeProvider)
 
 def test_a_missing_intent_is_404_resource_missing(provider: StripeProvider) -> None:
     with pytest.raises(Permanent) as caught:
-        provider.retrieve_intent("pi_doesnotexist")
+        provider.retrieve_payment("pi_doesnotexist")
 
     assert (caught.value.code, caught.value.http_status) == ("resource_missing", 404)
 
@@ -207,7 +209,7 @@ def test_only_secret_test_keys_are_accepted(simulator: RunningSimulator) -> None
         ) as live,
         pytest.raises(Permanent) as caught,
     ):
-        live.retrieve_intent("pi_any")
+        live.retrieve_payment("pi_any")
 
     assert caught.value.http_status == 401
 
@@ -257,21 +259,23 @@ def test_the_same_key_and_params_replay_the_saved_response_with_the_replayed_hea
 def test_a_saved_decline_replays_without_a_second_charge_attempt(
     provider: StripeProvider, simulator: RunningSimulator
 ) -> None:
-    intent = create_intent(provider, record := record_id(), payment_method="pm_card_chargeDeclined")
+    intent = create_payment(
+        provider, record := record_id(), payment_method="pm_card_chargeDeclined"
+    )
 
     for _ in range(2):
         with pytest.raises(Declined):
-            provider.confirm_intent(intent.id, record_id=record, attempt=1)
+            provider.confirm_payment(intent.id, record_id=record, attempt=1)
 
     assert simulator.admin.movements()["declines"]["total"] == 1
     assert simulator.admin.requests(intent_id=intent.id)[-1]["replayed"] is True
 
 
 def test_the_same_key_with_other_params_is_an_idempotency_error(provider: StripeProvider) -> None:
-    create_intent(provider, record := record_id(), amount=1000)
+    create_payment(provider, record := record_id(), amount=1000)
 
     with pytest.raises(Permanent) as caught:
-        create_intent(provider, record, amount=2000)
+        create_payment(provider, record, amount=2000)
 
     assert caught.value.code == "idempotency_error"
     assert caught.value.http_status == 400
@@ -297,10 +301,10 @@ def test_a_validation_failure_is_not_saved_so_the_fixed_request_may_reuse_the_ke
     provider: StripeProvider,
 ) -> None:
     with pytest.raises(Permanent) as caught:
-        create_intent(provider, record := record_id(), amount=10)  # below Stripe's minimum
+        create_payment(provider, record := record_id(), amount=10)  # below Stripe's minimum
     assert caught.value.code == "amount_too_small"
 
-    intent = create_intent(provider, record, amount=1000)
+    intent = create_payment(provider, record, amount=1000)
 
     assert intent.status == "requires_confirmation"
 
@@ -315,8 +319,8 @@ def test_idempotency_keys_are_scoped_per_api_key(simulator: RunningSimulator) ->
             api_key="sk_test_merchant_b", api_base=simulator.url, connect_timeout=1, read_timeout=2
         ) as b,
     ):
-        first = create_intent(a, record, amount=1000)
-        second = create_intent(b, record, amount=2000)
+        first = create_payment(a, record, amount=1000)
+        second = create_payment(b, record, amount=2000)
 
     assert first.id != second.id
 
@@ -324,7 +328,7 @@ def test_idempotency_keys_are_scoped_per_api_key(simulator: RunningSimulator) ->
 def test_truly_concurrent_twins_execute_once_and_the_others_get_409_key_in_use(
     provider: StripeProvider, simulator: RunningSimulator
 ) -> None:
-    intent = create_intent(provider, record := record_id())
+    intent = create_payment(provider, record := record_id())
     # The first twin holds the key for a second; the rest arrive meanwhile.
     simulator.admin.add_fault("confirm:latency:seconds=1.0:times=1")
     twins = 6
@@ -335,7 +339,7 @@ def test_truly_concurrent_twins_execute_once_and_the_others_get_409_key_in_use(
     def confirm() -> None:
         barrier.wait()
         try:
-            result: object = provider.confirm_intent(intent.id, record_id=record, attempt=1)
+            result: object = provider.confirm_payment(intent.id, record_id=record, attempt=1)
         except ProviderError as exc:
             result = exc
         with lock:
@@ -364,7 +368,7 @@ def test_truly_concurrent_twins_execute_once_and_the_others_get_409_key_in_use(
 
 
 def test_list_filters_by_created_time_and_pages_newest_first(provider: StripeProvider) -> None:
-    ids = [create_intent(provider, record_id()).id for _ in range(5)]
+    ids = [create_payment(provider, record_id()).id for _ in range(5)]
     since = int((datetime.now(UTC) - timedelta(minutes=1)).timestamp())
 
     page = provider.sdk.v1.payment_intents.list({"created": {"gte": since}, "limit": 2})
@@ -380,7 +384,7 @@ def test_list_orders_by_creation_time_not_arrival_and_pages_a_seeded_busy_accoun
     simulator: RunningSimulator, provider: StripeProvider
 ) -> None:
     now = int(time.time())
-    ours = create_intent(provider, record_id())
+    ours = create_payment(provider, record_id())
     # Seeded later but created earlier: Stripe lists by ``created``, not by arrival.
     older = simulator.simulator.seed_intent(amount=777, created=now - 100)
     simulator.simulator.seed_intents(250, created_from=now + 10, created_step=0.1)
@@ -388,32 +392,32 @@ def test_list_orders_by_creation_time_not_arrival_and_pages_a_seeded_busy_accoun
     seen: list[str] = []
     cursor = None
     while True:
-        page = provider.list_intents(
+        page = provider.list_payments(
             created_gte=now - 200, created_lte=now + 200, starting_after=cursor, limit=100
         )
-        seen.extend(i.id for i in page.intents)
+        seen.extend(i.id for i in page.provider_payments)
         if not page.has_more:
             break
-        cursor = page.intents[-1].id
+        cursor = page.provider_payments[-1].id
 
     assert len(seen) == 252 and len(set(seen)) == 252
     assert seen[-2:] == [ours.id, older]
-    outside = provider.list_intents(
+    outside = provider.list_payments(
         created_gte=now - 200, created_lte=now + 5, starting_after=None, limit=100
     )
-    assert [i.id for i in outside.intents] == [ours.id, older]
+    assert [i.id for i in outside.provider_payments] == [ours.id, older]
 
 
 def test_search_lags_behind_while_retrieve_and_list_are_current(
     provider: StripeProvider,
 ) -> None:
-    intent = create_intent(provider, record := record_id())
+    intent = create_payment(provider, record := record_id())
     query = f"metadata['payorch_record_id']:'{record}'"
 
     found = provider.sdk.v1.payment_intents.search({"query": query})
 
     assert found.data == []  # not yet indexed: never decide anything on search
-    assert provider.retrieve_intent(intent.id).id == intent.id
+    assert provider.retrieve_payment(intent.id).id == intent.id
     listed = find_listed(provider, record)
     assert listed is not None and listed.id == intent.id
 
@@ -428,8 +432,8 @@ def test_search_finds_an_intent_once_the_lag_has_passed(
     current_search_simulator: RunningSimulator,
 ) -> None:
     with make_provider(current_search_simulator.url) as provider:
-        intent = create_intent(provider, record := record_id(), amount=4321)
-        other = create_intent(provider, record_id(), amount=4321)
+        intent = create_payment(provider, record := record_id(), amount=4321)
+        other = create_payment(provider, record_id(), amount=4321)
 
         found = provider.sdk.v1.payment_intents.search(
             {"query": f"metadata['payorch_record_id']:'{record}' AND amount:4321"}

@@ -10,23 +10,27 @@ import pytest
 from devtools.simulator import RunningSimulator
 from orchestrator.providers.base import OutcomeUnknown, Retryable
 from orchestrator.providers.stripe_adapter import StripeProvider
-from tests.integration.simulator_helpers import create_intent, record_id
+from tests.integration.simulator_helpers import create_payment, record_id
 
 pytest_plugins = ["tests.integration.simulator_fixtures"]
 
 
-def _confirms(simulator: RunningSimulator, intent_id: str) -> list[dict[str, object]]:
-    return [r for r in simulator.admin.requests(intent_id=intent_id) if r["operation"] == "confirm"]
+def _confirms(simulator: RunningSimulator, provider_payment_id: str) -> list[dict[str, object]]:
+    return [
+        r
+        for r in simulator.admin.requests(intent_id=provider_payment_id)
+        if r["operation"] == "confirm"
+    ]
 
 
 def test_latency_delays_the_answer_and_changes_nothing_else(
     provider: StripeProvider, simulator: RunningSimulator
 ) -> None:
-    intent = create_intent(provider, record := record_id())
+    intent = create_payment(provider, record := record_id())
     simulator.admin.add_fault("confirm:latency:seconds=0.3")
 
     started = time.monotonic()
-    confirmed = provider.confirm_intent(intent.id, record_id=record, attempt=1)
+    confirmed = provider.confirm_payment(intent.id, record_id=record, attempt=1)
 
     assert time.monotonic() - started >= 0.3
     assert confirmed.status == "succeeded"
@@ -36,13 +40,13 @@ def test_latency_delays_the_answer_and_changes_nothing_else(
 def test_a_timeout_after_the_effect_is_an_unknown_outcome_though_the_money_moved(
     impatient_provider: StripeProvider, simulator: RunningSimulator
 ) -> None:
-    intent = create_intent(impatient_provider, record := record_id())
+    intent = create_payment(impatient_provider, record := record_id())
     simulator.admin.add_fault("confirm:timeout_after_effect:times=1")
 
     with pytest.raises(OutcomeUnknown):
-        impatient_provider.confirm_intent(intent.id, record_id=record, attempt=1)
+        impatient_provider.confirm_payment(intent.id, record_id=record, attempt=1)
     # What the worker does next: query first.
-    queried = impatient_provider.retrieve_intent(intent.id)
+    queried = impatient_provider.retrieve_payment(intent.id)
 
     assert queried.status == "succeeded"
     assert simulator.admin.movements()["by_record"] == {record: 1}
@@ -54,12 +58,12 @@ def test_a_timeout_after_the_effect_is_an_unknown_outcome_though_the_money_moved
 def test_resending_a_timed_out_confirm_with_its_key_replays_the_saved_success(
     impatient_provider: StripeProvider, provider: StripeProvider, simulator: RunningSimulator
 ) -> None:
-    intent = create_intent(provider, record := record_id())
+    intent = create_payment(provider, record := record_id())
     simulator.admin.add_fault("confirm:timeout_after_effect:times=1")
     with pytest.raises(OutcomeUnknown):
-        impatient_provider.confirm_intent(intent.id, record_id=record, attempt=1)
+        impatient_provider.confirm_payment(intent.id, record_id=record, attempt=1)
 
-    again = provider.confirm_intent(intent.id, record_id=record, attempt=1)
+    again = provider.confirm_payment(intent.id, record_id=record, attempt=1)
 
     assert again.status == "succeeded"
     assert _confirms(simulator, intent.id)[-1]["replayed"] is True
@@ -69,16 +73,16 @@ def test_resending_a_timed_out_confirm_with_its_key_replays_the_saved_success(
 def test_a_500_before_the_effect_does_nothing_and_is_not_saved_under_the_key(
     provider: StripeProvider, simulator: RunningSimulator
 ) -> None:
-    intent = create_intent(provider, record := record_id())
+    intent = create_payment(provider, record := record_id())
     simulator.admin.add_fault("confirm:error_500_before:times=1")
 
     with pytest.raises(OutcomeUnknown) as caught:
-        provider.confirm_intent(intent.id, record_id=record, attempt=1)
+        provider.confirm_payment(intent.id, record_id=record, attempt=1)
     assert caught.value.http_status == 500
-    assert provider.retrieve_intent(intent.id).status == "requires_confirmation"
+    assert provider.retrieve_payment(intent.id).status == "requires_confirmation"
     assert simulator.admin.movements()["total"] == 0
 
-    retried = provider.confirm_intent(intent.id, record_id=record, attempt=1)
+    retried = provider.confirm_payment(intent.id, record_id=record, attempt=1)
 
     assert retried.status == "succeeded"
     assert _confirms(simulator, intent.id)[-1]["replayed"] is False
@@ -87,16 +91,16 @@ def test_a_500_before_the_effect_does_nothing_and_is_not_saved_under_the_key(
 def test_a_500_after_the_effect_is_saved_and_replays_forever_under_the_same_key(
     provider: StripeProvider, simulator: RunningSimulator
 ) -> None:
-    intent = create_intent(provider, record := record_id())
+    intent = create_payment(provider, record := record_id())
     simulator.admin.add_fault("confirm:error_500_after:times=1")
 
     for _ in range(2):
         with pytest.raises(OutcomeUnknown) as caught:
-            provider.confirm_intent(intent.id, record_id=record, attempt=1)
+            provider.confirm_payment(intent.id, record_id=record, attempt=1)
         assert caught.value.http_status == 500
 
     assert [r["replayed"] for r in _confirms(simulator, intent.id)] == [False, True]
-    assert provider.retrieve_intent(intent.id).status == "succeeded"
+    assert provider.retrieve_payment(intent.id).status == "succeeded"
     assert simulator.admin.movements()["by_record"] == {record: 1}
 
 
@@ -107,10 +111,10 @@ def test_a_rate_limit_is_retryable_with_retry_after_and_does_nothing(
     record = record_id()
 
     with pytest.raises(Retryable) as caught:
-        create_intent(provider, record)
+        create_payment(provider, record)
     assert (caught.value.retry_after, caught.value.http_status) == (4.0, 429)
 
-    created = create_intent(provider, record)
+    created = create_payment(provider, record)
 
     assert created.status == "requires_confirmation"
     assert len(provider.sdk.v1.payment_intents.list().data) == 1
@@ -119,13 +123,13 @@ def test_a_rate_limit_is_retryable_with_retry_after_and_does_nothing(
 def test_a_hang_is_an_unknown_outcome_that_did_nothing(
     impatient_provider: StripeProvider, simulator: RunningSimulator
 ) -> None:
-    intent = create_intent(impatient_provider, record := record_id())
+    intent = create_payment(impatient_provider, record := record_id())
     simulator.admin.add_fault("confirm:hang:times=1")
 
     with pytest.raises(OutcomeUnknown):
-        impatient_provider.confirm_intent(intent.id, record_id=record, attempt=1)
+        impatient_provider.confirm_payment(intent.id, record_id=record, attempt=1)
 
-    assert impatient_provider.retrieve_intent(intent.id).status == "requires_confirmation"
+    assert impatient_provider.retrieve_payment(intent.id).status == "requires_confirmation"
     assert simulator.admin.movements()["total"] == 0
     assert _confirms(simulator, intent.id)[0]["status"] is None  # still hanging
 
@@ -134,12 +138,12 @@ def test_a_fault_for_an_amount_hits_only_that_amount(
     provider: StripeProvider, simulator: RunningSimulator
 ) -> None:
     simulator.admin.add_fault("confirm:error_500_before:amounts=1313")
-    unlucky = create_intent(provider, unlucky_record := record_id(), amount=1313)
-    lucky = create_intent(provider, lucky_record := record_id(), amount=1314)
+    unlucky = create_payment(provider, unlucky_record := record_id(), amount=1313)
+    lucky = create_payment(provider, lucky_record := record_id(), amount=1314)
 
     with pytest.raises(OutcomeUnknown):
-        provider.confirm_intent(unlucky.id, record_id=unlucky_record, attempt=1)
-    confirmed = provider.confirm_intent(lucky.id, record_id=lucky_record, attempt=1)
+        provider.confirm_payment(unlucky.id, record_id=unlucky_record, attempt=1)
+    confirmed = provider.confirm_payment(lucky.id, record_id=lucky_record, attempt=1)
 
     assert confirmed.status == "succeeded"
 
@@ -148,12 +152,12 @@ def test_a_limited_rule_is_spent_after_its_occurrences(
     provider: StripeProvider, simulator: RunningSimulator
 ) -> None:
     rule = simulator.admin.add_fault("retrieve:error_500_before:times=2")
-    intent = create_intent(provider, record_id())
+    intent = create_payment(provider, record_id())
 
     outcomes = []
     for _ in range(3):
         try:
-            provider.retrieve_intent(intent.id)
+            provider.retrieve_payment(intent.id)
             outcomes.append("ok")
         except OutcomeUnknown:
             outcomes.append("500")
@@ -181,11 +185,11 @@ def test_faults_can_be_listed_removed_and_cleared_at_run_time(
 def test_reset_forgets_intents_keys_money_and_the_log(
     provider: StripeProvider, simulator: RunningSimulator
 ) -> None:
-    intent = create_intent(provider, record := record_id())
-    provider.confirm_intent(intent.id, record_id=record, attempt=1)
+    intent = create_payment(provider, record := record_id())
+    provider.confirm_payment(intent.id, record_id=record, attempt=1)
 
     simulator.admin.reset()
 
     assert simulator.admin.movements()["total"] == 0
     assert simulator.admin.requests() == []
-    assert create_intent(provider, record).id != intent.id  # the key was forgotten too
+    assert create_payment(provider, record).id != intent.id  # the key was forgotten too

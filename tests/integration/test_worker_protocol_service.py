@@ -20,7 +20,7 @@ from orchestrator.domain.model import PaymentRecord
 from orchestrator.domain.states import PaymentStatus, RecoveryPoint
 from orchestrator.engine.kinds.charge import process_payment
 from orchestrator.engine.lease import ProcessResult
-from orchestrator.providers.base import ProviderIntent
+from orchestrator.providers.base import ProviderPayment
 from tests.fakes.provider import FakeProvider
 from tests.harness.containers import build_container
 from tests.harness.seeds import (
@@ -66,9 +66,9 @@ def sleeps() -> Sleeps:
     return Sleeps()
 
 
-def create_intent_at_provider(provider: FakeProvider, record: PaymentRecord) -> ProviderIntent:
+def create_payment_at_provider(provider: FakeProvider, record: PaymentRecord) -> ProviderPayment:
     """What a predecessor worker did at the provider before it died."""
-    return provider.create_intent(
+    return provider.create_payment(
         record_id=record.id,
         amount=record.request.amount,
         currency=record.request.currency,
@@ -194,7 +194,7 @@ def test_a_create_with_unknown_outcome_is_resolved_by_the_list_lookup(container,
     assert run(container, record.id, record.lease_token, sleeps) is ProcessResult.COMPLETED
 
     assert [c.operation for c in provider.calls] == ["create", "lookup", "confirm"]
-    assert len(provider.intents) == 1
+    assert len(provider.provider_payments) == 1
     assert provider.movements(record.id) == 1
 
 
@@ -206,7 +206,7 @@ def test_a_create_that_never_arrived_is_resent_with_the_same_key(container, prov
 
     creates = [c for c in provider.calls if c.operation == "create"]
     assert [c.key for c in creates] == [f"payorch-{record.id}-create"] * 2
-    assert len(provider.intents) == 1
+    assert len(provider.provider_payments) == 1
 
 
 def test_too_many_unknown_outcomes_park_the_payment_for_an_operator(container, provider, sleeps):
@@ -244,15 +244,15 @@ def test_a_finished_payment_is_never_processed_again(container, provider, sleeps
 def test_a_worker_taken_over_mid_payment_is_fenced_and_writes_nothing(container, provider, sleeps):
     record = accept(container, new_merchant(container), "order-13")
 
-    original_confirm = provider.confirm_intent
+    original_confirm = provider.confirm_payment
 
-    def confirm_then_lose_the_lease(intent_id: str, *, record_id: str, attempt: int):
-        result = original_confirm(intent_id, record_id=record_id, attempt=attempt)
+    def confirm_then_lose_the_lease(provider_payment_id: str, *, record_id: str, attempt: int):
+        result = original_confirm(provider_payment_id, record_id=record_id, attempt=attempt)
         current = reload(container, record_id)
         force(container, record_id, lease_token=current.lease_token + 1, lease_owner="other")
         return result
 
-    provider.confirm_intent = confirm_then_lose_the_lease  # type: ignore[method-assign]
+    provider.confirm_payment = confirm_then_lose_the_lease  # type: ignore[method-assign]
 
     assert run(container, record.id, record.lease_token, sleeps) is ProcessResult.FENCED
 
@@ -269,12 +269,12 @@ def test_a_worker_taken_over_mid_payment_is_fenced_and_writes_nothing(container,
 def test_resume_from_accepted_creates_the_intent_once(container, provider, sleeps):
     record = accept(container, new_merchant(container), "resume-accepted")
     # A predecessor created the intent but died before recording it.
-    create_intent_at_provider(provider, record)
+    create_payment_at_provider(provider, record)
     provider.calls.clear()
     expired = force(container, record.id, lease_owner="dead", lease_token=9)
 
     assert run(container, record.id, expired.lease_token, sleeps) is ProcessResult.COMPLETED
-    assert len(provider.intents) == 1  # the create key replayed the same intent
+    assert len(provider.provider_payments) == 1  # the create key replayed the same intent
     assert provider.movements(record.id) == 1
 
 
@@ -282,7 +282,7 @@ def test_resume_from_intent_created_reads_and_checks_the_intent_then_confirms(
     container, provider, sleeps
 ):
     record = accept(container, new_merchant(container), "resume-created")
-    intent = create_intent_at_provider(provider, record)
+    intent = create_payment_at_provider(provider, record)
     provider.calls.clear()
     seeded = force(
         container,
@@ -302,8 +302,8 @@ def test_resume_after_a_confirm_that_charged_queries_and_never_confirms_again(
     container, provider, sleeps
 ):
     record = accept(container, new_merchant(container), "resume-confirmed")
-    intent = create_intent_at_provider(provider, record)
-    provider.confirm_intent(intent.id, record_id=record.id, attempt=1)  # the dead worker's
+    intent = create_payment_at_provider(provider, record)
+    provider.confirm_payment(intent.id, record_id=record.id, attempt=1)  # the dead worker's
     provider.calls.clear()
     seeded = force(
         container,
@@ -323,7 +323,7 @@ def test_resume_after_a_confirm_that_never_arrived_confirms_with_the_next_key(
     container, provider, sleeps
 ):
     record = accept(container, new_merchant(container), "resume-lost-confirm")
-    intent = create_intent_at_provider(provider, record)
+    intent = create_payment_at_provider(provider, record)
     provider.calls.clear()
     seeded = force(
         container,

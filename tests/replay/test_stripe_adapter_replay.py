@@ -17,14 +17,14 @@ import httpx
 import pytest
 from vcr.errors import CannotOverwriteExistingCassetteException
 
-from orchestrator.engine.kinds.intent_match import ExpectedIntent, intent_mismatches
+from orchestrator.engine.kinds.payment_match import ExpectedPayment, payment_mismatches
 from orchestrator.providers import keys
 from orchestrator.providers.base import (
     Declined,
     OutcomeUnknown,
     Permanent,
     ProviderError,
-    ProviderIntent,
+    ProviderPayment,
     Retryable,
 )
 from orchestrator.providers.stripe_adapter import StripeProvider
@@ -46,8 +46,8 @@ def _create(
     amount: int = 2000,
     payment_method: str = "pm_card_visa",
     capture_method: str = "automatic",
-) -> ProviderIntent:
-    return cassette.provider.create_intent(
+) -> ProviderPayment:
+    return cassette.provider.create_payment(
         record_id=record,
         amount=amount,
         currency="usd",
@@ -58,14 +58,14 @@ def _create(
     )
 
 
-def _authorised(cassette: Cassette, record: str, *, amount: int = 2000) -> ProviderIntent:
+def _authorised(cassette: Cassette, record: str, *, amount: int = 2000) -> ProviderPayment:
     intent = _create(cassette, record, amount=amount, capture_method="manual")
-    return cassette.provider.confirm_intent(intent.id, record_id=record, attempt=1)
+    return cassette.provider.confirm_payment(intent.id, record_id=record, attempt=1)
 
 
-def _paid(cassette: Cassette, record: str, *, amount: int = 2000) -> ProviderIntent:
+def _paid(cassette: Cassette, record: str, *, amount: int = 2000) -> ProviderPayment:
     intent = _create(cassette, record, amount=amount)
-    return cassette.provider.confirm_intent(intent.id, record_id=record, attempt=1)
+    return cassette.provider.confirm_payment(intent.id, record_id=record, attempt=1)
 
 
 # -- create / confirm / retrieve -------------------------------------------------------
@@ -90,9 +90,9 @@ def test_confirm_with_a_success_card_succeeds_and_a_second_confirm_is_unexpected
     record = cassette.record_id("order")
     intent = _create(cassette, record)
 
-    confirmed = cassette.provider.confirm_intent(intent.id, record_id=record, attempt=1)
+    confirmed = cassette.provider.confirm_payment(intent.id, record_id=record, attempt=1)
     with pytest.raises(Permanent) as again:
-        cassette.provider.confirm_intent(intent.id, record_id=record, attempt=2)
+        cassette.provider.confirm_payment(intent.id, record_id=record, attempt=2)
 
     assert confirmed.status == "succeeded"
     assert confirmed.id == intent.id
@@ -109,12 +109,12 @@ def test_confirm_with_a_declining_card_is_a_decline_and_the_intent_shows_why(
     intent = _create(cassette, record, payment_method="pm_card_chargeDeclinedInsufficientFunds")
 
     with pytest.raises(Declined) as declined:
-        cassette.provider.confirm_intent(intent.id, record_id=record, attempt=1)
-    after = cassette.provider.retrieve_intent(intent.id)
+        cassette.provider.confirm_payment(intent.id, record_id=record, attempt=1)
+    after = cassette.provider.retrieve_payment(intent.id)
 
     assert declined.value.code == "card_declined"
     assert declined.value.decline_code == "insufficient_funds"
-    assert declined.value.intent_id == intent.id
+    assert declined.value.provider_payment_id == intent.id
     assert after.status == "requires_payment_method"
     assert after.last_payment_error is not None
     assert after.last_payment_error.decline_code == "insufficient_funds"
@@ -125,9 +125,9 @@ def test_retrieve_reads_an_intent_and_a_missing_one_is_permanent_resource_missin
 ) -> None:
     intent = _create(cassette, cassette.record_id("order"))
 
-    read = cassette.provider.retrieve_intent(intent.id)
+    read = cassette.provider.retrieve_payment(intent.id)
     with pytest.raises(Permanent) as missing:
-        cassette.provider.retrieve_intent("pi_payorchDoesNotExist0001")
+        cassette.provider.retrieve_payment("pi_payorchDoesNotExist0001")
 
     assert read == intent  # same id, status, amount, metadata
     assert (missing.value.code, missing.value.http_status) == ("resource_missing", 404)
@@ -150,7 +150,7 @@ def test_an_invalid_api_key_is_permanent(cassette: Cassette) -> None:
         ) as stranger,
         pytest.raises(Permanent) as caught,
     ):
-        stranger.retrieve_intent("pi_payorchDoesNotExist0001")
+        stranger.retrieve_payment("pi_payorchDoesNotExist0001")
 
     assert caught.value.http_status == 401
 
@@ -181,7 +181,7 @@ def test_reusing_a_create_key_with_other_params_is_a_permanent_idempotency_error
     assert caught.value.http_status == 400
 
 
-def _hold_confirm_key(cassette: Cassette, intent_id: str, key: str) -> threading.Thread:
+def _hold_confirm_key(cassette: Cassette, provider_payment_id: str, key: str) -> threading.Thread:
     """Recording only: start the first confirm (slowed by a latency fault) outside the
     cassette, and return once the simulator reports it executing."""
     assert cassette.simulator is not None
@@ -190,7 +190,7 @@ def _hold_confirm_key(cassette: Cassette, intent_id: str, key: str) -> threading
     def first_confirm() -> None:
         with httpx.Client(base_url=simulator.url, timeout=10) as http:
             http.post(
-                f"/v1/payment_intents/{intent_id}/confirm",
+                f"/v1/payment_intents/{provider_payment_id}/confirm",
                 headers={
                     "Authorization": "Bearer sk_test_payorch_cassettes",
                     "Idempotency-Key": key,
@@ -223,10 +223,10 @@ def test_a_confirm_while_its_twin_is_in_flight_is_retryable_key_in_use(
         holder = _hold_confirm_key(fault_cassette, intent.id, keys.confirm_key(record, 1))
 
     with pytest.raises(Retryable) as conflict:
-        fault_cassette.provider.confirm_intent(intent.id, record_id=record, attempt=1)
+        fault_cassette.provider.confirm_payment(intent.id, record_id=record, attempt=1)
     if holder is not None:
         holder.join()
-    settled = fault_cassette.provider.confirm_intent(intent.id, record_id=record, attempt=1)
+    settled = fault_cassette.provider.confirm_payment(intent.id, record_id=record, attempt=1)
 
     assert (conflict.value.code, conflict.value.http_status) == ("idempotency_key_in_use", 409)
     assert settled.status == "succeeded"  # the twin's saved answer, replayed
@@ -256,9 +256,9 @@ def test_a_500_after_the_effect_is_an_unknown_outcome_and_retrieve_tells_the_tru
 
     for _ in range(2):  # the saved 500 replays under the same key
         with pytest.raises(OutcomeUnknown) as unknown:
-            fault_cassette.provider.confirm_intent(intent.id, record_id=record, attempt=1)
+            fault_cassette.provider.confirm_payment(intent.id, record_id=record, attempt=1)
         assert unknown.value.http_status == 500
-    queried = fault_cassette.provider.retrieve_intent(intent.id)
+    queried = fault_cassette.provider.retrieve_payment(intent.id)
 
     assert queried.status == "succeeded"
     assert fault_cassette.response_headers(2).get("idempotent-replayed") == "true"
@@ -274,22 +274,23 @@ def test_the_lookup_lists_a_bounded_creation_window_and_our_intent_matches_the_r
     intent = _create(cassette, record)
     assert intent.created is not None
     # From the recorded intent, so the list query is the same on every replay.
-    page = cassette.provider.list_intents(
+    page = cassette.provider.list_payments(
         created_gte=intent.created - 120,
         created_lte=intent.created + 120,
         starting_after=None,
         limit=100,
     )
 
-    named = [i for i in page.intents if i.metadata.get(keys.RECORD_ID_METADATA_KEY) == record]
+    listed_payments = page.provider_payments
+    named = [i for i in listed_payments if i.metadata.get(keys.RECORD_ID_METADATA_KEY) == record]
     assert [i.id for i in named] == [intent.id]
-    expected = ExpectedIntent(
+    expected = ExpectedPayment(
         record_id=record, amount=2000, currency="usd", payment_method="pm_card_visa"
     )
-    assert intent_mismatches(named[0], expected) == ()
-    assert intent_mismatches(named[0], replace(expected, amount=2001)) != ()
+    assert payment_mismatches(named[0], expected) == ()
+    assert payment_mismatches(named[0], replace(expected, amount=2001)) != ()
     stranger = cassette.record_id("never-created")
-    assert all(i.metadata.get(keys.RECORD_ID_METADATA_KEY) != stranger for i in page.intents)
+    assert all(i.metadata.get(keys.RECORD_ID_METADATA_KEY) != stranger for i in listed_payments)
     [listed] = [r for r in cassette.recorded.requests if r.method == "GET"]
     assert "created%5Blte%5D" in listed.uri or "created[lte]" in listed.uri
     assert all("/search" not in r.path for r in cassette.recorded.requests)
@@ -304,11 +305,11 @@ def test_a_manual_intent_is_captured_in_part_and_a_second_capture_is_unexpected_
     record = cassette.record_id("order")
     authorised = _authorised(cassette, record)
 
-    captured = cassette.provider.capture_intent(
+    captured = cassette.provider.capture_payment(
         authorised.id, operation_id=cassette.record_id("capture"), attempt=1, amount_to_capture=1500
     )
     with pytest.raises(Permanent) as again:
-        cassette.provider.capture_intent(
+        cassette.provider.capture_payment(
             authorised.id,
             operation_id=cassette.record_id("capture"),
             attempt=2,
@@ -333,21 +334,21 @@ def test_an_authorisation_is_canceled_with_a_reason_and_a_paid_intent_cannot_be(
     authorised = _authorised(cassette, cassette.record_id("held"))
     paid = _paid(cassette, cassette.record_id("paid"))
 
-    canceled = cassette.provider.cancel_intent(
+    canceled = cassette.provider.cancel_payment(
         authorised.id,
         operation_id=cassette.record_id("cancel-held"),
         attempt=1,
         reason="requested_by_customer",
     )
     with pytest.raises(Permanent) as refused:
-        cassette.provider.cancel_intent(
+        cassette.provider.cancel_payment(
             paid.id, operation_id=cassette.record_id("cancel-paid"), attempt=1, reason=None
         )
 
     assert (canceled.status, canceled.cancellation_reason) == ("canceled", "requested_by_customer")
     assert canceled.amount_capturable == 0
     assert refused.value.code == "payment_intent_unexpected_state"
-    assert cassette.provider.retrieve_intent(paid.id).status == "succeeded"
+    assert cassette.provider.retrieve_payment(paid.id).status == "succeeded"
 
 
 def test_a_capture_answered_500_after_the_effect_is_unknown_and_retrieve_shows_it_captured(
@@ -358,10 +359,10 @@ def test_a_capture_answered_500_after_the_effect_is_unknown_and_retrieve_shows_i
     fault_cassette.arm("capture:error_500_after:times=1")
 
     with pytest.raises(OutcomeUnknown) as unknown:
-        fault_cassette.provider.capture_intent(
+        fault_cassette.provider.capture_payment(
             authorised.id, operation_id=ours, attempt=1, amount_to_capture=1200
         )
-    queried = fault_cassette.provider.retrieve_intent(authorised.id)
+    queried = fault_cassette.provider.retrieve_payment(authorised.id)
 
     # What the capture kind reads after an unknown outcome: captured already, never again.
     assert unknown.value.http_status == 500
@@ -379,10 +380,10 @@ def test_a_cancel_answered_500_after_the_effect_is_unknown_and_retrieve_shows_it
     fault_cassette.arm("cancel:error_500_after:times=1")
 
     with pytest.raises(OutcomeUnknown) as unknown:
-        fault_cassette.provider.cancel_intent(
+        fault_cassette.provider.cancel_payment(
             authorised.id, operation_id=fault_cassette.record_id("cancel"), attempt=1, reason=None
         )
-    queried = fault_cassette.provider.retrieve_intent(authorised.id)
+    queried = fault_cassette.provider.retrieve_payment(authorised.id)
 
     assert unknown.value.http_status == 500
     assert (queried.status, queried.amount_capturable) == ("canceled", 0)
@@ -398,7 +399,7 @@ def test_a_partial_refund_carries_our_refund_id_and_an_over_refund_is_amount_too
     ours = cassette.record_id("refund-1")
 
     refund = cassette.provider.create_refund(
-        intent_id=paid.id,
+        provider_payment_id=paid.id,
         operation_id=ours,
         attempt=1,
         amount=500,
@@ -407,7 +408,7 @@ def test_a_partial_refund_carries_our_refund_id_and_an_over_refund_is_amount_too
     )
     with pytest.raises(Permanent) as over:
         cassette.provider.create_refund(
-            intent_id=paid.id,
+            provider_payment_id=paid.id,
             operation_id=cassette.record_id("refund-2"),
             attempt=1,
             amount=1600,
@@ -417,7 +418,7 @@ def test_a_partial_refund_carries_our_refund_id_and_an_over_refund_is_amount_too
     read = cassette.provider.retrieve_refund(refund.id)
 
     assert refund.id.startswith("re_")
-    assert (refund.payment_intent, refund.amount, refund.currency) == (paid.id, 500, "usd")
+    assert (refund.provider_payment_id, refund.amount, refund.currency) == (paid.id, 500, "usd")
     assert refund.status == "succeeded"
     assert refund.reason == "requested_by_customer"
     assert refund.metadata == {"ticket": "T-1", keys.REFUND_ID_METADATA_KEY: ours}
@@ -432,7 +433,7 @@ def test_the_refund_lookup_lists_the_intents_refunds_and_ours_is_found_by_metada
     ours = cassette.record_id("refund-ours")
     made = [
         cassette.provider.create_refund(
-            intent_id=paid.id,
+            provider_payment_id=paid.id,
             operation_id=cassette.record_id(f"refund-{n}") if n else ours,
             attempt=1,
             amount=100,
@@ -458,7 +459,12 @@ def test_resending_a_refund_with_its_key_replays_the_same_refund(cassette: Casse
 
     first, second = (
         cassette.provider.create_refund(
-            intent_id=paid.id, operation_id=ours, attempt=1, amount=700, reason=None, metadata={}
+            provider_payment_id=paid.id,
+            operation_id=ours,
+            attempt=1,
+            amount=700,
+            reason=None,
+            metadata={},
         )
         for _ in range(2)
     )
@@ -480,7 +486,12 @@ def test_a_refund_answered_500_after_the_effect_is_unknown_and_the_lookup_finds_
 
     with pytest.raises(OutcomeUnknown) as unknown:
         fault_cassette.provider.create_refund(
-            intent_id=paid.id, operation_id=ours, attempt=1, amount=900, reason=None, metadata={}
+            provider_payment_id=paid.id,
+            operation_id=ours,
+            attempt=1,
+            amount=900,
+            reason=None,
+            metadata={},
         )
     page = fault_cassette.provider.list_refunds(paid.id, starting_after=None, limit=10)
 
@@ -498,16 +509,16 @@ def test_a_3ds_card_confirmed_with_a_return_url_requires_action_with_a_redirect(
     record = cassette.record_id("order")
     intent = _create(cassette, record, payment_method="pm_card_threeDSecure2Required")
 
-    waiting = cassette.provider.confirm_intent(
+    waiting = cassette.provider.confirm_payment(
         intent.id, record_id=record, attempt=1, return_url="https://shop.example/return"
     )
-    read = cassette.provider.retrieve_intent(intent.id)
+    read = cassette.provider.retrieve_payment(intent.id)
 
     assert waiting.status == "requires_action"
     assert waiting.next_action is not None
     assert waiting.next_action["type"] == "redirect_to_url"
     assert waiting.next_action["redirect_to_url"]["return_url"] == "https://shop.example/return"
-    assert waiting.client_secret is not None
+    assert waiting.client_token is not None
     assert waiting.amount_received in (0, None)
     assert read.status == "requires_action"
     [confirm] = [r for r in cassette.recorded.requests if r.path.endswith("/confirm")]
@@ -521,11 +532,11 @@ def test_off_session_a_card_that_needs_authentication_is_declined_authentication
     intent = _create(cassette, record, payment_method="pm_card_authenticationRequired")
 
     with pytest.raises(Declined) as declined:
-        cassette.provider.confirm_intent(intent.id, record_id=record, attempt=1, off_session=True)
-    after = cassette.provider.retrieve_intent(intent.id)
+        cassette.provider.confirm_payment(intent.id, record_id=record, attempt=1, off_session=True)
+    after = cassette.provider.retrieve_payment(intent.id)
 
     assert declined.value.code == "authentication_required"
-    assert declined.value.intent_id == intent.id
+    assert declined.value.provider_payment_id == intent.id
     assert after.status == "requires_payment_method"
     assert after.last_payment_error is not None
     assert after.last_payment_error.code == "authentication_required"
@@ -535,7 +546,7 @@ def test_an_intent_created_for_a_customer_carries_the_customer(fault_cassette: C
     # Simulator only: on Stripe the customer must exist in the test account.
     record = fault_cassette.record_id("order")
 
-    intent = fault_cassette.provider.create_intent(
+    intent = fault_cassette.provider.create_payment(
         record_id=record,
         amount=2000,
         currency="usd",
@@ -569,7 +580,7 @@ def test_a_cassette_miss_fails_loudly_and_is_never_an_unknown_outcome(
         ) as provider,
         pytest.raises(CannotOverwriteExistingCassetteException) as miss,
     ):
-        provider.retrieve_intent("pi_never_recorded")
+        provider.retrieve_payment("pi_never_recorded")
 
     assert not isinstance(miss.value, ProviderError)
     assert socket_guard == []

@@ -8,7 +8,7 @@ import pytest
 
 from orchestrator.providers.base import Declined
 from orchestrator.providers.calls_in_progress import PROVIDER_CALLS_IN_PROGRESS, CallsInProgress
-from orchestrator.providers.instrumented import InstrumentedProvider
+from orchestrator.providers.observed import ObservedProvider
 
 
 class Clock:
@@ -85,7 +85,7 @@ class _SlowProvider:
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
 
-    def retrieve_intent(self, intent_id: str) -> object:
+    def retrieve_payment(self, provider_payment_id: str) -> object:
         self._clock.now += 0.5
         raise Declined("Your card was declined.", code="card_declined")
 
@@ -95,11 +95,11 @@ def test_the_provider_wrapper_counts_every_call_failed_ones_too(
 ) -> None:
     clock = Clock()
     meter = CallsInProgress(clock, grace=0.0)
-    monkeypatch.setattr("orchestrator.providers.instrumented.PROVIDER_CALLS_IN_PROGRESS", meter)
-    provider = InstrumentedProvider(_SlowProvider(clock))  # type: ignore[arg-type]
+    monkeypatch.setattr("orchestrator.providers.observed.PROVIDER_CALLS_IN_PROGRESS", meter)
+    provider = ObservedProvider(_SlowProvider(clock))  # type: ignore[arg-type]
     meter.average_since_last_read()
     for _ in range(2):
         with pytest.raises(Declined):
-            provider.retrieve_intent("pi_1")
+            provider.retrieve_payment("pi_1")
     assert meter.average_since_last_read() == pytest.approx(1.0)  # 1 s of calls in 1 s
     assert PROVIDER_CALLS_IN_PROGRESS is not meter  # the process's own meter is untouched

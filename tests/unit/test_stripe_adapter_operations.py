@@ -28,12 +28,9 @@ from orchestrator.providers.base import (
     ProviderEvent,
     WebhookSignatureInvalid,
 )
-from orchestrator.providers.stripe_adapter import (
-    WEBHOOK_TOLERANCE_SECONDS,
-    StripeProvider,
-    parse_webhook_event,
-    trusted_context,
-)
+from orchestrator.providers.stripe_adapter import StripeProvider
+from orchestrator.providers.stripe_http import trusted_context
+from orchestrator.providers.stripe_objects import WEBHOOK_TOLERANCE_SECONDS, parse_webhook_event
 from tests.fakes.stripe_http import FakeStripeTransport, LocalStripeServer
 
 Handler = Callable[[httpx.Request], httpx.Response]
@@ -111,7 +108,7 @@ def provider(fake: FakeStripe) -> Iterator[StripeProvider]:
 
 
 def _create(provider: StripeProvider, **extra: str) -> None:
-    provider.create_intent(
+    provider.create_payment(
         record_id="rec-1",
         amount=1000,
         currency="usd",
@@ -144,8 +141,8 @@ def test_create_with_the_defaults_sends_the_same_body_as_before_these_fields_exi
 def test_confirm_sends_off_session_and_return_url_only_when_given(
     provider: StripeProvider, fake: FakeStripe
 ) -> None:
-    provider.confirm_intent("pi_fake", record_id="rec-1", attempt=1)
-    provider.confirm_intent(
+    provider.confirm_payment("pi_fake", record_id="rec-1", attempt=1)
+    provider.confirm_payment(
         "pi_fake",
         record_id="rec-1",
         attempt=2,
@@ -170,11 +167,11 @@ def test_an_intent_waiting_for_the_customer_exposes_next_action_and_client_secre
         _intent(status="requires_action", next_action=next_action, client_secret="pi_s_1"),
     )
 
-    intent = provider.confirm_intent("pi_fake", record_id="rec-1", attempt=1)
+    intent = provider.confirm_payment("pi_fake", record_id="rec-1", attempt=1)
 
     assert intent.status == "requires_action"
     assert intent.next_action == next_action
-    assert intent.client_secret == "pi_s_1"
+    assert intent.client_token == "pi_s_1"
     assert "pi_s_1" not in repr(intent)  # a browser could confirm with it: never logged
 
 
@@ -195,10 +192,10 @@ def test_an_off_session_card_that_needs_authentication_is_a_decline(
     )
 
     with pytest.raises(Declined) as declined:
-        provider.confirm_intent("pi_fake", record_id="rec-1", attempt=1, off_session=True)
+        provider.confirm_payment("pi_fake", record_id="rec-1", attempt=1, off_session=True)
 
     assert declined.value.code == "authentication_required"
-    assert declined.value.intent_id == "pi_fake"
+    assert declined.value.provider_payment_id == "pi_fake"
 
 
 # -- capture and cancel ----------------------------------------------------------------
@@ -209,7 +206,7 @@ def test_capture_sends_the_amount_and_the_operation_key(
 ) -> None:
     fake.answer(200, _intent(amount_received=600, amount_capturable=0))
 
-    intent = provider.capture_intent(
+    intent = provider.capture_payment(
         "pi_fake", operation_id="op-1", attempt=2, amount_to_capture=600
     )
 
@@ -223,7 +220,7 @@ def test_capture_sends_the_amount_and_the_operation_key(
 def test_capture_without_an_amount_takes_everything_capturable(
     provider: StripeProvider, fake: FakeStripe
 ) -> None:
-    provider.capture_intent("pi_fake", operation_id="op-1", attempt=1, amount_to_capture=None)
+    provider.capture_payment("pi_fake", operation_id="op-1", attempt=1, amount_to_capture=None)
 
     assert fake.form() == {}
 
@@ -244,7 +241,7 @@ def test_a_capture_of_an_intent_that_is_not_capturable_is_permanent_unexpected_s
     )
 
     with pytest.raises(Permanent) as caught:
-        provider.capture_intent("pi_fake", operation_id="op-1", attempt=1, amount_to_capture=None)
+        provider.capture_payment("pi_fake", operation_id="op-1", attempt=1, amount_to_capture=None)
 
     assert caught.value.code == "payment_intent_unexpected_state"
 
@@ -254,7 +251,7 @@ def test_cancel_sends_the_reason_and_reads_it_back(
 ) -> None:
     fake.answer(200, _intent(status="canceled", cancellation_reason="abandoned"))
 
-    intent = provider.cancel_intent("pi_fake", operation_id="op-2", attempt=1, reason="abandoned")
+    intent = provider.cancel_payment("pi_fake", operation_id="op-2", attempt=1, reason="abandoned")
 
     assert fake.requests[0].url.path == "/v1/payment_intents/pi_fake/cancel"
     assert fake.requests[0].headers["Idempotency-Key"] == "payorch-op-2-cancel-1"
@@ -273,7 +270,7 @@ def test_a_cancel_that_timed_out_is_an_unknown_outcome(
     fake.handler = time_out
 
     with pytest.raises(OutcomeUnknown):
-        provider.cancel_intent("pi_fake", operation_id="op-2", attempt=1, reason=None)
+        provider.cancel_payment("pi_fake", operation_id="op-2", attempt=1, reason=None)
     assert len(fake.requests) == 1  # never retried by the SDK
 
 
@@ -286,7 +283,7 @@ def test_a_refund_carries_our_refund_id_last_so_a_merchant_key_cannot_hide_it(
     fake.answer(200, _refund())
 
     refund = provider.create_refund(
-        intent_id="pi_fake",
+        provider_payment_id="pi_fake",
         operation_id="rfd-1",
         attempt=1,
         amount=400,
@@ -304,7 +301,7 @@ def test_a_refund_carries_our_refund_id_last_so_a_merchant_key_cannot_hide_it(
         "metadata[ticket]": "T-9",
         "metadata[payorch_refund_id]": "rfd-1",
     }
-    assert (refund.id, refund.payment_intent, refund.amount) == ("re_fake", "pi_fake", 400)
+    assert (refund.id, refund.provider_payment_id, refund.amount) == ("re_fake", "pi_fake", 400)
     assert refund.status == "succeeded"
     assert refund.metadata["payorch_refund_id"] == "rfd-1"
 
@@ -326,7 +323,12 @@ def test_an_over_refund_is_permanent_with_stripes_code(
 
     with pytest.raises(Permanent) as caught:
         provider.create_refund(
-            intent_id="pi_fake", operation_id="r", attempt=1, amount=2000, reason=None, metadata={}
+            provider_payment_id="pi_fake",
+            operation_id="r",
+            attempt=1,
+            amount=2000,
+            reason=None,
+            metadata={},
         )
 
     assert (caught.value.code, caught.value.http_status) == ("amount_too_large", 400)
@@ -339,7 +341,12 @@ def test_a_refund_answered_with_a_500_is_an_unknown_outcome(
 
     with pytest.raises(OutcomeUnknown):
         provider.create_refund(
-            intent_id="pi_fake", operation_id="r", attempt=1, amount=1, reason=None, metadata={}
+            provider_payment_id="pi_fake",
+            operation_id="r",
+            attempt=1,
+            amount=1,
+            reason=None,
+            metadata={},
         )
 
 
@@ -390,8 +397,8 @@ def test_a_thread_keeps_one_connection_alive_across_calls() -> None:
             read_timeout=5.0,
         ) as provider,
     ):
-        provider.retrieve_intent("pi_fake")
-        provider.retrieve_intent("pi_fake")
+        provider.retrieve_payment("pi_fake")
+        provider.retrieve_payment("pi_fake")
 
     assert server.paths == ["/v1/payment_intents/pi_fake"] * 2
     assert len(set(server.client_ports)) == 1
@@ -411,7 +418,7 @@ def test_requests_go_through_the_proxy_the_environment_names(
             connect_timeout=1.0,
             read_timeout=5.0,
         ) as provider:
-            intent = provider.retrieve_intent("pi_fake")
+            intent = provider.retrieve_payment("pi_fake")
             pools = provider._http_client._pools  # type: ignore[attr-defined]
             assert pools.proxy_for("http://stripe.direct.invalid/v1") is None
 
@@ -460,7 +467,7 @@ def test_a_signed_payment_intent_event_names_its_intent() -> None:
         created=1_700_000_200,
         object_id="pi_fake",
         object_type="payment_intent",
-        payment_intent="pi_fake",
+        provider_payment_id="pi_fake",
     )
 
 
@@ -487,7 +494,7 @@ def test_events_about_charges_refunds_and_disputes_name_the_intent_they_belong_t
 
     event = parse_webhook_event(payload, _sign(payload), SECRET)
 
-    assert (event.object_type, event.payment_intent) == (object_type, "pi_fake")
+    assert (event.object_type, event.provider_payment_id) == (object_type, "pi_fake")
 
 
 @pytest.mark.parametrize(

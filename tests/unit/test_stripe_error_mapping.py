@@ -26,12 +26,8 @@ from orchestrator.providers.base import (
     ProviderError,
     Retryable,
 )
-from orchestrator.providers.stripe_adapter import (
-    ProviderBug,
-    StripeProvider,
-    map_stripe_error,
-    retry_after_seconds,
-)
+from orchestrator.providers.stripe_adapter import StripeProvider
+from orchestrator.providers.stripe_errors import ProviderBug, map_stripe_error, retry_after_seconds
 from orchestrator.settings import Settings
 from orchestrator.stripe_version import PINNED_API_VERSION
 from tests.fakes.stripe_http import FakeStripeTransport
@@ -111,7 +107,7 @@ def provider(fake: FakeStripe) -> Iterator[StripeProvider]:
 
 
 def _confirm(provider: StripeProvider) -> None:
-    provider.confirm_intent("pi_fake", record_id="rec-1", attempt=1)
+    provider.confirm_payment("pi_fake", record_id="rec-1", attempt=1)
 
 
 # -- what we send ----------------------------------------------------------------------
@@ -120,7 +116,7 @@ def _confirm(provider: StripeProvider) -> None:
 def test_create_sends_an_unconfirmed_card_intent_with_our_key_and_record_id(
     provider: StripeProvider, fake: FakeStripe
 ) -> None:
-    intent = provider.create_intent(
+    intent = provider.create_payment(
         record_id="rec-1",
         amount=1000,
         currency="USD",
@@ -148,7 +144,7 @@ def test_create_sends_an_unconfirmed_card_intent_with_our_key_and_record_id(
 
 
 def test_confirm_sends_the_attempt_key(provider: StripeProvider, fake: FakeStripe) -> None:
-    provider.confirm_intent("pi_fake", record_id="rec-1", attempt=3)
+    provider.confirm_payment("pi_fake", record_id="rec-1", attempt=3)
 
     assert fake.requests[0].url.path == "/v1/payment_intents/pi_fake/confirm"
     assert fake.requests[0].headers["Idempotency-Key"] == "payorch-rec-1-confirm-3"
@@ -180,8 +176,8 @@ def test_building_a_provider_turns_the_sdks_telemetry_off(
         read_timeout=1.0,
         transport=fake.transport(),
     ) as provider:
-        provider.retrieve_intent("pi_fake")
-        provider.retrieve_intent("pi_fake")
+        provider.retrieve_payment("pi_fake")
+        provider.retrieve_payment("pi_fake")
 
     # With telemetry on, the second request would report the first one's request id.
     assert "X-Stripe-Client-Telemetry" not in fake.requests[1].headers
@@ -206,13 +202,13 @@ def test_list_asks_for_one_page_of_a_bounded_creation_window_and_never_searches(
         )
     )
 
-    page = provider.list_intents(
+    page = provider.list_payments(
         created_gte=1_700_000_000, created_lte=1_700_000_900, starting_after="pi_x", limit=500
     )
 
-    assert [i.id for i in page.intents] == ["pi_newer", "pi_older"]
+    assert [i.id for i in page.provider_payments] == ["pi_newer", "pi_older"]
     assert page.has_more is True
-    assert page.intents[1].amount_received == 1000
+    assert page.provider_payments[1].amount_received == 1000
     [request] = fake.requests
     assert request.url.path == "/v1/payment_intents"
     params = request.url.params
@@ -230,16 +226,16 @@ def test_the_first_page_has_no_cursor(provider: StripeProvider, fake: FakeStripe
         )
     )
 
-    page = provider.list_intents(created_gte=1, created_lte=2, starting_after=None, limit=10)
+    page = provider.list_payments(created_gte=1, created_lte=2, starting_after=None, limit=10)
 
-    assert page.intents == () and page.has_more is False
+    assert page.provider_payments == () and page.has_more is False
     assert "starting_after" not in fake.requests[0].url.params
 
 
 def test_every_request_carries_the_pinned_stripe_version(
     provider: StripeProvider, fake: FakeStripe
 ) -> None:
-    provider.retrieve_intent("pi_fake")
+    provider.retrieve_payment("pi_fake")
 
     assert fake.requests[0].headers["Stripe-Version"] == PINNED_API_VERSION
 
@@ -253,7 +249,7 @@ def test_the_stripe_version_is_configurable(fake: FakeStripe) -> None:
         transport=fake.transport(),
         api_version="2099-01-01.future",
     ) as provider:
-        provider.retrieve_intent("pi_fake")
+        provider.retrieve_payment("pi_fake")
 
     assert fake.requests[0].headers["Stripe-Version"] == "2099-01-01.future"
 
@@ -276,7 +272,7 @@ def test_parse_reads_what_the_match_needs(provider: StripeProvider, fake: FakeSt
         )
     )
 
-    intent = provider.retrieve_intent("pi_fake")
+    intent = provider.retrieve_payment("pi_fake")
 
     assert intent.payment_method is None
     assert intent.customer == "cus_1"
@@ -306,7 +302,7 @@ def test_a_card_error_is_a_decline_with_codes_and_the_intent_id(
 
     assert caught.value.code == "card_declined"
     assert caught.value.decline_code == "insufficient_funds"
-    assert caught.value.intent_id == "pi_fake"
+    assert caught.value.provider_payment_id == "pi_fake"
     assert caught.value.http_status == 402
 
 
@@ -538,7 +534,7 @@ def test_a_malformed_api_base_through_the_real_transport_is_a_bug(api_base: str)
         ) as provider,
         pytest.raises(ProviderBug) as caught,
     ):
-        provider.retrieve_intent("pi_fake")
+        provider.retrieve_payment("pi_fake")
 
     assert not isinstance(caught.value, ProviderError)
 
@@ -565,7 +561,7 @@ def test_a_refused_connection_from_settings_is_an_unknown_outcome() -> None:
     # Port 1 on loopback is closed: a real, fast transport failure through from_settings.
     settings = Settings(stripe_api_base="http://127.0.0.1:1", provider_connect_timeout_seconds=1)
     with StripeProvider.from_settings(settings) as provider, pytest.raises(OutcomeUnknown):
-        provider.retrieve_intent("pi_fake")
+        provider.retrieve_payment("pi_fake")
 
 
 def test_the_parsed_intent_carries_the_last_payment_error_and_raw_object(
@@ -587,7 +583,7 @@ def test_the_parsed_intent_carries_the_last_payment_error_and_raw_object(
         )
     )
 
-    intent = provider.retrieve_intent("pi_fake")
+    intent = provider.retrieve_payment("pi_fake")
 
     assert intent.latest_charge == "ch_1"
     assert intent.last_payment_error is not None

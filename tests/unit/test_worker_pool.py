@@ -112,8 +112,8 @@ def test_every_thread_calls_the_provider_through_its_own_connection() -> None:
         managers: list[object] = []
 
         def in_a_thread() -> None:
-            provider.retrieve_intent("pi_1")
-            provider.retrieve_intent("pi_1")
+            provider.retrieve_payment("pi_1")
+            provider.retrieve_payment("pi_1")
             managers.append(pools._holder().direct_manager)
 
         threads = [threading.Thread(target=in_a_thread) for _ in range(3)]
@@ -143,7 +143,7 @@ def test_a_threads_connections_are_closed_when_its_thread_ends_and_the_rest_at_c
         ended: list[urllib3.PoolManager] = []
 
         def in_a_thread() -> None:
-            provider.retrieve_intent("pi_1")
+            provider.retrieve_payment("pi_1")
             ended.append(pools._holder().direct_manager)
 
         thread = threading.Thread(target=in_a_thread)
@@ -153,7 +153,7 @@ def test_a_threads_connections_are_closed_when_its_thread_ends_and_the_rest_at_c
         gc.collect()
         assert len(ended[0].pools) == 0  # its thread ended: cleared
 
-        provider.retrieve_intent("pi_1")
+        provider.retrieve_payment("pi_1")
         mine = pools._holder().direct_manager
         assert len(mine.pools) == 1
         provider.close()

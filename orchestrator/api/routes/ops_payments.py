@@ -86,7 +86,7 @@ class OperationOut(BaseModel):
 class ProviderCallOut(BaseModel):
     id: int
     created_at: str
-    # The operation labels of orchestrator.providers.recording / instrumented.
+    # The operation labels of orchestrator.providers.observed.
     operation: Literal[
         "create",
         "confirm",

@@ -1,17 +1,17 @@
 """Operation kinds: each supplies its steps and how it reads the provider's truth.
 
-    charge/         create + confirm one PaymentIntent (lease on the payment row): the
+    charge/         create + confirm one provider payment (lease on the payment row): the
                     recovery-point loop in its __init__, one module per step
-    capture.py      capture an authorised intent (manual capture; its operation row)
-    cancel.py       cancel an intent: release an authorisation, or stop an unfinished
+    capture.py      capture an authorised provider payment (manual capture; its operation row)
+    cancel.py       cancel a provider payment: release an authorisation, or stop an unfinished
                     charge before it moves money (its operation row)
-    intent_step.py  what capture and cancel share: one call on the intent, query first
-    intent_match.py, intent_outcome.py, intent_lookup.py
-                    the charge's: is an intent ours, what its status means, and the
+    payment_step.py  what capture and cancel share: one call on the provider payment, query first
+    payment_match.py, payment_reading.py, lost_create_lookup.py
+                    the charge's: is a provider payment ours, what its status means, and the
                     lookup after a create whose outcome is unknown
     refund.py       one refund of a succeeded payment (lease on its operation row)
     refund_sync.py  record the refunds made at the provider outside payorch (its own row)
-    refund_reads.py what refund and refund_sync share: an intent's refunds page by page,
+    refund_reads.py what refund and refund_sync share: a provider payment's refunds page by page,
                     and what a provider refund's status means
     refund_books.py what they share in the finish: money, ledger, event, stored answer
     operation_row.py  what every kind on an operation row shares: its lease's place, its

@@ -1,11 +1,11 @@
 """The cancel: release an authorisation, or stop a payment whose charge has not moved
 money, once.
 
-Its lease lives on its operation row (``cnl_…``); the call is ``cancel_intent`` with the key
-``payorch-{id}-cancel-{n}``, query first (``kinds.intent_step``).  A cancel of an unfinished
+Its lease lives on its operation row (``cnl_…``); the call is ``cancel_payment`` with the key
+``payorch-{id}-cancel-{n}``, query first (``kinds.payment_step``).  A cancel of an unfinished
 charge (``requires_action``, or ``processing`` before any confirm) was accepted with the
 charge held (``AuthorizationRepository.hold_charge``): the charge's worker is fenced out
-and no confirm can be sent while the cancel runs.  What the intent's state means::
+and no confirm can be sent while the cancel runs.  What the provider payment's state means::
 
     canceled              settle succeeded (maybe by a call whose answer was lost)
     requires_capture,     the cancel is owed
@@ -16,22 +16,22 @@ and no confirm can be sent while the cancel runs.  What the intent's state means
                           the held charge is released and finishes the payment
     processing            the provider is charging: wait (no lease), read again
 
-A provider event saying the intent was canceled (Stripe expires an authorisation left
-uncaptured for 7 days) queues a cancel of origin ``provider``
-(``services.captures.request_authorization_check``): it reads the intent first and never
-sends a cancel; only a canceled intent is recorded, anything else fails the check.
+A provider event saying the provider payment was canceled (the provider expires an authorisation
+left uncaptured) queues a cancel of origin ``provider``
+(``services.captures.request_authorization_check``): it reads the provider payment first and never
+sends a cancel; only a canceled provider payment is recorded, anything else fails the check.
 
-A payment whose charge never recorded an intent has nothing to cancel at the provider (an
-intent created by a charge fenced out before it recorded it stays unconfirmed, and an
-unconfirmed intent moves no money): the cancel settles without a call.
+A payment whose charge never recorded a provider payment has nothing to cancel at the provider (an
+provider payment created by a charge fenced out before it recorded it stays unconfirmed, and an
+unconfirmed provider payment moves no money): the cancel settles without a call.
 
 The finish, one fenced transaction: the operation's status; on success the payment
 ``canceled`` (``failure.code`` ``canceled``), an authorisation's ledger lines reversed and
 ``payment.canceled`` in the outbox; on failure (the provider refused the cancel while the
-intent still awaited one, or money moved first) the payment stands, ``payment.cancel_failed``
-(the cancel, with the code and message) goes to the merchant who asked for it, and a held
-charge is made due, so the sweeper resumes it and its query-first read records what the
-provider did.
+provider payment still awaited one, or money moved first) the payment stands,
+``payment.cancel_failed`` (the cancel, with the code and message) goes to the merchant who asked
+for it, and a held charge is made due, so the sweeper resumes it and its query-first read records
+what the provider did.
 """
 
 from __future__ import annotations
@@ -46,16 +46,16 @@ from orchestrator.domain.operation_representation import finished_representation
 from orchestrator.domain.operations import OperationRecord, OperationStatus
 from orchestrator.domain.representation import encode_representation, payment_representation
 from orchestrator.domain.states import PaymentStatus, RecoveryPoint
-from orchestrator.engine.kinds.intent_step import (
-    IntentOperation,
-    Next,
-    Verdict,
-    finish_intent_operation,
-)
 from orchestrator.engine.kinds.operation_row import OperationRowKind
+from orchestrator.engine.kinds.payment_step import (
+    Next,
+    PaymentOperation,
+    Verdict,
+    finish_payment_operation,
+)
 from orchestrator.engine.lease import Lease, Parked
 from orchestrator.logging import get_logger
-from orchestrator.providers.base import PaymentProvider, ProviderIntent
+from orchestrator.providers.base import PaymentProvider, ProviderPayment
 
 log = get_logger(__name__)
 
@@ -83,7 +83,7 @@ class CancelKind(OperationRowKind):
                 _settle_without_a_call(lease)
             else:
                 step = _CancelStep()
-                IntentOperation(
+                PaymentOperation(
                     lease, provider, step, payment.id, payment.provider_payment_id
                 ).drive()
         if lease.record.recovery_point is RecoveryPoint.PROVIDER_SETTLED:
@@ -91,39 +91,45 @@ class CancelKind(OperationRowKind):
 
 
 class _CancelStep:
-    """How a cancel reads an intent, and its call."""
+    """How a cancel reads a provider payment, and its call."""
 
-    def verdict(self, record: OperationRecord, intent: ProviderIntent) -> Verdict:
-        if intent.status == "canceled":
+    def verdict(self, record: OperationRecord, provider_payment: ProviderPayment) -> Verdict:
+        if provider_payment.status == "canceled":
             return Verdict(Next.SETTLE, OperationStatus.SUCCEEDED)
-        if intent.status in _OWED and record.origin == PROVIDER_ORIGIN:
+        if provider_payment.status in _OWED and record.origin == PROVIDER_ORIGIN:
             # A check a provider event asked for: it records a cancel, never sends one.
             return Verdict(
                 Next.SETTLE,
                 OperationStatus.FAILED,
                 failure_code=NOT_CANCELED,
-                failure_message=f"The provider's intent {intent.id} is {intent.status}, "
-                "not canceled: nothing to record.",
+                failure_message=f"The provider's payment {provider_payment.id} is "
+                f"{provider_payment.status}, not canceled: nothing to record.",
             )
-        if intent.status in _OWED:
+        if provider_payment.status in _OWED:
             return Verdict(Next.SEND)
-        if intent.status == "processing":
+        if provider_payment.status == "processing":
             return Verdict(Next.WAIT)
-        if intent.status == "succeeded":
+        if provider_payment.status == "succeeded":
             return Verdict(
                 Next.SETTLE,
                 OperationStatus.FAILED,
                 failure_code=PAYMENT_SUCCEEDED,
-                failure_message=f"The payment succeeded at the provider ({intent.id}) before "
-                "it could be canceled; refund it instead.",
+                failure_message=f"The payment succeeded at the provider ({provider_payment.id}) "
+                "before it could be canceled; refund it instead.",
             )
-        raise Parked(f"provider intent {intent.id} is {intent.status!r}: cannot cancel")
+        raise Parked(
+            f"provider payment {provider_payment.id} is {provider_payment.status!r}: cannot cancel"
+        )
 
     def send(
-        self, provider: PaymentProvider, record: OperationRecord, intent_id: str, attempt: int
-    ) -> ProviderIntent:
-        return provider.cancel_intent(
-            intent_id, operation_id=record.id, attempt=attempt, reason=record.reason
+        self,
+        provider: PaymentProvider,
+        record: OperationRecord,
+        provider_payment_id: str,
+        attempt: int,
+    ) -> ProviderPayment:
+        return provider.cancel_payment(
+            provider_payment_id, operation_id=record.id, attempt=attempt, reason=record.reason
         )
 
 
@@ -198,7 +204,7 @@ def finish_cancel(lease: Lease[OperationRecord]) -> None:
         )
         return uow.authorizations.store_answer(replace(after, latest_event_sequence=sequence))
 
-    finish_intent_operation(lease, write_books)
+    finish_payment_operation(lease, write_books)
 
 
 CANCEL = CancelKind()

@@ -1,8 +1,8 @@
 """The capture: take an authorised payment's money (manual capture), once.
 
-Its lease lives on its operation row (``cap_…``); the call is ``capture_intent`` with the key
-``payorch-{id}-capture-{n}``, query first (``kinds.intent_step``).  What the intent's state
-means for a capture::
+Its lease lives on its operation row (``cap_…``); the call is ``capture_payment`` with the key
+``payorch-{id}-capture-{n}``, query first (``kinds.payment_step``).  What the provider payment's
+state means for a capture::
 
     succeeded          captured (by this capture, maybe by a call whose answer was lost):
                        settle succeeded; never a second capture
@@ -18,7 +18,7 @@ authorisation's ledger lines reversed and the capture booked, ``payment.captured
 ``payment.succeeded`` in the outbox.  On failure ``payment.capture_failed`` (the capture,
 with the provider's code and message) and, if the authorisation was gone, the payment
 ``canceled`` (its lines released, ``payment.canceled``); a capture the provider refused
-while the intent still awaits one leaves the payment ``requires_capture``, with no ledger
+while the provider payment still awaits one leaves the payment ``requires_capture``, with no ledger
 line.  A provider that captured another amount than we asked is never booked: the capture
 parks for an operator.
 """
@@ -35,16 +35,16 @@ from orchestrator.domain.operation_representation import finished_representation
 from orchestrator.domain.operations import OperationRecord, OperationStatus
 from orchestrator.domain.representation import encode_representation, payment_representation
 from orchestrator.domain.states import RecoveryPoint
-from orchestrator.engine.kinds.intent_step import (
-    IntentOperation,
-    Next,
-    Verdict,
-    finish_intent_operation,
-)
 from orchestrator.engine.kinds.operation_row import OperationRowKind
+from orchestrator.engine.kinds.payment_step import (
+    Next,
+    PaymentOperation,
+    Verdict,
+    finish_payment_operation,
+)
 from orchestrator.engine.lease import Lease, Parked
 from orchestrator.logging import get_logger
-from orchestrator.providers.base import PaymentProvider, ProviderIntent
+from orchestrator.providers.base import PaymentProvider, ProviderPayment
 
 log = get_logger(__name__)
 
@@ -62,45 +62,55 @@ class CaptureKind(OperationRowKind):
         if lease.record.recovery_point is RecoveryPoint.ACCEPTED:
             assert payment.provider_payment_id is not None
             step = _CaptureStep()
-            IntentOperation(lease, provider, step, payment.id, payment.provider_payment_id).drive()
+            PaymentOperation(lease, provider, step, payment.id, payment.provider_payment_id).drive()
         if lease.record.recovery_point is RecoveryPoint.PROVIDER_SETTLED:
             finish_capture(lease)
 
 
 class _CaptureStep:
-    """How a capture reads an intent, and its call."""
+    """How a capture reads a provider payment, and its call."""
 
-    def verdict(self, record: OperationRecord, intent: ProviderIntent) -> Verdict:
-        if intent.status == "succeeded":
-            captured = intent.amount_received
+    def verdict(self, record: OperationRecord, provider_payment: ProviderPayment) -> Verdict:
+        if provider_payment.status == "succeeded":
+            captured = provider_payment.amount_received
             if captured != record.amount:
                 raise Parked(
-                    f"provider intent {intent.id} captured {captured}, this capture asked "
-                    f"for {record.amount}"
+                    f"provider payment {provider_payment.id} captured {captured}, "
+                    f"this capture asked for {record.amount}"
                 )
             return Verdict(Next.SETTLE, OperationStatus.SUCCEEDED)
-        if intent.status == "requires_capture":
+        if provider_payment.status == "requires_capture":
             return Verdict(Next.SEND)
-        if intent.status == "processing":
+        if provider_payment.status == "processing":
             return Verdict(Next.WAIT)
-        if intent.status == "canceled":
+        if provider_payment.status == "canceled":
             return Verdict(
                 Next.SETTLE,
                 OperationStatus.FAILED,
                 failure_code=AUTHORIZATION_CANCELED,
                 failure_message=(
                     f"The authorisation was canceled at the provider "
-                    f"({intent.cancellation_reason or 'no reason given'}) before it was "
+                    f"({provider_payment.cancellation_reason or 'no reason given'}) before it was "
                     "captured; the payment is canceled."
                 ),
             )
-        raise Parked(f"provider intent {intent.id} is {intent.status!r}: nothing to capture")
+        raise Parked(
+            f"provider payment {provider_payment.id} is {provider_payment.status!r}: "
+            "nothing to capture"
+        )
 
     def send(
-        self, provider: PaymentProvider, record: OperationRecord, intent_id: str, attempt: int
-    ) -> ProviderIntent:
-        return provider.capture_intent(
-            intent_id, operation_id=record.id, attempt=attempt, amount_to_capture=record.amount
+        self,
+        provider: PaymentProvider,
+        record: OperationRecord,
+        provider_payment_id: str,
+        attempt: int,
+    ) -> ProviderPayment:
+        return provider.capture_payment(
+            provider_payment_id,
+            operation_id=record.id,
+            attempt=attempt,
+            amount_to_capture=record.amount,
         )
 
 
@@ -108,7 +118,7 @@ def payment_of(lease: Lease[OperationRecord]) -> PaymentRecord:
     with lease.uow() as uow:
         payment = uow.payments.get(lease.record.payment_id)
     if payment is None or payment.provider_payment_id is None:
-        raise Parked("the payment has no provider intent")
+        raise Parked("the payment has no provider payment")
     return payment
 
 
@@ -151,7 +161,7 @@ def finish_capture(lease: Lease[OperationRecord]) -> None:
             )
             uow.outcomes.restate_outcome(after, "canceled", 0, now=now)
         # else: our request was refused (say, an amount the provider would not capture) and
-        # the intent, read after the refusal, still awaits a capture: the authorisation
+        # the provider payment, read after the refusal, still awaits a capture: the authorisation
         # stands, no line is booked, and the merchant may capture again with a new key.
         shown = after or payment
         uow.outcomes.add_ledger_lines(payment.id, lines, now=now)
@@ -170,7 +180,7 @@ def finish_capture(lease: Lease[OperationRecord]) -> None:
             return uow.authorizations.store_answer(shown)
         return encode_representation(payment_representation(shown))
 
-    finish_intent_operation(lease, write_books)
+    finish_payment_operation(lease, write_books)
 
 
 def _payment_events(status: OperationStatus, after: PaymentRecord | None) -> list[str]:

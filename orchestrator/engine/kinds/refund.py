@@ -6,7 +6,7 @@ Its lease lives on its operation row (``db.repositories.operations``); the refun
     [accepted] ──► provider refund known? ── yes ──► retrieve it ─┐
         │                                                         │
         │ lookup owed (an earlier create's outcome is unknown)?   │
-        │      yes: list the intent's refunds, match ours by       │
+        │      yes: list the provider payment's refunds, match ours by       │
         │           metadata payorch_refund_id and amount ────────┤
         │           (none: the same create is re-sent)             │
         ▼                                                          ▼
@@ -19,13 +19,13 @@ Hazards, and what guards them:
 * A create whose outcome is unknown (timeout, 5xx) may have refunded.  Nothing is re-sent
   until a lookup (listing is strongly consistent) proved no refund of ours exists.
 * The key stays ``payorch-{id}-refund-1`` for every re-send.  A refund has no natural guard
-  like an intent's single confirmation: a second key sent while the first request may still
+  like a provider payment's single confirmation: a second key sent while the first request may still
   be executing at the provider could refund twice, so it is never used.  A key that keeps
   replaying a saved 500 therefore ends in needs_attention after MAX_ATTEMPTS unknown
   outcomes, with what the lookups found in ``last_error``.
 * The amount was reserved on the payment in the accept's transaction (``db.repositories.
   money``); a failed refund releases it in its finish, a succeeded one books it.
-* A refund at the provider that names our id but another amount or intent is never
+* A refund at the provider that names our id but another amount or provider payment is never
   adopted: the refund parks for an operator.
 """
 
@@ -76,27 +76,27 @@ REFUND = RefundKind()
 
 class _Refund(OperationSteps):
     def run(self) -> None:
-        intent_id = self._intent_id()
+        provider_payment_id = self._provider_payment_id()
         while True:
             point = self.record.recovery_point
             if point is RecoveryPoint.ACCEPTED:
-                self.drive(intent_id)
+                self.drive(provider_payment_id)
             elif point is RecoveryPoint.PROVIDER_SETTLED:
                 self.finish()
                 return
             else:
                 return  # completed by someone else; the fence would refuse us anyway
 
-    def _intent_id(self) -> str:
+    def _provider_payment_id(self) -> str:
         with self.lease.uow() as uow:
             payment = uow.payments.get(self.record.payment_id)
         if payment is None or payment.provider_payment_id is None:
-            raise Parked("the refunded payment has no provider intent")
+            raise Parked("the refunded payment has no provider payment")
         return payment.provider_payment_id
 
     # -- the provider's truth first, then the create ------------------------------------
 
-    def drive(self, intent_id: str) -> None:
+    def drive(self, provider_payment_id: str) -> None:
         record = self.record
         if record.provider_object_id is not None:
             self.lease.renew()
@@ -111,23 +111,27 @@ class _Refund(OperationSteps):
                 return
             except Permanent as error:
                 raise Parked(f"cannot read refund: {describe_error(error)}") from error
-            self.act_on(refund, intent_id)
+            self.act_on(refund, provider_payment_id)
             return
         if record.lookup_pending:
-            found = self.look_up(intent_id)
+            found = self.look_up(provider_payment_id)
             if found is _FAILED_PAGE:
                 return  # waited; the lookup stays owed
             if isinstance(found, ProviderRefund):
-                self.act_on(found, intent_id)
+                self.act_on(found, provider_payment_id)
                 return
-        self.create(intent_id)
+        self.create(provider_payment_id)
 
-    def look_up(self, intent_id: str) -> ProviderRefund | str:
-        """Our refund among the intent's refunds (matched by our id in its metadata), or
+    def look_up(self, provider_payment_id: str) -> ProviderRefund | str:
+        """Our refund among the provider payment's refunds (matched by our id in its metadata), or
         ``_ABSENT`` when the whole list was read and it is not there, ``_FAILED_PAGE`` when
         a page failed (an unknown outcome, never "absent")."""
         pages = refund_pages(
-            self.lease, self.provider, intent_id, label="lookup", on_unknown=self.note_unknown
+            self.lease,
+            self.provider,
+            provider_payment_id,
+            label="lookup",
+            on_unknown=self.note_unknown,
         )
         for page in pages:
             if page is None:
@@ -145,7 +149,7 @@ class _Refund(OperationSteps):
         )
         return _ABSENT
 
-    def create(self, intent_id: str) -> None:
+    def create(self, provider_payment_id: str) -> None:
         record = self.record
         lease = self.lease
         lease.check_budget()
@@ -158,7 +162,7 @@ class _Refund(OperationSteps):
         assert record.amount is not None
         try:
             refund = self.provider.create_refund(
-                intent_id=intent_id,
+                provider_payment_id=provider_payment_id,
                 operation_id=record.id,
                 attempt=REFUND_KEY_ATTEMPT,
                 amount=record.amount,
@@ -184,10 +188,10 @@ class _Refund(OperationSteps):
                 failure_message=error.message,
             )
             return
-        self.act_on(refund, intent_id)
+        self.act_on(refund, provider_payment_id)
 
-    def act_on(self, refund: ProviderRefund, intent_id: str) -> None:
-        self.check_ours(refund, intent_id)
+    def act_on(self, refund: ProviderRefund, provider_payment_id: str) -> None:
+        self.check_ours(refund, provider_payment_id)
         verdict = judge_refund(refund)
         if verdict.outcome is not None:
             self.settle(
@@ -211,7 +215,7 @@ class _Refund(OperationSteps):
             WaitingFor.PROVIDER,
         )
 
-    def check_ours(self, refund: ProviderRefund, intent_id: str) -> None:
+    def check_ours(self, refund: ProviderRefund, provider_payment_id: str) -> None:
         problems = []
         if self.record.origin == ORIGIN_PROVIDER:
             # Made outside payorch (recorded by the refund sync): no metadata of ours; the
@@ -222,8 +226,10 @@ class _Refund(OperationSteps):
             problems.append("metadata names another refund")
         if refund.amount != self.record.amount:
             problems.append(f"amount {refund.amount} != {self.record.amount}")
-        if refund.payment_intent != intent_id:
-            problems.append(f"intent {refund.payment_intent} != {intent_id}")
+        if refund.provider_payment_id != provider_payment_id:
+            problems.append(
+                f"provider payment {refund.provider_payment_id} != {provider_payment_id}"
+            )
         if problems:
             raise Parked(f"provider refund {refund.id} is not this refund's: {'; '.join(problems)}")
 

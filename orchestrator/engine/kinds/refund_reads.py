@@ -1,9 +1,9 @@
-"""What the refund and the refund sync both read at the provider: a payment intent's refunds,
+"""What the refund and the refund sync both read at the provider: a provider payment's refunds,
 page by page under the lease, and what one provider refund's status means.  Shared, so
 that a refund asked through payorch and a refund made outside it are read and judged alike.
 
-``refund_pages``: every page of an intent's refunds (newest first), the lease renewed before
-each request.  A page that failed proves nothing, neither "ours is absent" nor "ours is
+``refund_pages``: every page of a provider payment's refunds (newest first), the lease renewed
+before each request.  A page that failed proves nothing, neither "ours is absent" nor "ours is
 there"::
 
     429 (Retryable) ....... the lease backs off (or hands the work back: Deferred), then
@@ -33,7 +33,7 @@ from orchestrator.providers.base import (
 )
 
 PAGE_SIZE = 100
-# Stripe's refund statuses: pending, requires_action, succeeded, failed, canceled.
+# The protocol's refund statuses: pending, requires_action, succeeded, failed, canceled.
 _PENDING = frozenset({"pending", "requires_action"})
 _FAILED = frozenset({"failed", "canceled"})
 
@@ -41,19 +41,21 @@ _FAILED = frozenset({"failed", "canceled"})
 def refund_pages(
     lease: Lease[OperationRecord],
     provider: PaymentProvider,
-    intent_id: str,
+    provider_payment_id: str,
     *,
     label: str,
     on_unknown: Callable[[OutcomeUnknown], None] | None = None,
 ) -> Iterator[RefundPage | None]:
-    """The intent's refunds, a page at a time; ``None`` for a page that failed (see the
+    """The provider payment's refunds, a page at a time; ``None`` for a page that failed (see the
     module docstring).  ``label`` starts the reason a backoff is logged and stored with."""
     cursor: str | None = None
     while True:
         lease.renew()
         page: RefundPage | None = None
         try:
-            page = provider.list_refunds(intent_id, starting_after=cursor, limit=PAGE_SIZE)
+            page = provider.list_refunds(
+                provider_payment_id, starting_after=cursor, limit=PAGE_SIZE
+            )
         except Retryable as error:
             lease.wait(error.retry_after, f"{label}: {describe_error(error)}")
         except OutcomeUnknown as error:

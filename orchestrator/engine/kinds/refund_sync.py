@@ -1,11 +1,12 @@
 """The refund sync: record the refunds someone made at the provider, outside payorch
-(Stripe's Dashboard), once each.
+(the provider's dashboard), once each.
 
 A provider event about a payment's refunds (``charge.refunded``, ``refund.*``,
 ``charge.refund.updated``) is a hint, never the truth: it queues one sync of that payment
 (``services.refund_sync``), and the sync reads the truth::
 
-    [accepted] list the intent's refunds at the provider (every page; a read moves nothing,
+    [accepted] list the provider payment's refunds at the provider (every page; a read moves
+    nothing,
         │      so a failed page is simply read again later)
         │
         ├─ for each refund, oldest first, one fenced transaction under the payment's row lock:
@@ -104,12 +105,12 @@ class _RefundSync(OperationSteps):
             self.finish([], 0)
             return
         assert payment.provider_payment_id is not None
-        intent_id = payment.provider_payment_id
-        listed = self.list_all(intent_id)
+        provider_payment_id = payment.provider_payment_id
+        listed = self.list_all(provider_payment_id)
         recorded: list[str] = []
         # Oldest first: rows are created in the order the provider made the refunds.
         for refund in sorted(listed, key=lambda r: (r.created or 0, r.id)):
-            if refund.payment_intent != intent_id:
+            if refund.provider_payment_id != provider_payment_id:
                 continue
             if self.apply(refund):
                 recorded.append(refund.id)
@@ -120,14 +121,16 @@ class _RefundSync(OperationSteps):
             payment = uow.payments.get(self.record.payment_id)
         assert payment is not None
         if payment.provider_payment_id is None and payment.status not in _NOTHING_TO_REFUND:
-            raise Parked("the payment has no provider intent to list refunds of")
+            raise Parked("the payment has no provider payment to list refunds of")
         return payment
 
-    def list_all(self, intent_id: str) -> list[ProviderRefund]:
-        """Every refund of the intent.  A failed page is read again (a list moves nothing);
-        the backoff hands the work back to the row when it grows long."""
+    def list_all(self, provider_payment_id: str) -> list[ProviderRefund]:
+        """Every refund of the provider payment.  A failed page is read again (a list moves
+        nothing); the backoff hands the work back to the row when it grows long."""
         refunds: list[ProviderRefund] = []
-        for page in refund_pages(self.lease, self.provider, intent_id, label="list refunds"):
+        for page in refund_pages(
+            self.lease, self.provider, provider_payment_id, label="list refunds"
+        ):
             if page is not None:  # a failed page is simply asked for again
                 refunds.extend(page.refunds)
         return refunds

@@ -1,4 +1,4 @@
-"""The charge: create and confirm one PaymentIntent, once.
+"""The charge: create and confirm one provider payment, once.
 
 Its lease lives on the payment row (``db.repositories.leases``).  Read top to bottom,
 ``run_steps`` is the recovery-point loop: which step for which point, until the payment is
@@ -25,10 +25,10 @@ finished or the run stops (``engine.lease``: Deferred, Waiting, Parked, Fenced):
 
 One module per step, each with its hazards in its docstring::
 
-    create.py          create the intent, store it (``intent_created``)
+    create.py          create the provider payment, store it (``intent_created``)
     lookup.py          resolve a create whose outcome is unknown: scan, verdict, resend
-    confirm.py         query first, take confirm n, confirm, act on the intent
-    authentication.py  3-D Secure: show the action, wait, cancel an abandoned intent
+    confirm.py         query first, take confirm n, confirm, act on the provider payment
+    authentication.py  3-D Secure: show the action, wait, cancel an abandoned provider payment
     finish.py          settle, and the one transaction that writes the final status
     context.py         ``ChargeRun``: what the steps share, and the writes they share
 
@@ -38,9 +38,9 @@ The protocol, whatever the step:
   sent (the confirm number is taken in the renewal's transaction);
 * an unknown outcome (timeout, connection error, 5xx) is never answered with a blind
   resend: a lost create is looked up, a lost confirm or cancel is followed by a retrieve;
-* every intent we read is compared with the record (``engine.kinds.intent_match``) before it is
-  adopted, confirmed or settled; one that is not ours is kept on the record
-  (``rejected_intents``) and the payment goes to needs_attention;
+* every provider payment we read is compared with the record
+  (``engine.kinds.payment_match``) before it is adopted, confirmed or settled; one that is
+  not ours is kept on the record (``rejected_intents``) and the payment goes to needs_attention;
 * the final status is written in one place: ``finish.finish``.
 
 The transactions of the happy path (a create, a confirm that succeeds), and why none can
@@ -51,10 +51,10 @@ be merged further::
             must commit before the create: it is the lease we call under and the stamp
             that bounds the lookup of a create whose outcome is lost
         -- create (key payorch-{id}-create) --
-    T2  the create's provider-call row, the intent id (``intent_created``), the lease
-        renewed and the confirm number n taken (``ChargeRun.store_created_intent``)
+    T2  the create's provider-call row, the provider payment id (``intent_created``), the lease
+        renewed and the confirm number n taken (``ChargeRun.store_created_payment``)
             must commit before the confirm: n is the confirm's key, and a crash after the
-            confirm must find the intent id to query first
+            confirm must find the provider payment id to query first
         -- confirm (key payorch-{id}-confirm-{n}) --
     T3  the confirm's provider-call row, the settlement and the finish (status, outcome,
         ledger, outbox, COMPLETED) (``finish.finish``)
@@ -84,9 +84,9 @@ from orchestrator.db.repositories.leases import LeaseRepository
 from orchestrator.db.uow import UnitOfWork
 from orchestrator.domain.model import PaymentRecord
 from orchestrator.domain.states import RecoveryPoint
-from orchestrator.engine.kinds.charge.confirm import drive_intent
+from orchestrator.engine.kinds.charge.confirm import drive_payment
 from orchestrator.engine.kinds.charge.context import ChargeRun
-from orchestrator.engine.kinds.charge.create import create_intent
+from orchestrator.engine.kinds.charge.create import create_payment
 from orchestrator.engine.kinds.charge.finish import finish
 from orchestrator.engine.kinds.charge.lookup import resolve_lost_create
 from orchestrator.engine.lease import Lease, ProcessResult
@@ -136,8 +136,8 @@ def run_steps(charge: ChargeRun) -> None:
         if point is RecoveryPoint.ACCEPTED and record.lookup_pending:
             resolve_lost_create(charge)  # a create's outcome is unknown: find it first
         elif point is RecoveryPoint.ACCEPTED:
-            create_intent(charge)
+            create_payment(charge)
         elif point is RecoveryPoint.INTENT_CREATED:
-            drive_intent(charge)  # query first when needed, confirm, act on the intent
+            drive_payment(charge)  # query first when needed, confirm, act on the provider payment
         else:
             return  # completed by someone else; the fence would refuse us anyway

@@ -1,10 +1,10 @@
-"""Authentication (3-D Secure): the intent waits for the customer, or is canceled.
+"""Authentication (3-D Secure): the provider payment waits for the customer, or is canceled.
 
-Read top to bottom, ``await_customer`` is what a ``requires_action`` intent gets::
+Read top to bottom, ``await_customer`` is what a ``requires_action`` provider payment gets::
 
     off-session payment   nobody is present to authenticate: settle failed
                           (``authentication_required``)
-    past the deadline     cancel the abandoned intent (``cancel_abandoned``), then settle
+    past the deadline     cancel the abandoned provider payment (``cancel_abandoned``), then settle
                           canceled (``authentication_timeout``)
     otherwise             show what the customer must do (``payment.requires_action``, once),
                           then wait without a lease (``Waiting``) until a provider event
@@ -15,7 +15,7 @@ Hazards:
 * the deadline (ACTION_TIMEOUT_SECONDS) counts from the first ask (``waiting_since``,
   database clock), not from this run, so re-checks and takeovers never extend it;
 * a cancel whose outcome is lost is never re-sent blindly: the next round retrieves the
-  intent first (``confirm_attempts`` > 0) and acts on what it is -- the customer may have
+  provider payment first (``confirm_attempts`` > 0) and acts on what it is -- the customer may have
   authenticated at the last moment.
 """
 
@@ -27,9 +27,9 @@ from orchestrator.db.uow import UnitOfWork
 from orchestrator.domain.model import PaymentRecord
 from orchestrator.domain.representation import payment_representation
 from orchestrator.domain.states import Outcome, WaitingFor
-from orchestrator.engine.kinds.charge.context import UNEXPECTED_STATE, ChargeRun
+from orchestrator.engine.kinds.charge.context import ChargeRun
 from orchestrator.engine.kinds.charge.finish import settle
-from orchestrator.engine.kinds.intent_outcome import (
+from orchestrator.engine.kinds.payment_reading import (
     AUTHENTICATION_REQUIRED,
     AUTHENTICATION_TIMEOUT,
     Next,
@@ -37,36 +37,46 @@ from orchestrator.engine.kinds.intent_outcome import (
 )
 from orchestrator.engine.lease import Parked, Waiting, describe_error
 from orchestrator.logging import get_logger
-from orchestrator.providers.base import OutcomeUnknown, Permanent, ProviderIntent, Retryable
+from orchestrator.providers.base import (
+    UNEXPECTED_STATE,
+    OutcomeUnknown,
+    Permanent,
+    ProviderPayment,
+    Retryable,
+)
 
 log = get_logger(__name__)
 
 
-def await_customer(run: ChargeRun, intent: ProviderIntent) -> None:
+def await_customer(run: ChargeRun, provider_payment: ProviderPayment) -> None:
     """``requires_action``: show what the customer must do (``payment.requires_action``
     once), then wait without a lease until an event or the re-check; past
-    ACTION_TIMEOUT_SECONDS, cancel the intent instead."""
+    ACTION_TIMEOUT_SECONDS, cancel the provider payment instead."""
     record = run.record
     if record.request.off_session:
         # Nobody is present to authenticate (the provider should have declined).
         settle(
-            run, Reading(Next.SETTLE, Outcome.FAILED, failure=AUTHENTICATION_REQUIRED), intent.id
+            run,
+            Reading(Next.SETTLE, Outcome.FAILED, failure=AUTHENTICATION_REQUIRED),
+            provider_payment.id,
         )
         return
     now = run.lease.now()
     deadline = action_deadline(run, now)
     if now >= deadline:
-        cancel_abandoned(run, intent)
+        cancel_abandoned(run, provider_payment)
         return
     first_ask = record.waiting_for is not WaitingFor.CUSTOMER
     if (
         first_ask
-        or record.next_action != intent.next_action
-        or record.client_secret != intent.client_secret
+        or record.next_action != provider_payment.next_action
+        or record.client_secret != provider_payment.client_token
     ):
-        show_action(run, intent, emit=first_ask)
+        show_action(run, provider_payment, emit=first_ask)
     recheck = min(run.lease.settings.action_recheck_seconds, (deadline - now).total_seconds())
-    raise Waiting(max(recheck, 0.0), f"customer authenticating {intent.id}", WaitingFor.CUSTOMER)
+    raise Waiting(
+        max(recheck, 0.0), f"customer authenticating {provider_payment.id}", WaitingFor.CUSTOMER
+    )
 
 
 def action_deadline(run: ChargeRun, now: datetime) -> datetime:
@@ -84,7 +94,7 @@ def action_expired(run: ChargeRun) -> bool:
     return now >= action_deadline(run, now)
 
 
-def show_action(run: ChargeRun, intent: ProviderIntent, *, emit: bool) -> None:
+def show_action(run: ChargeRun, provider_payment: ProviderPayment, *, emit: bool) -> None:
     """Store what the customer must do (the payment shows ``requires_action``); ``emit``:
     the first ask, announced once in the outbox."""
     lease = run.lease
@@ -93,8 +103,8 @@ def show_action(run: ChargeRun, intent: ProviderIntent, *, emit: bool) -> None:
         shown = uow.leases.record_action_required(
             lease.id,
             token=lease.token,
-            next_action=intent.next_action,
-            client_secret=intent.client_secret,
+            next_action=provider_payment.next_action,
+            client_secret=provider_payment.client_token,
             now=now,
         )
         if shown is not None and emit:
@@ -104,11 +114,13 @@ def show_action(run: ChargeRun, intent: ProviderIntent, *, emit: bool) -> None:
         return shown
 
     lease.write(write)
-    log.info("payment_requires_action", payment_id=run.record.id, intent_id=intent.id)
+    log.info(
+        "payment_requires_action", payment_id=run.record.id, provider_payment_id=provider_payment.id
+    )
 
 
-def cancel_abandoned(run: ChargeRun, intent: ProviderIntent) -> None:
-    """The customer never authenticated: cancel the intent, then settle ``canceled`` /
+def cancel_abandoned(run: ChargeRun, provider_payment: ProviderPayment) -> None:
+    """The customer never authenticated: cancel the provider payment, then settle ``canceled`` /
     ``authentication_timeout``."""
     lease = run.lease
     lease.renew()
@@ -116,9 +128,9 @@ def cancel_abandoned(run: ChargeRun, intent: ProviderIntent) -> None:
     try:
         # The forwarded key: payorch-{id}-cancel-{n} (``providers.keys.cancel_key``), n one
         # past the unknown outcomes so far, so a cancel whose outcome was lost is re-sent
-        # under a new key only after a retrieve found the intent still open.
-        canceled = run.provider.cancel_intent(
-            intent.id, operation_id=run.record.id, attempt=attempt, reason="abandoned"
+        # under a new key only after a retrieve found the provider payment still open.
+        canceled = run.provider.cancel_payment(
+            provider_payment.id, operation_id=run.record.id, attempt=attempt, reason="abandoned"
         )
     except Retryable as error:
         lease.wait(error.retry_after, f"cancel: {describe_error(error)}")
@@ -134,7 +146,9 @@ def cancel_abandoned(run: ChargeRun, intent: ProviderIntent) -> None:
             # next round's retrieve tells how.
             log.info("cancel_unexpected_state", payment_id=run.record.id)
             return
-        raise Parked(f"cannot cancel intent {intent.id}: {describe_error(error)}") from error
+        raise Parked(
+            f"cannot cancel provider payment {provider_payment.id}: {describe_error(error)}"
+        ) from error
     run.check_ours(canceled)
     if canceled.status != "canceled":
         return  # the next round reads it again and acts on what it is
@@ -144,4 +158,8 @@ def cancel_abandoned(run: ChargeRun, intent: ProviderIntent) -> None:
         canceled.id,
         canceled,
     )
-    log.info("payment_authentication_timeout", payment_id=run.record.id, intent_id=intent.id)
+    log.info(
+        "payment_authentication_timeout",
+        payment_id=run.record.id,
+        provider_payment_id=provider_payment.id,
+    )

@@ -5,15 +5,15 @@
 provider, and the little this run has learnt that the record does not say.  Each write
 below is one fenced ``Lease.write``::
 
-    check_ours            an intent is compared with the record before it is adopted,
+    check_ours            a provider payment is compared with the record before it is adopted,
                           confirmed or settled; one that is not ours is kept on the record
                           (``rejected_intents``) and the payment parks
-    record_rejected       keep the intents that named the record but did not match it
+    record_rejected       keep the provider payments that named the record but did not match it
     note_unknown          count an unknown outcome (a create's: a lookup is owed)
     stamp_create_attempt  before a create: renew, stamp the attempt (bounds the lookup)
-    store_created_intent  ``intent_created`` after our create, with the first confirm's
+    store_created_payment  ``intent_created`` after our create, with the first confirm's
                           number taken (T2)
-    store_found_intent    ``intent_created`` after the lookup found our intent
+    store_found_payment    ``intent_created`` after the lookup found our provider payment
     take_confirm_number   before a confirm: renew and take confirm n, durable before sent
 
 Hazard: a write that prepares a provider call must be committed before that call.  Two of
@@ -23,7 +23,7 @@ needs and never for the way it is merged:
 
 * the claim (T1) stamps the run's first create (``LeaseRepository._claim_values``):
   ``stamp_create_attempt`` has nothing left to write once;
-* storing our created intent (T2) also renews and takes the first confirm's number, in
+* storing our created provider payment (T2) also renews and takes the first confirm's number, in
   the same statement: ``take_confirm_number`` has nothing left to write once, and that
   number does not mean a confirm may have been sent (``must_query_first``).
 """
@@ -35,16 +35,15 @@ from typing import Any
 
 from orchestrator.db.repositories.leases import LeaseRepository
 from orchestrator.domain.model import PaymentRecord
-from orchestrator.engine.kinds.intent_match import ExpectedIntent, intent_mismatches, reject
+from orchestrator.engine.kinds.payment_match import ExpectedPayment, payment_mismatches, reject
 from orchestrator.engine.lease import Lease, Parked, describe_error
 from orchestrator.logging import get_logger
-from orchestrator.providers.base import PaymentProvider, ProviderIntent
+from orchestrator.providers.base import PaymentProvider, ProviderPayment
 
 log = get_logger(__name__)
 
-# The provider's answer to a confirm or a cancel of an intent that already moved on (by an
+# The provider's answer to a confirm or a cancel of a provider payment that already moved on (by an
 # earlier request of ours whose answer was lost, or by the customer): the next read says how.
-UNEXPECTED_STATE = "payment_intent_unexpected_state"
 
 
 @dataclass
@@ -53,14 +52,14 @@ class ChargeRun:
 
     lease: Lease[PaymentRecord]
     provider: PaymentProvider
-    # The intent this run last read and found to be ours: confirming it needs no new read.
-    checked_intent_id: str | None = None
+    # The provider payment this run last read and found to be ours: confirming it needs no new read.
+    checked_payment_id: str | None = None
     # What the provider settled, not yet written (``finish.settle``): the finish writes it
     # with the final status in one transaction (T3).
     settlement: dict[str, Any] | None = None
     # Written ahead (module docstring): the claim stamped this run's first create (T1) ...
     create_stamped: bool = False
-    # ... and the write that stored the intent took the first confirm's number (T2).
+    # ... and the write that stored the provider payment took the first confirm's number (T2).
     confirm_taken: bool = False
 
     @classmethod
@@ -74,8 +73,8 @@ class ChargeRun:
         return self.lease.record
 
     @property
-    def expected(self) -> ExpectedIntent:
-        return ExpectedIntent.for_record(self.record)
+    def expected(self) -> ExpectedPayment:
+        return ExpectedPayment.for_record(self.record)
 
     # -- before a create, before a confirm --------------------------------------------------
 
@@ -92,19 +91,19 @@ class ChargeRun:
             )
         )
 
-    def must_query_first(self, intent_id: str) -> bool:
-        """Whether the intent is read before a confirm: a confirm may have been sent (a
+    def must_query_first(self, provider_payment_id: str) -> bool:
+        """Whether the provider payment is read before a confirm: a confirm may have been sent (a
         confirm number was taken, other than the one T2 took for the confirm about to go),
-        or this run has not read and compared the intent (resumed after a crash or a
+        or this run has not read and compared the provider payment (resumed after a crash or a
         takeover)."""
         if self.confirm_taken:
             return False
-        return self.record.confirm_attempts > 0 or self.checked_intent_id != intent_id
+        return self.record.confirm_attempts > 0 or self.checked_payment_id != provider_payment_id
 
     def take_confirm_number(self) -> None:
         """Renew and take the next confirm number n in one transaction, so the key
         ``payorch-{id}-confirm-{n}`` is durable before it is sent.  Taken already when this
-        run just stored the intent (T2)."""
+        run just stored the provider payment (T2)."""
         if self.confirm_taken:
             self.confirm_taken = False
             return
@@ -120,20 +119,22 @@ class ChargeRun:
             )
         )
 
-    # -- an intent, stored ------------------------------------------------------------------
+    # -- a provider payment, stored
+    # ------------------------------------------------------------------
 
-    def store_created_intent(self, intent: ProviderIntent) -> None:
+    def store_created_payment(self, provider_payment: ProviderPayment) -> None:
         """``intent_created`` after our create (T2).  The confirm that follows at once (an
-        intent this run has just read, unconfirmed) gets its renewal and its number in the
+        provider payment this run has just read, unconfirmed) gets its renewal and its number in the
         same statement, when it is the first confirm and fits in the time budget."""
         first_confirm = self.record.confirm_attempts == 0 and self.lease.within_budget()
-        self._store_intent(intent, take_confirm=first_confirm)
+        self._store_payment(provider_payment, take_confirm=first_confirm)
 
-    def store_found_intent(self, intent: ProviderIntent) -> None:
-        """``intent_created`` after the lookup found our intent: the confirm queries first."""
-        self._store_intent(intent, take_confirm=False)
+    def store_found_payment(self, provider_payment: ProviderPayment) -> None:
+        """``intent_created`` after the lookup found our provider payment: the confirm queries
+        first."""
+        self._store_payment(provider_payment, take_confirm=False)
 
-    def _store_intent(self, intent: ProviderIntent, *, take_confirm: bool) -> None:
+    def _store_payment(self, provider_payment: ProviderPayment, *, take_confirm: bool) -> None:
         # One prebuilt UPDATE, committed on its own, the provider-call rows riding in it
         # (``Lease.write(one_statement=True)``).
         lease = self.lease
@@ -141,7 +142,7 @@ class ChargeRun:
             lambda uow, now: uow.leases.mark_intent_created(
                 lease.id,
                 token=lease.token,
-                provider_payment_id=intent.id,
+                provider_payment_id=provider_payment.id,
                 now=now,
                 confirm_until=lease.until(now) if take_confirm else None,
             ),
@@ -151,27 +152,28 @@ class ChargeRun:
 
     # -- what the provider said, checked and kept -------------------------------------------
 
-    def check_ours(self, intent: ProviderIntent) -> None:
-        """Stop (needs_attention) on an intent that is not what the record asked for; it is
+    def check_ours(self, provider_payment: ProviderPayment) -> None:
+        """Stop (needs_attention) on a provider payment that is not what the record asked for; it is
         kept on the record for ops and never confirmed or settled."""
-        problems = intent_mismatches(intent, self.expected)
+        problems = payment_mismatches(provider_payment, self.expected)
         if not problems:
-            self.checked_intent_id = intent.id
+            self.checked_payment_id = provider_payment.id
             return
-        rejected = reject(intent, problems)
+        rejected = reject(provider_payment, problems)
         entry = rejected.to_json()
-        kept = [r for r in self.record.rejected_intents if r.get("id") != intent.id]
+        kept = [r for r in self.record.rejected_intents if r.get("id") != provider_payment.id]
         self.record_rejected([*kept, entry])
         log.warning(
-            "provider_intent_mismatch",
+            "provider_payment_mismatch",
             payment_id=self.record.id,
-            intent_id=intent.id,
+            provider_payment_id=provider_payment.id,
             reasons=list(problems),
         )
-        raise Parked(f"provider intent is not this payment's: {rejected.describe()}")
+        raise Parked(f"provider payment is not this payment's: {rejected.describe()}")
 
     def record_rejected(self, rejected: list[dict[str, Any]]) -> None:
-        """Keep the intents that named this record but did not match it (never confirmed)."""
+        """Keep the provider payments that named this record but did not match it (never
+        confirmed)."""
         self.lease.write(
             lambda uow, now: uow.leases.record_rejected(
                 self.lease.id, token=self.lease.token, rejected=rejected, now=now
@@ -188,6 +190,6 @@ class ChargeRun:
             )
         )
         # A lost create is looked up before it may park the payment: the lookup can still
-        # find our intent and carry on (``lookup`` parks when it cannot).
+        # find our provider payment and carry on (``lookup`` parks when it cannot).
         if not owe_lookup:
             self.lease.park_if_out_of_attempts(why)

@@ -1,26 +1,26 @@
-"""Create: one unconfirmed intent for the payment, under a key derived from its id.
+"""Create: one unconfirmed provider payment for the payment, under a key derived from its id.
 
-Read top to bottom, ``create_intent`` is one round at ``accepted`` (no lookup owed)::
+Read top to bottom, ``create_payment`` is one round at ``accepted`` (no lookup owed)::
 
     1. stamp     renew and stamp the attempt, committed before the call: the first and the
                  last create bound the window a lookup reads (the claim did it, T1, for
                  this run's first create)
     2. create    key payorch-{id}-create, ``confirm=false``
-    3. answer    our intent     check it is ours, store it (``intent_created``) and take the
-                              first confirm's number with it (T2)
+    3. answer    our payment    check it is ours, store it (``intent_created``) and take the
+                                first confirm's number with it (T2)
                  unknown        count it; a lookup is owed, and the loop runs it next
                  429 / 409      back off; the same key again
-                 declined       settle failed (with the provider's intent, if any)
+                 declined       settle failed (with the provider's payment, if any)
                  other 4xx      settle failed, or park when it says our side is wrong
 
 Hazards:
 
-* an unconfirmed intent moves no money, and the key is the same for every create of the
-  payment, so re-sending it is always safe: it replays our intent or joins the one in
+* an unconfirmed provider payment moves no money, and the key is the same for every create of the
+  payment, so re-sending it is always safe: it replays our provider payment or joins the one in
   flight, and never makes a second;
 * a create whose outcome is unknown is never simply re-sent: even a saved 500 replaying
   under the fixed key gets here every time, and each one owes a lookup (``lookup``) first;
-* an intent the provider returns is compared with the record before it is stored
+* a provider payment the provider returns is compared with the record before it is stored
   (``ChargeRun.check_ours``): one that is not what we asked for parks the payment.
 """
 
@@ -38,8 +38,8 @@ from orchestrator.providers.base import (
 )
 
 
-def create_intent(run: ChargeRun) -> None:
-    """Create the payment's intent (unconfirmed) and store it, with the first confirm's
+def create_payment(run: ChargeRun) -> None:
+    """Create the payment's provider payment (unconfirmed) and store it, with the first confirm's
     number taken."""
     lease = run.lease
     record = run.record
@@ -50,7 +50,7 @@ def create_intent(run: ChargeRun) -> None:
     try:
         # The forwarded key: payorch-{id}-create (``providers.keys.create_key``), the same
         # for every create of this payment.
-        intent = run.provider.create_intent(
+        provider_payment = run.provider.create_payment(
             record_id=record.id,
             amount=record.request.amount,
             currency=record.request.currency,
@@ -72,10 +72,10 @@ def create_intent(run: ChargeRun) -> None:
         run.note_unknown(error, owe_lookup=True)
         return
     except Declined as error:
-        settle_declined(run, error, intent_id=error.intent_id)
+        settle_declined(run, error, provider_payment_id=error.provider_payment_id)
         return
     except Permanent as error:
-        settle_refused(run, error, intent_id=None)
+        settle_refused(run, error, provider_payment_id=None)
         return
-    run.check_ours(intent)
-    run.store_created_intent(intent)
+    run.check_ours(provider_payment)
+    run.store_created_payment(provider_payment)

@@ -2,7 +2,7 @@
 
 Read top to bottom::
 
-    settle   (any step) what the provider decided -- outcome, intent, charge, failure, the
+    settle   (any step) what the provider decided -- outcome, provider payment, charge, failure, the
              amount it moved -- is held on the run (``ChargeRun.settlement``), not written;
              the loop goes straight to the finish
     finish   one fenced transaction (T3): the settlement (``provider_settled``), the final
@@ -33,10 +33,10 @@ from orchestrator.domain.model import Failure, PaymentRecord
 from orchestrator.domain.representation import payment_representation
 from orchestrator.domain.states import Outcome, PaymentStatus, RecoveryPoint
 from orchestrator.engine.kinds.charge.context import ChargeRun
-from orchestrator.engine.kinds.intent_outcome import Next, Reading
+from orchestrator.engine.kinds.payment_reading import Next, Reading
 from orchestrator.engine.lease import Parked, describe_error
 from orchestrator.logging import get_logger
-from orchestrator.providers.base import Declined, Permanent, ProviderIntent
+from orchestrator.providers.base import Declined, Permanent, ProviderPayment
 
 log = get_logger(__name__)
 
@@ -51,7 +51,10 @@ _OPERATOR_HTTP_STATUSES = frozenset({401, 403})
 
 
 def settle(
-    run: ChargeRun, reading: Reading, intent_id: str | None, intent: ProviderIntent | None = None
+    run: ChargeRun,
+    reading: Reading,
+    provider_payment_id: str | None,
+    provider_payment: ProviderPayment | None = None,
 ) -> None:
     """What the provider settled (``provider_settled``), for the finish to write with the
     final status in one transaction (T3).  Nothing runs between this and the finish (the
@@ -60,19 +63,21 @@ def settle(
     outcome = reading.outcome
     settled_amount: int | None = None
     settled_currency: str | None = None
-    if intent is not None and outcome is Outcome.SUCCEEDED:
+    if provider_payment is not None and outcome is Outcome.SUCCEEDED:
         # What the provider says it moved, not what we asked for: the ledger books this.
         settled_amount = (
-            intent.amount_received if intent.amount_received is not None else intent.amount
+            provider_payment.amount_received
+            if provider_payment.amount_received is not None
+            else provider_payment.amount
         )
-        settled_currency = intent.currency.lower()
-    elif intent is not None and outcome is Outcome.REQUIRES_CAPTURE:
+        settled_currency = provider_payment.currency.lower()
+    elif provider_payment is not None and outcome is Outcome.REQUIRES_CAPTURE:
         # Manual capture: what the provider authorised (and a capture may take).
-        settled_amount = intent.amount_capturable
-        settled_currency = intent.currency.lower()
+        settled_amount = provider_payment.amount_capturable
+        settled_currency = provider_payment.currency.lower()
     run.settlement = {
         "outcome": outcome,
-        "provider_payment_id": intent_id,
+        "provider_payment_id": provider_payment_id,
         "provider_charge_id": reading.charge_id,
         "failure": reading.failure,
         "settled_amount": settled_amount,
@@ -80,18 +85,18 @@ def settle(
     }
 
 
-def settle_declined(run: ChargeRun, error: Declined, *, intent_id: str | None) -> None:
+def settle_declined(run: ChargeRun, error: Declined, *, provider_payment_id: str | None) -> None:
     """A decline: the payment failed, with the provider's codes."""
     failure = Failure(code=error.code, decline_code=error.decline_code, message=error.message)
-    settle(run, Reading(Next.SETTLE, Outcome.FAILED, failure=failure), intent_id)
+    settle(run, Reading(Next.SETTLE, Outcome.FAILED, failure=failure), provider_payment_id)
 
 
-def settle_refused(run: ChargeRun, error: Permanent, *, intent_id: str | None) -> None:
+def settle_refused(run: ChargeRun, error: Permanent, *, provider_payment_id: str | None) -> None:
     """A permanent refusal: the payment failed, unless it says our side is wrong (parked)."""
     if error.code in _OPERATOR_ERRORS or error.http_status in _OPERATOR_HTTP_STATUSES:
         raise Parked(f"provider refused our request: {describe_error(error)}")
     failure = Failure(code=error.code or "invalid_request", message=error.message)
-    settle(run, Reading(Next.SETTLE, Outcome.FAILED, failure=failure), intent_id)
+    settle(run, Reading(Next.SETTLE, Outcome.FAILED, failure=failure), provider_payment_id)
 
 
 # -- finish ---------------------------------------------------------------------------------

@@ -3,24 +3,25 @@
 Read top to bottom, ``resolve_lost_create`` is one round while a lookup is owed
 (``lookup_pending``)::
 
-    1. window    the only times the provider can have created our intent: from the first
+    1. window    the only times the provider can have created our payment: from the first
                  create stamped on the record to the last, with a margin
-    2. scan      page through the intents created in that window (``engine.kinds.intent_lookup``),
-                 at most a budget of pages per round, storing the cursor before every page
-                 (``save_progress``) so an interrupted scan resumes instead of starting over
-    3. verdict   found       adopt our intent (``intent_created``); the confirm queries first
+    2. scan      page through the provider payments created in that window
+                 (``engine.kinds.lost_create_lookup``), at most a budget of pages per
+                 round, storing the cursor before every page (``save_progress``) so an
+                 interrupted scan resumes instead of starting over
+    3. verdict   found       adopt our payment (``intent_created``); the confirm queries first
                  unfinished  defer; the next round resumes at the cursor
                  absent,     re-send the create under the same key (``resend_create``), or,
-                 foreign     out of attempts, park and name every rejected intent
+                 foreign     out of attempts, park and name every rejected provider payment
 
 Hazards:
 
 * a failed page is an unknown outcome, never "absent": the lookup stays owed;
-* an intent that names our record but asks for something else is never adopted: it is kept
+* a provider payment that names our record but asks for something else is never adopted: it is kept
   on the record (``rejected_intents``) for ops;
 * "absent" does not prove the create will never land (the provider may still be executing
   it), so the only safe answer is the same create key again, which replays or joins ours and
-  can never adopt a foreign intent.
+  can never adopt a foreign provider payment.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from functools import partial
 from typing import Any
 
 from orchestrator.engine.kinds.charge.context import ChargeRun
-from orchestrator.engine.kinds.intent_lookup import Verdict, lookup_window, scan_for_intent
+from orchestrator.engine.kinds.lost_create_lookup import Verdict, lookup_window, scan_for_payment
 from orchestrator.engine.lease import Deferred, Parked, describe_error
 from orchestrator.logging import get_logger
 from orchestrator.providers.base import OutcomeUnknown, Permanent, Retryable
@@ -38,7 +39,7 @@ log = get_logger(__name__)
 
 
 def resolve_lost_create(run: ChargeRun) -> None:
-    """The bounded, resumable lookup (``engine.kinds.intent_lookup``), then what it proved."""
+    """The bounded, resumable lookup (``engine.kinds.lost_create_lookup``), then what it proved."""
     record = run.record
     lease = run.lease
     settings = lease.settings
@@ -52,7 +53,7 @@ def resolve_lost_create(run: ChargeRun) -> None:
     )
     # 2. the scan
     try:
-        result = scan_for_intent(
+        result = scan_for_payment(
             run.provider,
             run.expected,
             window,
@@ -71,14 +72,14 @@ def resolve_lost_create(run: ChargeRun) -> None:
         lease.wait(None, f"lookup: {describe_error(error)}")
         return
     except Permanent as error:
-        raise Parked(f"cannot list provider intents: {describe_error(error)}") from error
+        raise Parked(f"cannot list provider payments: {describe_error(error)}") from error
     # 3. the verdict
     if result.rejected != list(run.record.rejected_intents):
         run.record_rejected(result.rejected)
     if result.verdict is Verdict.FOUND:
-        assert result.intent is not None
-        run.checked_intent_id = result.intent.id
-        run.store_found_intent(result.intent)
+        assert result.provider_payment is not None
+        run.checked_payment_id = result.provider_payment.id
+        run.store_found_payment(result.provider_payment)
     elif result.verdict is Verdict.UNFINISHED:
         raise Deferred(0.0, f"lookup continues after {run.record.lookup_pages} pages")
     else:
@@ -106,19 +107,19 @@ def save_progress(
 
 
 def resend_create(run: ChargeRun, verdict: Verdict, rejected: list[dict[str, Any]]) -> None:
-    """The whole window was read and no intent of ours is in it.  Our create may still be
+    """The whole window was read and no provider payment of ours is in it.  Our create may still be
     executing at the provider (the client gave up, the server did not), so neither "absent"
-    nor "only foreign intents" proves it never will land.  Re-sending the same create key
-    is what is always safe: it replays our intent, waits on the in-flight one (409) or
-    creates ours, and it can never adopt a foreign intent (``ChargeRun.check_ours``).  Out
-    of attempts, the payment parks and names every rejected intent."""
+    nor "only foreign provider payments" proves it never will land.  Re-sending the same create key
+    is what is always safe: it replays our provider payment, waits on the in-flight one (409) or
+    creates ours, and it can never adopt a foreign provider payment (``ChargeRun.check_ours``).  Out
+    of attempts, the payment parks and names every rejected provider payment."""
     lease = run.lease
     lease.write(lambda uow, now: uow.leases.end_lookup(lease.id, token=lease.token, now=now))
     if verdict is Verdict.FOREIGN_ONLY:
         described = "; ".join(f"{r['id']} ({', '.join(r['reasons'])})" for r in rejected)
-        why = f"only intents that are not this payment's (never confirmed): {described}"
-        log.warning("provider_foreign_intents_only", payment_id=run.record.id, found=why)
+        why = f"only provider payments that are not this payment's (never confirmed): {described}"
+        log.warning("provider_foreign_payments_only", payment_id=run.record.id, found=why)
     else:
-        why = "no intent naming this payment"
+        why = "no provider payment naming this payment"
     lease.park_if_out_of_attempts(f"creates with an unknown outcome; the lookup found {why}")
     lease.wait(None, f"lookup found {why}; re-sending the create (same key)")

@@ -1,7 +1,7 @@
-"""What a provider intent's status means for our payment (pure).
+"""What a provider payment's status means for our payment (pure).
 
 The charge's reading of the provider's truth, beside it in the engine rather than in the
-domain: it reads the provider's intent and its statuses, and the domain knows no provider.
+domain: it reads the provider's payment and its statuses, and the domain knows no provider.
 
 Called after every successful create/confirm/retrieve: it is the "query first" decision
 table.  Only ``CONFIRM`` allows a new confirm; everything else is either a settled
@@ -15,7 +15,7 @@ from enum import StrEnum
 
 from orchestrator.domain.model import Failure
 from orchestrator.domain.states import Outcome
-from orchestrator.providers.base import ProviderIntent
+from orchestrator.providers.base import ProviderPayment
 
 
 class Next(StrEnum):
@@ -33,16 +33,16 @@ class Reading:
     charge_id: str | None = None
 
 
-def read_intent(intent: ProviderIntent) -> Reading:
-    status = intent.status
+def read_payment(provider_payment: ProviderPayment) -> Reading:
+    status = provider_payment.status
     if status == "succeeded":
-        return Reading(Next.SETTLE, Outcome.SUCCEEDED, charge_id=intent.latest_charge)
+        return Reading(Next.SETTLE, Outcome.SUCCEEDED, charge_id=provider_payment.latest_charge)
     if status == "requires_confirmation":
         return Reading(Next.CONFIRM)
     if status == "processing":
         return Reading(Next.WAIT)
     if status == "requires_payment_method":
-        error = intent.last_payment_error
+        error = provider_payment.last_payment_error
         if error is None:
             # Created without a usable payment method and never confirmed: confirming
             # will surface the provider's reason as a decline or a permanent error.
@@ -62,11 +62,13 @@ def read_intent(intent: ProviderIntent) -> Reading:
         return Reading(Next.SETTLE, Outcome.CANCELED, failure=failure)
     if status == "requires_capture":
         # Manual capture: authorised.  The charge is done; a capture operation takes the
-        # money (``check_ours`` already refused an intent whose capture method is not the
+        # money (``check_ours`` already refused a provider payment whose capture method is not the
         # record's, so an automatic payment never settles here).
-        return Reading(Next.SETTLE, Outcome.REQUIRES_CAPTURE, charge_id=intent.latest_charge)
-    # A status Stripe adds later: never guess with money, stop and let an operator look.
-    raise UnexpectedIntentStatus(status)
+        return Reading(
+            Next.SETTLE, Outcome.REQUIRES_CAPTURE, charge_id=provider_payment.latest_charge
+        )
+    # A status the provider adds later: never guess with money, stop and let an operator look.
+    raise UnexpectedPaymentStatus(status)
 
 
 # An off-session payment (no customer present) whose card asks for authentication: it cannot
@@ -76,14 +78,14 @@ AUTHENTICATION_REQUIRED = Failure(
     decline_code="authentication_required",
     message="The payment method requires customer authentication.",
 )
-# The customer did not authenticate in time: payorch canceled the intent at the provider.
+# The customer did not authenticate in time: payorch canceled the payment at the provider.
 AUTHENTICATION_TIMEOUT = Failure(
     code="authentication_timeout",
     message="The customer did not complete authentication in time; the payment was canceled.",
 )
 
 
-class UnexpectedIntentStatus(Exception):
+class UnexpectedPaymentStatus(Exception):
     def __init__(self, status: str) -> None:
-        super().__init__(f"unexpected provider intent status {status!r}")
+        super().__init__(f"unexpected provider payment status {status!r}")
         self.status = status

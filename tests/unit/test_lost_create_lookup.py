@@ -6,18 +6,18 @@ from datetime import UTC, datetime
 
 import pytest
 
-from orchestrator.engine.kinds.intent_lookup import (
+from orchestrator.engine.kinds.lost_create_lookup import (
     LookupWindow,
     Verdict,
     lookup_window,
-    scan_for_intent,
+    scan_for_payment,
 )
-from orchestrator.engine.kinds.intent_match import ExpectedIntent
+from orchestrator.engine.kinds.payment_match import ExpectedPayment
 from orchestrator.providers.base import OutcomeUnknown
 from tests.fakes.provider import FakeProvider
 
 T0 = 1_800_000_000
-EXPECTED = ExpectedIntent(record_id="pay_1", amount=2300, currency="usd", payment_method="pm_x")
+EXPECTED = ExpectedPayment(record_id="pay_1", amount=2300, currency="usd", payment_method="pm_x")
 WINDOW = LookupWindow(created_gte=T0 - 300, created_lte=T0 + 300)
 
 
@@ -35,7 +35,7 @@ def fill(provider: FakeProvider, count: int, *, created: int = T0 + 1) -> None:
 
 
 def scan(provider, *, budget=100, cursor=None, pages=0, rejected=(), progress=None):
-    return scan_for_intent(
+    return scan_for_payment(
         provider,
         EXPECTED,
         WINDOW,
@@ -65,7 +65,7 @@ def test_our_intent_below_many_newer_ones_is_found():
     result = scan(provider)
 
     assert result.verdict is Verdict.FOUND
-    assert result.intent is not None and result.intent.id == ours
+    assert result.provider_payment is not None and result.provider_payment.id == ours
     assert len([c for c in provider.calls if c.operation == "lookup"]) == 3
 
 
@@ -78,7 +78,7 @@ def test_a_foreign_intent_naming_us_is_rejected_and_never_chosen():
     result = scan(provider)
 
     assert result.verdict is Verdict.FOREIGN_ONLY
-    assert result.intent is None
+    assert result.provider_payment is None
     assert [r["id"] for r in result.rejected] == [foreign]
     assert result.rejected[0]["reasons"] == ["amount 523001 != 2300"]
 
@@ -93,7 +93,7 @@ def test_ours_beside_an_older_foreign_one_is_found_and_the_foreign_one_kept():
     result = scan(provider)
 
     assert result.verdict is Verdict.FOUND
-    assert result.intent is not None and result.intent.id == ours
+    assert result.provider_payment is not None and result.provider_payment.id == ours
     assert foreign not in [r["id"] for r in result.rejected]  # ours came first, newest first
     provider2 = FakeProvider()
     ours2 = provider2.add_intent(record_id="pay_1", amount=2300, payment_method="pm_x", created=T0)
@@ -101,7 +101,7 @@ def test_ours_beside_an_older_foreign_one_is_found_and_the_foreign_one_kept():
         record_id="pay_1", amount=523002, payment_method="pm_x", created=T0
     )
     result2 = scan(provider2)
-    assert result2.intent is not None and result2.intent.id == ours2
+    assert result2.provider_payment is not None and result2.provider_payment.id == ours2
     assert [r["id"] for r in result2.rejected] == [foreign2]
 
 
@@ -133,7 +133,7 @@ def test_the_page_budget_stops_the_scan_and_the_cursor_resumes_it():
     assert pages == 2 and cursor is not None
     second = scan(provider, budget=10, cursor=cursor, pages=pages)
     assert second.verdict is Verdict.FOUND
-    assert second.intent is not None and second.intent.id == ours
+    assert second.provider_payment is not None and second.provider_payment.id == ours
     # 2 pages, then 3 more from the cursor: nothing read twice.
     assert len([c for c in provider.calls if c.operation == "lookup"]) == 5
 

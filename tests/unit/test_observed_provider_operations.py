@@ -1,6 +1,7 @@
-"""The recording and metrics wrappers around captures, cancels, refunds and the new create /
-confirm fields: every argument reaches the provider, each call is recorded with its derived
-key and the intent it is about, and the provider's answer or exception passes through."""
+"""The observing wrapper (metrics and recording) around captures, cancels, refunds and the
+new create / confirm fields: every argument reaches the provider, each call is recorded with
+its derived key and the provider payment it is about, and the provider's answer or exception
+passes through."""
 
 from __future__ import annotations
 
@@ -11,22 +12,21 @@ import pytest
 from orchestrator import metrics
 from orchestrator.domain.history import ProviderCallRecord
 from orchestrator.providers.base import (
-    IntentPage,
     OutcomeUnknown,
     Permanent,
-    ProviderIntent,
+    ProviderPayment,
+    ProviderPaymentPage,
     ProviderRefund,
     RefundPage,
 )
-from orchestrator.providers.instrumented import InstrumentedProvider
-from orchestrator.providers.recording import RecordingProvider
+from orchestrator.providers.observed import ObservedProvider
 
-INTENT = ProviderIntent(
+INTENT = ProviderPayment(
     id="pi_1", status="succeeded", amount=1000, currency="usd", metadata={}, amount_received=1000
 )
 REFUND = ProviderRefund(
     id="re_1",
-    payment_intent="pi_1",
+    provider_payment_id="pi_1",
     amount=300,
     currency="usd",
     status="pending",
@@ -49,23 +49,23 @@ class StubProvider:
             raise self.fail_with
         return result
 
-    def create_intent(self, **kwargs: Any) -> ProviderIntent:
-        return self._answer("create_intent", INTENT, **kwargs)  # type: ignore[no-any-return]
+    def create_payment(self, **kwargs: Any) -> ProviderPayment:
+        return self._answer("create_payment", INTENT, **kwargs)  # type: ignore[no-any-return]
 
-    def confirm_intent(self, intent_id: str, **kwargs: Any) -> ProviderIntent:
-        return self._answer("confirm_intent", INTENT, intent_id, **kwargs)  # type: ignore[no-any-return]
+    def confirm_payment(self, provider_payment_id: str, **kwargs: Any) -> ProviderPayment:
+        return self._answer("confirm_payment", INTENT, provider_payment_id, **kwargs)  # type: ignore[no-any-return]
 
-    def retrieve_intent(self, intent_id: str) -> ProviderIntent:
-        return self._answer("retrieve_intent", INTENT, intent_id)  # type: ignore[no-any-return]
+    def retrieve_payment(self, provider_payment_id: str) -> ProviderPayment:
+        return self._answer("retrieve_payment", INTENT, provider_payment_id)  # type: ignore[no-any-return]
 
-    def list_intents(self, **kwargs: Any) -> IntentPage:
-        return self._answer("list_intents", IntentPage((), False), **kwargs)  # type: ignore[no-any-return]
+    def list_payments(self, **kwargs: Any) -> ProviderPaymentPage:
+        return self._answer("list_payments", ProviderPaymentPage((), False), **kwargs)  # type: ignore[no-any-return]
 
-    def capture_intent(self, intent_id: str, **kwargs: Any) -> ProviderIntent:
-        return self._answer("capture_intent", INTENT, intent_id, **kwargs)  # type: ignore[no-any-return]
+    def capture_payment(self, provider_payment_id: str, **kwargs: Any) -> ProviderPayment:
+        return self._answer("capture_payment", INTENT, provider_payment_id, **kwargs)  # type: ignore[no-any-return]
 
-    def cancel_intent(self, intent_id: str, **kwargs: Any) -> ProviderIntent:
-        return self._answer("cancel_intent", INTENT, intent_id, **kwargs)  # type: ignore[no-any-return]
+    def cancel_payment(self, provider_payment_id: str, **kwargs: Any) -> ProviderPayment:
+        return self._answer("cancel_payment", INTENT, provider_payment_id, **kwargs)  # type: ignore[no-any-return]
 
     def create_refund(self, **kwargs: Any) -> ProviderRefund:
         return self._answer("create_refund", REFUND, **kwargs)  # type: ignore[no-any-return]
@@ -73,13 +73,13 @@ class StubProvider:
     def retrieve_refund(self, refund_id: str) -> ProviderRefund:
         return self._answer("retrieve_refund", REFUND, refund_id)  # type: ignore[no-any-return]
 
-    def list_refunds(self, intent_id: str, **kwargs: Any) -> RefundPage:
+    def list_refunds(self, provider_payment_id: str, **kwargs: Any) -> RefundPage:
         page = RefundPage((REFUND,), has_more=False)
-        return self._answer("list_refunds", page, intent_id, **kwargs)  # type: ignore[no-any-return]
+        return self._answer("list_refunds", page, provider_payment_id, **kwargs)  # type: ignore[no-any-return]
 
 
 def _exercise(provider: Any) -> None:
-    provider.create_intent(
+    provider.create_payment(
         record_id="pay_1",
         amount=1000,
         currency="usd",
@@ -89,13 +89,13 @@ def _exercise(provider: Any) -> None:
         capture_method="manual",
         customer="cus_1",
     )
-    provider.confirm_intent(
+    provider.confirm_payment(
         "pi_1", record_id="pay_1", attempt=1, off_session=True, return_url="https://r"
     )
-    provider.capture_intent("pi_1", operation_id="op-c", attempt=1, amount_to_capture=600)
-    provider.cancel_intent("pi_1", operation_id="op-x", attempt=2, reason="abandoned")
+    provider.capture_payment("pi_1", operation_id="op-c", attempt=1, amount_to_capture=600)
+    provider.cancel_payment("pi_1", operation_id="op-x", attempt=2, reason="abandoned")
     provider.create_refund(
-        intent_id="pi_1",
+        provider_payment_id="pi_1",
         operation_id="rfd-1",
         attempt=3,
         amount=300,
@@ -108,7 +108,7 @@ def _exercise(provider: Any) -> None:
 
 EXPECTED_CALLS = [
     (
-        "create_intent",
+        "create_payment",
         (),
         {
             "record_id": "pay_1",
@@ -122,17 +122,21 @@ EXPECTED_CALLS = [
         },
     ),
     (
-        "confirm_intent",
+        "confirm_payment",
         ("pi_1",),
         {"record_id": "pay_1", "attempt": 1, "off_session": True, "return_url": "https://r"},
     ),
-    ("capture_intent", ("pi_1",), {"operation_id": "op-c", "attempt": 1, "amount_to_capture": 600}),
-    ("cancel_intent", ("pi_1",), {"operation_id": "op-x", "attempt": 2, "reason": "abandoned"}),
+    (
+        "capture_payment",
+        ("pi_1",),
+        {"operation_id": "op-c", "attempt": 1, "amount_to_capture": 600},
+    ),
+    ("cancel_payment", ("pi_1",), {"operation_id": "op-x", "attempt": 2, "reason": "abandoned"}),
     (
         "create_refund",
         (),
         {
-            "intent_id": "pi_1",
+            "provider_payment_id": "pi_1",
             "operation_id": "rfd-1",
             "attempt": 3,
             "amount": 300,
@@ -148,11 +152,10 @@ EXPECTED_CALLS = [
 @pytest.mark.parametrize(
     "wrap",
     [
-        lambda inner: RecordingProvider(inner, lambda call: None),
-        InstrumentedProvider,
-        lambda inner: RecordingProvider(InstrumentedProvider(inner), lambda call: None),
+        lambda inner: ObservedProvider(inner, lambda call: None),
+        ObservedProvider,
     ],
-    ids=["recording", "instrumented", "both"],
+    ids=["recorded", "measured only"],
 )
 def test_every_argument_of_every_call_reaches_the_provider(wrap: Any) -> None:
     inner = StubProvider()
@@ -165,7 +168,7 @@ def test_every_argument_of_every_call_reaches_the_provider(wrap: Any) -> None:
 def test_captures_cancels_and_refunds_are_recorded_with_their_key_and_intent() -> None:
     calls: list[ProviderCallRecord] = []
 
-    _exercise(RecordingProvider(StubProvider(), calls.append))
+    _exercise(ObservedProvider(StubProvider(), calls.append))
 
     rows = {c.operation: c for c in calls}
     capture, cancel, refund = rows["capture"], rows["cancel"], rows["refund"]
@@ -191,11 +194,16 @@ def test_a_refund_that_failed_is_recorded_and_its_exception_passes_through() -> 
     calls: list[ProviderCallRecord] = []
     inner = StubProvider()
     inner.fail_with = OutcomeUnknown("timed out")
-    provider = RecordingProvider(inner, calls.append)
+    provider = ObservedProvider(inner, calls.append)
 
     with pytest.raises(OutcomeUnknown):
         provider.create_refund(
-            intent_id="pi_1", operation_id="rfd-1", attempt=1, amount=1, reason=None, metadata={}
+            provider_payment_id="pi_1",
+            operation_id="rfd-1",
+            attempt=1,
+            amount=1,
+            reason=None,
+            metadata={},
         )
 
     [call] = calls
@@ -208,13 +216,20 @@ def test_a_refund_that_failed_is_recorded_and_its_exception_passes_through() -> 
     [
         (
             "capture",
-            lambda p: p.capture_intent("pi_1", operation_id="o", attempt=1, amount_to_capture=None),
+            lambda p: p.capture_payment(
+                "pi_1", operation_id="o", attempt=1, amount_to_capture=None
+            ),
         ),
-        ("cancel", lambda p: p.cancel_intent("pi_1", operation_id="o", attempt=1, reason=None)),
+        ("cancel", lambda p: p.cancel_payment("pi_1", operation_id="o", attempt=1, reason=None)),
         (
             "refund",
             lambda p: p.create_refund(
-                intent_id="pi_1", operation_id="o", attempt=1, amount=1, reason=None, metadata={}
+                provider_payment_id="pi_1",
+                operation_id="o",
+                attempt=1,
+                amount=1,
+                reason=None,
+                metadata={},
             ),
         ),
         ("retrieve_refund", lambda p: p.retrieve_refund("re_1")),
@@ -223,7 +238,7 @@ def test_a_refund_that_failed_is_recorded_and_its_exception_passes_through() -> 
 )
 def test_each_new_call_is_counted_under_its_own_operation(operation: str, call: Any) -> None:
     inner = StubProvider()
-    provider = InstrumentedProvider(inner)  # type: ignore[arg-type]
+    provider = ObservedProvider(inner)  # type: ignore[arg-type]
     ok = metrics.PROVIDER_CALLS.labels(operation, "ok")
     permanent = metrics.PROVIDER_CALLS.labels(operation, "permanent")
     before_ok, before_permanent = ok._value.get(), permanent._value.get()
@@ -241,7 +256,7 @@ def test_each_new_call_is_counted_under_its_own_operation(operation: str, call: 
 class OldStyleProvider(StubProvider):
     """A provider written before the optional create/confirm arguments existed."""
 
-    def create_intent(  # type: ignore[override]
+    def create_payment(  # type: ignore[override]
         self,
         *,
         record_id: str,
@@ -250,19 +265,19 @@ class OldStyleProvider(StubProvider):
         payment_method: str,
         description: str | None,
         metadata: dict[str, str],
-    ) -> ProviderIntent:
+    ) -> ProviderPayment:
         return INTENT
 
-    def confirm_intent(  # type: ignore[override]
-        self, intent_id: str, *, record_id: str, attempt: int
-    ) -> ProviderIntent:
+    def confirm_payment(  # type: ignore[override]
+        self, provider_payment_id: str, *, record_id: str, attempt: int
+    ) -> ProviderPayment:
         return INTENT
 
 
 def test_the_optional_arguments_reach_an_older_provider_only_when_set() -> None:
-    provider = RecordingProvider(InstrumentedProvider(OldStyleProvider()), lambda call: None)  # type: ignore[arg-type]
+    provider = ObservedProvider(OldStyleProvider(), lambda call: None)  # type: ignore[arg-type]
 
-    provider.create_intent(
+    provider.create_payment(
         record_id="pay_1",
         amount=1000,
         currency="usd",
@@ -270,6 +285,6 @@ def test_the_optional_arguments_reach_an_older_provider_only_when_set() -> None:
         description=None,
         metadata={},
     )
-    provider.confirm_intent("pi_1", record_id="pay_1", attempt=1)
+    provider.confirm_payment("pi_1", record_id="pay_1", attempt=1)
     with pytest.raises(TypeError):
-        provider.confirm_intent("pi_1", record_id="pay_1", attempt=2, off_session=True)
+        provider.confirm_payment("pi_1", record_id="pay_1", attempt=2, off_session=True)

@@ -1,16 +1,16 @@
-"""One provider call on the payment's intent, query first: what capture and cancel share.
+"""One provider call on the payment at the provider, query first: what capture and cancel share.
 
-Both kinds are one call on an intent that exists (``POST /v1/payment_intents/{id}/capture``
-or ``/cancel``), naturally guarded by the provider: an intent is captured once and canceled
-once, and either call on an intent that already moved on answers
-``payment_intent_unexpected_state``.  So, like the charge's confirm, a call whose outcome is
-unknown is followed by a retrieve (strongly consistent), and only an intent proven still
+Both kinds are one call on a provider payment that exists (a capture or a cancel of it),
+naturally guarded by the provider: a provider payment is captured once and canceled
+once, and either call on a provider payment that already moved on answers
+``UNEXPECTED_STATE`` (``providers.base``).  So, like the charge's confirm, a call whose outcome is
+unknown is followed by a retrieve (strongly consistent), and only a provider payment proven still
 waiting for the call gets it again, under the next key ``payorch-{id}-{step}-{n+1}`` (a
 saved 500 would replay forever under the old one)::
 
     [accepted] ── a call may have been sent (step_attempts > 0)? ── yes ──► retrieve
         │                                                                  │
-        │ no                                         verdict(intent): SETTLE ──► settle
+        │ no                                         verdict(provider payment): SETTLE ──► settle
         ▼                                                        SEND ──┐  WAIT ──► wait
     take step n (renew + count, durable before sent) ◄──────────────────┘
         │
@@ -22,8 +22,8 @@ saved 500 would replay forever under the old one)::
                           code and message); moved on → the verdict, as after a timeout
     [provider_settled] finish (the kind's one fenced transaction)
 
-The kind supplies ``verdict`` (how it reads an intent), ``send`` (its call) and its books
-for ``finish_intent_operation`` (one fenced transaction under the payment's row lock).
+The kind supplies ``verdict`` (how it reads a provider payment), ``send`` (its call) and its books
+for ``finish_payment_operation`` (one fenced transaction under the payment's row lock).
 """
 
 from __future__ import annotations
@@ -42,21 +42,21 @@ from orchestrator.domain.states import RecoveryPoint, WaitingFor
 from orchestrator.engine.lease import Lease, Parked, Waiting, describe_error
 from orchestrator.logging import get_logger
 from orchestrator.providers.base import (
+    UNEXPECTED_STATE,
     OutcomeUnknown,
     PaymentProvider,
     Permanent,
-    ProviderIntent,
+    ProviderPayment,
     Retryable,
 )
 from orchestrator.providers.keys import RECORD_ID_METADATA_KEY
 
 log = get_logger(__name__)
 
-UNEXPECTED_STATE = "payment_intent_unexpected_state"
 _OPERATOR_ERRORS = frozenset({"idempotency_error"})
 _OPERATOR_HTTP_STATUSES = frozenset({401, 403})
 # Answers in one run that contradict the retrieve after them (unexpected_state, or an
-# intent still owing the call) before an operator must look: the provider disagrees with
+# provider payment still owing the call) before an operator must look: the provider disagrees with
 # its own reads, and sending again and again would not settle it.
 MAX_UNEXPECTED_STATES = 3
 
@@ -75,29 +75,33 @@ class Verdict:
     failure_message: str | None = None
 
 
-class IntentStep(Protocol):
-    """What a kind of intent operation supplies."""
+class PaymentStep(Protocol):
+    """What a kind of provider payment operation supplies."""
 
-    def verdict(self, record: OperationRecord, intent: ProviderIntent) -> Verdict:
-        """What the intent's state means for this operation (query first)."""
+    def verdict(self, record: OperationRecord, provider_payment: ProviderPayment) -> Verdict:
+        """What the provider payment's state means for this operation (query first)."""
         ...
 
     def send(
-        self, provider: PaymentProvider, record: OperationRecord, intent_id: str, attempt: int
-    ) -> ProviderIntent:
+        self,
+        provider: PaymentProvider,
+        record: OperationRecord,
+        provider_payment_id: str,
+        attempt: int,
+    ) -> ProviderPayment:
         """The call, with the key ``payorch-{record.id}-{step}-{attempt}``."""
         ...
 
 
 @dataclass
-class IntentOperation:
-    """One run of an intent operation's steps for one claimed operation row."""
+class PaymentOperation:
+    """One run of a provider payment operation's steps for one claimed operation row."""
 
     lease: Lease[OperationRecord]
     provider: PaymentProvider
-    step: IntentStep
+    step: PaymentStep
     payment_id: str
-    intent_id: str
+    provider_payment_id: str
     unexpected_states: int = 0
 
     @property
@@ -108,17 +112,17 @@ class IntentOperation:
         """Until the record is settled (``provider_settled``) or the run must stop."""
         while self.record.recovery_point is RecoveryPoint.ACCEPTED:
             if self.record.step_attempts > 0 or self.record.lookup_pending:
-                intent = self.retrieve()
-                if intent is None:
+                provider_payment = self.retrieve()
+                if provider_payment is None:
                     continue
-                if self.act_on(intent) is not Next.SEND:
+                if self.act_on(provider_payment) is not Next.SEND:
                     continue
             self.call()
 
-    def retrieve(self) -> ProviderIntent | None:
+    def retrieve(self) -> ProviderPayment | None:
         self.lease.renew()
         try:
-            intent = self.provider.retrieve_intent(self.intent_id)
+            provider_payment = self.provider.retrieve_payment(self.provider_payment_id)
         except Retryable as error:
             self.lease.wait(error.retry_after, describe_error(error))
             return None
@@ -127,8 +131,10 @@ class IntentOperation:
             self.lease.wait(None, describe_error(error))
             return None
         except Permanent as error:
-            raise Parked(f"cannot read intent {self.intent_id}: {describe_error(error)}") from error
-        return intent
+            raise Parked(
+                f"cannot read provider payment {self.provider_payment_id}: {describe_error(error)}"
+            ) from error
+        return provider_payment
 
     def call(self) -> None:
         lease = self.lease
@@ -141,7 +147,7 @@ class IntentOperation:
         )
         try:
             answer = self.step.send(
-                self.provider, self.record, self.intent_id, self.record.step_attempts
+                self.provider, self.record, self.provider_payment_id, self.record.step_attempts
             )
         except Retryable as error:
             # 429: nothing happened; 409 key in use: our request is still executing.  The
@@ -159,8 +165,8 @@ class IntentOperation:
                 self.unexpected_states += 1
                 if self.unexpected_states >= MAX_UNEXPECTED_STATES:
                     raise Parked(
-                        f"{self.unexpected_states} unexpected_state answers while the intent "
-                        f"reads as still owing the call: {describe_error(error)}"
+                        f"{self.unexpected_states} unexpected_state answers while the provider "
+                        f"payment reads as still owing the call: {describe_error(error)}"
                     ) from error
                 return
             if error.code in _OPERATOR_ERRORS or error.http_status in _OPERATOR_HTTP_STATUSES:
@@ -168,7 +174,7 @@ class IntentOperation:
             self.refused(error)
             return
         if self.act_on(answer) is Next.SEND:
-            # Our call answered with an intent that still owes it: the next round reads it
+            # Our call answered with a provider payment that still owes it: the next round reads it
             # again before anything is sent; not forever.
             self.unexpected_states += 1
             if self.unexpected_states >= MAX_UNEXPECTED_STATES:
@@ -176,13 +182,13 @@ class IntentOperation:
 
     def refused(self, error: Permanent) -> None:
         """Our call was refused (an ordinary 4xx: nothing happened).  The refusal alone does
-        not say what the intent is now, so it is read: an intent that still owes the call
-        fails the operation with the provider's code and message (the payment stands as it
+        not say what the provider payment is now, so it is read: a provider payment that still owes
+        the call fails the operation with the provider's code and message (the payment stands as it
         was); one that moved on (canceled, captured) is recorded as the verdict says."""
-        intent = self.retrieve()
-        if intent is None:
+        provider_payment = self.retrieve()
+        if provider_payment is None:
             return  # not read: the next round reads it, and sends only if still owed
-        if self.act_on(intent) is Next.SEND:
+        if self.act_on(provider_payment) is Next.SEND:
             self.settle(
                 Verdict(
                     Next.SETTLE,
@@ -192,21 +198,21 @@ class IntentOperation:
                 )
             )
 
-    def act_on(self, intent: ProviderIntent) -> Next:
-        named = intent.metadata.get(RECORD_ID_METADATA_KEY)
-        if intent.id != self.intent_id or named != self.payment_id:
+    def act_on(self, provider_payment: ProviderPayment) -> Next:
+        named = provider_payment.metadata.get(RECORD_ID_METADATA_KEY)
+        if provider_payment.id != self.provider_payment_id or named != self.payment_id:
             raise Parked(
-                f"provider intent {intent.id} (metadata {named!r}) is not payment "
-                f"{self.payment_id}'s {self.intent_id}"
+                f"provider payment {provider_payment.id} (metadata {named!r}) is not payment "
+                f"{self.payment_id}'s {self.provider_payment_id}"
             )
-        verdict = self.step.verdict(self.record, intent)
+        verdict = self.step.verdict(self.record, provider_payment)
         if verdict.next is Next.SETTLE:
             self.settle(verdict)
         elif verdict.next is Next.WAIT:
             # Nothing to do until the provider settles it: no lease held meanwhile.
             raise Waiting(
                 self.lease.settings.processing_recheck_seconds,
-                f"provider intent {intent.id} is {intent.status}",
+                f"provider payment {provider_payment.id} is {provider_payment.status}",
                 WaitingFor.PROVIDER,
             )
         return verdict.next
@@ -230,7 +236,7 @@ class IntentOperation:
                 self.lease.id,
                 token=self.lease.token,
                 outcome=outcome,
-                provider_object_id=self.intent_id,
+                provider_object_id=self.provider_payment_id,
                 failure_code=verdict.failure_code,
                 failure_message=verdict.failure_message,
                 now=now,
@@ -244,7 +250,7 @@ class IntentOperation:
 WriteBooks = Callable[[UnitOfWork, PaymentRecord, datetime], bytes]
 
 
-def finish_intent_operation(lease: Lease[OperationRecord], write_books: WriteBooks) -> None:
+def finish_payment_operation(lease: Lease[OperationRecord], write_books: WriteBooks) -> None:
     """The operation's settled outcome and the kind's books: one fenced transaction."""
     record = lease.record
     assert record.provider_outcome is not None

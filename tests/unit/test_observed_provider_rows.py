@@ -1,4 +1,4 @@
-"""The recording provider: one row per provider call with key, outcome and latency; the
+"""The observing provider's recording: one row per provider call with key, outcome and latency; the
 provider's answer or exception passes through unchanged, even when recording fails."""
 
 from __future__ import annotations
@@ -7,14 +7,14 @@ import pytest
 
 from orchestrator.domain.history import ProviderCallRecord
 from orchestrator.providers.base import OutcomeUnknown, Retryable
-from orchestrator.providers.recording import RecordingProvider
+from orchestrator.providers.observed import ObservedProvider
 from tests.fakes.provider import FakeProvider
 
 RECORD = "pay_" + "a" * 32
 
 
-def _create(provider: RecordingProvider):
-    return provider.create_intent(
+def _create(provider: ObservedProvider):
+    return provider.create_payment(
         record_id=RECORD,
         amount=1000,
         currency="usd",
@@ -26,16 +26,16 @@ def _create(provider: RecordingProvider):
 
 def test_every_call_is_recorded_with_its_request_key_outcome_and_status() -> None:
     calls: list[ProviderCallRecord] = []
-    provider = RecordingProvider(FakeProvider(), calls.append)
+    provider = ObservedProvider(FakeProvider(), calls.append)
 
     intent = _create(provider)
-    provider.confirm_intent(intent.id, record_id=RECORD, attempt=1)
-    provider.retrieve_intent(intent.id)
-    page = provider.list_intents(created_gte=0, created_lte=2**31, starting_after=None, limit=100)
+    provider.confirm_payment(intent.id, record_id=RECORD, attempt=1)
+    provider.retrieve_payment(intent.id)
+    page = provider.list_payments(created_gte=0, created_lte=2**31, starting_after=None, limit=100)
 
     # A lookup page names no payment: it passes through unrecorded (the payment shows the
     # scan's progress itself), and its answer is the inner provider's.
-    assert [i.id for i in page.intents] == [intent.id]
+    assert [i.id for i in page.provider_payments] == [intent.id]
     assert [(c.operation, c.method, c.outcome) for c in calls] == [
         ("create", "POST", "ok"),
         ("confirm", "POST", "ok"),
@@ -64,7 +64,7 @@ def test_a_failed_call_is_recorded_and_its_exception_passes_through(fault, error
     calls: list[ProviderCallRecord] = []
     fake = FakeProvider()
     fake.fail("create", 1, fault)
-    provider = RecordingProvider(fake, calls.append)
+    provider = ObservedProvider(fake, calls.append)
 
     with pytest.raises(error):
         _create(provider)
@@ -80,10 +80,10 @@ def test_a_recorder_that_fails_never_changes_what_the_worker_sees() -> None:
         raise RuntimeError("database down")
 
     fake = FakeProvider()
-    provider = RecordingProvider(fake, broken)
+    provider = ObservedProvider(fake, broken)
     intent = _create(provider)
     assert intent.status == "requires_confirmation"
 
     fake.fail("confirm", 1, "unknown_after_effect")
     with pytest.raises(OutcomeUnknown):
-        provider.confirm_intent(intent.id, record_id=RECORD, attempt=1)
+        provider.confirm_payment(intent.id, record_id=RECORD, attempt=1)

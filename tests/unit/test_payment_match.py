@@ -6,16 +6,16 @@ from dataclasses import replace
 
 import pytest
 
-from orchestrator.engine.kinds.intent_match import ExpectedIntent, intent_mismatches, reject
-from orchestrator.providers.base import PaymentError, ProviderIntent
+from orchestrator.engine.kinds.payment_match import ExpectedPayment, payment_mismatches, reject
+from orchestrator.providers.base import PaymentError, ProviderPayment
 
-EXPECTED = ExpectedIntent(
+EXPECTED = ExpectedPayment(
     record_id="pay_1", amount=23001, currency="usd", payment_method="pm_1RealMethod"
 )
 
 
-def ours(**changes: object) -> ProviderIntent:
-    intent = ProviderIntent(
+def ours(**changes: object) -> ProviderPayment:
+    intent = ProviderPayment(
         id="pi_1",
         status="requires_confirmation",
         amount=23001,
@@ -27,7 +27,7 @@ def ours(**changes: object) -> ProviderIntent:
 
 
 def test_the_intent_we_asked_for_matches():
-    assert intent_mismatches(ours(), EXPECTED) == ()
+    assert payment_mismatches(ours(), EXPECTED) == ()
 
 
 @pytest.mark.parametrize(
@@ -45,22 +45,22 @@ def test_the_intent_we_asked_for_matches():
     ],
 )
 def test_any_difference_from_the_record_is_a_mismatch(changes, field):
-    problems = intent_mismatches(ours(**changes), EXPECTED)
+    problems = payment_mismatches(ours(**changes), EXPECTED)
 
     assert len(problems) == 1
     assert problems[0].startswith(field)
 
 
 def test_currency_letter_case_does_not_matter():
-    assert intent_mismatches(ours(currency="USD"), EXPECTED) == ()
+    assert payment_mismatches(ours(currency="USD"), EXPECTED) == ()
 
 
 def test_automatic_async_is_the_same_capture_as_automatic():
-    assert intent_mismatches(ours(capture_method="automatic_async"), EXPECTED) == ()
+    assert payment_mismatches(ours(capture_method="automatic_async"), EXPECTED) == ()
 
 
 def test_a_succeeded_intent_that_received_the_amount_matches():
-    assert intent_mismatches(ours(status="succeeded", amount_received=23001), EXPECTED) == ()
+    assert payment_mismatches(ours(status="succeeded", amount_received=23001), EXPECTED) == ()
 
 
 def test_a_declined_intent_is_matched_by_the_payment_method_its_failed_attempt_used():
@@ -69,25 +69,25 @@ def test_a_declined_intent_is_matched_by_the_payment_method_its_failed_attempt_u
         payment_method=None,
         last_payment_error=PaymentError("card_declined", "generic_decline", "no", "pm_1RealMethod"),
     )
-    assert intent_mismatches(declined, EXPECTED) == ()
+    assert payment_mismatches(declined, EXPECTED) == ()
 
 
 def test_a_test_token_becomes_a_fresh_method_so_only_its_presence_is_checked():
     expected = replace(EXPECTED, payment_method="pm_card_visa")
 
-    assert intent_mismatches(ours(payment_method="pm_1FreshFromToken"), expected) == ()
-    assert intent_mismatches(ours(payment_method=None), expected) == ("no payment method",)
+    assert payment_mismatches(ours(payment_method="pm_1FreshFromToken"), expected) == ()
+    assert payment_mismatches(ours(payment_method=None), expected) == ("no payment method",)
 
 
 def test_the_wrong_amount_and_currency_are_both_reported():
-    problems = intent_mismatches(ours(amount=1, currency="eur"), EXPECTED)
+    problems = payment_mismatches(ours(amount=1, currency="eur"), EXPECTED)
 
     assert [p.split()[0] for p in problems] == ["amount", "currency"]
 
 
 def test_a_rejected_intent_keeps_what_ops_need_to_see():
     intent = ours(amount=523001)
-    rejected = reject(intent, intent_mismatches(intent, EXPECTED))
+    rejected = reject(intent, payment_mismatches(intent, EXPECTED))
 
     assert rejected.to_json() == {
         "id": "pi_1",
