@@ -8,8 +8,7 @@ from contextlib import asynccontextmanager
 import anyio.to_thread
 from fastapi import FastAPI
 
-from orchestrator.api.console import capture_forms
-from orchestrator.api.console.routes import install_console
+from orchestrator.api.console.install import install_console
 from orchestrator.api.docs import install_docs
 from orchestrator.api.errors import install_error_handlers
 from orchestrator.api.middleware import RequestContextMiddleware
@@ -64,7 +63,6 @@ def create_app(container: Container) -> FastAPI:
     app.include_router(provider_events.router)
     app.include_router(health.router)
     install_console(app)
-    app.include_router(capture_forms.router)
     install_docs(app)
     install_openapi(app)
     return app

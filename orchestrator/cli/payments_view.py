@@ -17,12 +17,12 @@ from orchestrator.db.uow import UnitOfWorkFactory
 from orchestrator.domain.payment_filters import PaymentFilters
 from orchestrator.domain.states import PaymentStatus
 from orchestrator.engine.publisher import NullPublisher
-from orchestrator.ops.detail_representation import (
+from orchestrator.ops.errors import InvalidCursor
+from orchestrator.ops.payment_documents import (
     payment_detail_representation,
     payment_page_representation,
 )
-from orchestrator.ops.errors import InvalidCursor
-from orchestrator.ops.payments import (
+from orchestrator.ops.payment_reads import (
     DEFAULT_PAGE_SIZE,
     MAX_PAGE_SIZE,
     get_payment_detail,

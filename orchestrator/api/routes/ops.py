@@ -30,13 +30,13 @@ from orchestrator.ops.errors import (
     PaymentNotFound,
     PreconditionFailed,
 )
-from orchestrator.ops.queries import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, list_audit, list_leases
-from orchestrator.ops.refund_sync import sync_payment_refunds
-from orchestrator.ops.representation import (
+from orchestrator.ops.lease_documents import (
     action_representation,
     audit_representation,
     lease_representation,
 )
+from orchestrator.ops.lease_reads import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, list_audit, list_leases
+from orchestrator.ops.refund_sync import sync_payment_refunds
 
 router = APIRouter(prefix="/v1/ops", tags=["ops"])
 

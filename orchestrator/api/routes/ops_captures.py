@@ -30,7 +30,7 @@ from orchestrator.domain.operations import OperationKindName
 from orchestrator.engine.takeover import Actor
 from orchestrator.ops.captures import OperatorOperation, operator_cancel, operator_capture
 from orchestrator.ops.errors import InvalidReason
-from orchestrator.ops.representation import audit_representation
+from orchestrator.ops.lease_documents import audit_representation
 
 router = APIRouter(prefix="/v1/ops", tags=["ops"])
 

@@ -22,13 +22,13 @@ from orchestrator.api.schemas import PaymentOut
 from orchestrator.domain.ids import is_payment_id
 from orchestrator.domain.payment_filters import PaymentFilters
 from orchestrator.domain.states import PaymentStatus
-from orchestrator.ops.detail_representation import (
+from orchestrator.ops.errors import InvalidCursor
+from orchestrator.ops.payment_documents import (
     payment_detail_representation,
     payment_page_representation,
     status_representation,
 )
-from orchestrator.ops.errors import InvalidCursor
-from orchestrator.ops.payments import (
+from orchestrator.ops.payment_reads import (
     DEFAULT_PAGE_SIZE,
     MAX_PAGE_SIZE,
     get_payment_detail,

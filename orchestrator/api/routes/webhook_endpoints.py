@@ -22,7 +22,7 @@ from orchestrator.events.endpoints import (
     EndpointPreconditionFailed,
     InvalidEndpoint,
 )
-from orchestrator.events.representation import endpoint_document
+from orchestrator.events.event_documents import endpoint_document
 
 router = APIRouter(prefix="/v1/webhook_endpoints", tags=["webhooks"])
 
