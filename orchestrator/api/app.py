@@ -17,9 +17,9 @@ from orchestrator.api.routes import (
     captures,
     events,
     health,
-    ops,
     ops_captures,
     ops_events,
+    ops_leases,
     ops_payments,
     payments,
     provider_events,
@@ -54,7 +54,7 @@ def create_app(container: Container) -> FastAPI:
     app.include_router(payments.router)
     app.include_router(refunds.router)
     app.include_router(captures.router)
-    app.include_router(ops.router)
+    app.include_router(ops_leases.router)
     app.include_router(ops_captures.router)
     app.include_router(ops_payments.router)
     app.include_router(webhook_endpoints.router)

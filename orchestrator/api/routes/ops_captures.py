@@ -22,7 +22,7 @@ from orchestrator.api.deps import ContainerDep, JsonBody, OpsClient
 from orchestrator.api.problems import Problem
 from orchestrator.api.responses import AUTH_ERRORS, problem
 from orchestrator.api.routes.captures import CANCEL, CAPTURE, REFUSALS, refusal_problem
-from orchestrator.api.routes.ops import Reason
+from orchestrator.api.routes.ops_leases import Reason
 from orchestrator.domain.currencies import MAX_AMOUNT
 from orchestrator.domain.ids import is_payment_id
 from orchestrator.domain.operation_representation import operation_representation

@@ -12,7 +12,7 @@ from orchestrator.api.body import parse_model
 from orchestrator.api.deps import ContainerDep, JsonBody, OpsClient
 from orchestrator.api.problems import Problem
 from orchestrator.api.responses import AUTH_ERRORS, problem
-from orchestrator.api.routes.ops import AuditOut
+from orchestrator.api.routes.ops_leases import AuditOut
 from orchestrator.engine.takeover import Actor
 from orchestrator.events.event_documents import delivery_document, event_document
 from orchestrator.ops.errors import MAX_REASON_LENGTH, InvalidReason

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 from orchestrator.api.deps import ContainerDep, OpsClient
 from orchestrator.api.problems import Problem
 from orchestrator.api.responses import AUTH_ERRORS, problem
-from orchestrator.api.routes.ops import AuditOut, LeaseOut
+from orchestrator.api.routes.ops_leases import AuditOut, LeaseOut
 from orchestrator.api.schemas import PaymentOut
 from orchestrator.domain.ids import is_payment_id
 from orchestrator.domain.payment_filters import PaymentFilters

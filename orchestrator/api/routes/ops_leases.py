@@ -1,4 +1,5 @@
-"""``/v1/ops``: leases, takeover, retry and the audit trail (API keys with the ``ops`` role).
+"""``/v1/ops``: leases, takeover, retry, a refund sync and the audit trail (API keys with the
+``ops`` role), and the schemas the other ops routes share (``LeaseOut``, ``AuditOut``).
 
 Every operator action is audited under the calling ops client (its id and name).
 """
