@@ -83,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args(argv)
-    # The same server settings as `payorch api` (orchestrator/cli/serve.py), one process.
+    # The same server settings as `payorch api` (orchestrator/cli/api_server.py), one process.
     uvicorn.run(
         "bench.server:app_with_bare_route",
         factory=True,

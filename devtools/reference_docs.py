@@ -25,7 +25,8 @@ import typer
 from pydantic import SecretStr
 from pydantic.fields import FieldInfo
 
-from orchestrator.settings import SIMULATOR_STRIPE_API_KEY, Settings
+from orchestrator.settings import Settings
+from orchestrator.settings_checks import SIMULATOR_STRIPE_API_KEY
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGURATION_PAGE = ROOT / "docs" / "reference" / "configuration.md"

@@ -5,6 +5,8 @@ the lease arithmetic only holds when they keep their order::
 
     PROVIDER_TIMEOUT < task soft limit < task hard limit < LEASE_SECONDS
 
+The checks a configuration must pass, and the placeholder values they refuse, are in
+``orchestrator.settings_checks``.
 """
 
 from __future__ import annotations
@@ -15,15 +17,13 @@ from typing import Literal
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from orchestrator.settings_checks import (
+    DEV_SECRET_KEY,
+    MIN_SECRET_LENGTH,
+    SIMULATOR_STRIPE_API_KEY,
+    check_settings,
+)
 from orchestrator.stripe_version import PINNED_API_VERSION
-
-PLACEHOLDER_SECRETS = frozenset({"", "changeme", "change-me", "secret", "dev-secret-key"})
-MIN_SECRET_LENGTH = 32
-DEV_SECRET_KEY = "dev-secret-key"  # noqa: S105 - the dev-only placeholder, refused outside dev
-# The key the simulator accepts; a production process configured with it (or with a
-# plain-http provider) would "charge" a fake and report success: refused in production.
-SIMULATOR_STRIPE_API_KEY = "sk_test_payorch_simulator"
-STRIPE_KEY_PREFIXES = ("sk_live_", "sk_test_", "rk_live_", "rk_test_")
 
 
 class Settings(BaseSettings):
@@ -428,54 +428,8 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
-        secret_key = self.secret_key.get_secret_value()
-        if self.env != "dev" and (
-            secret_key in PLACEHOLDER_SECRETS or len(secret_key) < MIN_SECRET_LENGTH
-        ):
-            # A short key makes the HMACs in logs guessable for short idempotency keys.
-            raise ValueError(
-                "PAYORCH_SECRET_KEY is missing or a placeholder (or shorter than "
-                f"{MIN_SECRET_LENGTH} characters); set it to a long random value "
-                "(for example: python -c 'import secrets; print(secrets.token_urlsafe(48))') "
-                "or run with PAYORCH_ENV=dev"
-            )
-        if self.env == "production":
-            self._check_real_provider()
-        attempt = self.webhook_connect_timeout_seconds + self.webhook_timeout_seconds
-        if self.webhook_lease_seconds < 2 * attempt:
-            raise ValueError(
-                "PAYORCH_WEBHOOK_LEASE_SECONDS must be at least twice "
-                "PAYORCH_WEBHOOK_CONNECT_TIMEOUT_SECONDS + PAYORCH_WEBHOOK_TIMEOUT_SECONDS "
-                f"({attempt:.1f}s): a lease that ends mid-attempt lets a second relay send the "
-                "same delivery at the same time"
-            )
-        if self.wake_up == "notify" and self.is_sqlite:
-            raise ValueError(
-                "PAYORCH_WAKE_UP=notify needs PostgreSQL (LISTEN/NOTIFY); SQLite publishes "
-                "from the API (PAYORCH_WAKE_UP=publish, its default)"
-            )
-        if self.provider_timeout_seconds >= self.task_soft_time_limit:
-            raise ValueError(
-                "PAYORCH_PROVIDER_TIMEOUT_SECONDS must be well below PAYORCH_LEASE_SECONDS "
-                f"(a provider call must fit in the task's soft limit of "
-                f"{self.task_soft_time_limit:.1f}s, which is 0.6 x the lease)"
-            )
+        check_settings(self)  # orchestrator.settings_checks: what no process may start with
         return self
-
-    def _check_real_provider(self) -> None:
-        """Production talks to a real provider: a forgotten variable must not leave it
-        "charging" the simulator (or anything else over plain http) and reporting success."""
-        if not self.stripe_api_base.startswith("https://"):
-            raise ValueError(
-                "PAYORCH_STRIPE_API_BASE must be an https:// URL in production (Stripe's is "
-                "https://api.stripe.com); the simulator is for PAYORCH_ENV=dev or test"
-            )
-        key = self.stripe_api_key.get_secret_value()
-        if key == SIMULATOR_STRIPE_API_KEY or not key.startswith(STRIPE_KEY_PREFIXES):
-            raise ValueError(
-                "PAYORCH_STRIPE_API_KEY must be set to a Stripe secret or restricted key "
-                "(sk_live_..., rk_live_..., or sk_test_... for Stripe's test mode) in production"
-            )
 
     @cached_property
     def task_time_limit(self) -> float:

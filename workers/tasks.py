@@ -1,24 +1,52 @@
-"""Thin tasks: decode the message, call the engine, nothing else.
+"""Thin tasks: decode the message, call the engine, nothing else; and the process's
+container they call it with.
 
 Celery imports this module in a worker process (the app's ``include``, see
 ``orchestrator.broker``); importing it registers the tasks on every Celery app of the
-process, the ones built before and after (``shared_task``)."""
+process, the ones built before and after (``shared_task``).
+
+The container is built lazily, after the pool forked: a SQLAlchemy engine must not cross a
+fork (two processes on one socket corrupt the protocol), so each pool child builds its own
+on first use."""
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from typing import TYPE_CHECKING, Any
 
 from celery import Celery, shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 
 from orchestrator.broker import PROCESS_OPERATION, PROCESS_PAYMENT, SWEEP, sweep_beat_schedule
 
-__all__ = ["SWEEP", "register_tasks", "sweep_beat_schedule"]
+if TYPE_CHECKING:
+    from orchestrator.bootstrap import Container
+
+__all__ = ["SWEEP", "container", "install_container", "register_tasks", "sweep_beat_schedule"]
+
+_container: Container | None = None
+_container_pid: int | None = None
+
+
+def container() -> Container:
+    global _container, _container_pid
+    if _container is None or _container_pid != os.getpid():
+        from orchestrator.bootstrap import bootstrap
+
+        _container = bootstrap()
+        _container_pid = os.getpid()
+    return _container
+
+
+def install_container(prebuilt: Container) -> None:
+    """Use an already built container (the embedded demo runs workers in-process)."""
+    global _container, _container_pid
+    _container = prebuilt
+    _container_pid = os.getpid()
 
 
 def process_payment_task(self: Any, payment_id: str, lease_token: int) -> str:
     from orchestrator.engine.kinds.charge import process_payment
-    from workers.runtime import container
 
     result = process_payment(
         container().runner(), payment_id, int(lease_token), interruptions=(SoftTimeLimitExceeded,)
@@ -28,7 +56,6 @@ def process_payment_task(self: Any, payment_id: str, lease_token: int) -> str:
 
 def process_operation_task(self: Any, operation_id: str, lease_token: int) -> str:
     from orchestrator.engine.kinds import process_operation
-    from workers.runtime import container
 
     result = process_operation(
         container().runner(),
@@ -40,8 +67,6 @@ def process_operation_task(self: Any, operation_id: str, lease_token: int) -> st
 
 
 def sweep_task() -> dict[str, object]:
-    from workers.runtime import container
-
     return container().sweeper().run_once().as_dict()
 
 

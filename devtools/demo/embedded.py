@@ -39,8 +39,8 @@ from orchestrator.events.relay import Relay
 from orchestrator.providers.stripe_adapter import StripeProvider
 from orchestrator.services.api_keys import create_client
 from orchestrator.settings import Settings
-from workers import runtime
 from workers.celery_app import create_celery_app
+from workers.tasks import install_container
 
 SIMULATOR_API_KEY = "sk_test_payorch_demo"
 
@@ -158,7 +158,7 @@ class EmbeddedStack:
         )
         container.celery_app = celery_app
         self.container = container
-        runtime.install(container)
+        install_container(container)
         container.provider  # noqa: B018 - build it now, not racily in the first task
 
         self._worker = celery_app.WorkController(

@@ -8,8 +8,7 @@ from contextlib import asynccontextmanager
 import anyio.to_thread
 from fastapi import FastAPI
 
-from orchestrator.api.console import capture_forms
-from orchestrator.api.console.routes import install_console
+from orchestrator.api.console.install import install_console
 from orchestrator.api.docs import install_docs
 from orchestrator.api.errors import install_error_handlers
 from orchestrator.api.middleware import RequestContextMiddleware
@@ -18,9 +17,9 @@ from orchestrator.api.routes import (
     captures,
     events,
     health,
-    ops,
     ops_captures,
     ops_events,
+    ops_leases,
     ops_payments,
     payments,
     provider_events,
@@ -55,7 +54,7 @@ def create_app(container: Container) -> FastAPI:
     app.include_router(payments.router)
     app.include_router(refunds.router)
     app.include_router(captures.router)
-    app.include_router(ops.router)
+    app.include_router(ops_leases.router)
     app.include_router(ops_captures.router)
     app.include_router(ops_payments.router)
     app.include_router(webhook_endpoints.router)
@@ -64,7 +63,6 @@ def create_app(container: Container) -> FastAPI:
     app.include_router(provider_events.router)
     app.include_router(health.router)
     install_console(app)
-    app.include_router(capture_forms.router)
     install_docs(app)
     install_openapi(app)
     return app

@@ -10,8 +10,8 @@ from orchestrator.bootstrap import bootstrap
 from orchestrator.cli.config import load_settings
 from orchestrator.cli.output import print_json, print_table
 from orchestrator.engine.publisher import NullPublisher
-from orchestrator.ops.queries import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, list_audit
-from orchestrator.ops.representation import audit_representation
+from orchestrator.ops.lease_documents import audit_representation
+from orchestrator.ops.lease_reads import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, list_audit
 
 app = typer.Typer(help="The audit trail of operator actions.", no_args_is_help=True)
 

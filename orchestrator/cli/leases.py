@@ -15,8 +15,8 @@ from orchestrator.domain.lease_state import LeaseState, lease_state_of
 from orchestrator.engine.publisher import NullPublisher
 from orchestrator.ops.commands import take_over_payment
 from orchestrator.ops.errors import OpsError
-from orchestrator.ops.queries import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, list_leases
-from orchestrator.ops.representation import lease_representation
+from orchestrator.ops.lease_documents import lease_representation
+from orchestrator.ops.lease_reads import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, list_leases
 
 app = typer.Typer(help="Payment leases: list them, take one over.", no_args_is_help=True)
 

@@ -5,20 +5,20 @@ from __future__ import annotations
 import typer
 
 from orchestrator.cli import (
+    api_server,
     audit,
     clients,
     db,
     leases,
     payments,
-    payments_view,
     relay,
-    serve,
     status,
     sweeper,
 )
 from orchestrator.cli.bench import bench
 from orchestrator.cli.demo import demo
 from orchestrator.cli.provider_sim import provider_sim
+from orchestrator.cli.worker import command as worker_command
 
 app = typer.Typer(
     name="payorch",
@@ -28,8 +28,8 @@ app = typer.Typer(
 )
 app.add_typer(db.app, name="db")
 app.add_typer(clients.app, name="clients")
-app.command("api")(serve.api)
-app.command("worker")(serve.worker)
+app.command("api")(api_server.api)
+app.command("worker")(worker_command.worker)
 app.command("provider-sim")(provider_sim)
 app.command("demo")(demo)
 app.command("bench")(bench)
@@ -39,7 +39,6 @@ app.command("beat")(sweeper.beat)
 app.command("dispatcher")(sweeper.dispatcher)
 app.command("relay")(relay.relay)
 app.add_typer(leases.app, name="leases")
-payments_view.register(payments.app)
 app.add_typer(payments.app, name="payments")
 app.command("status")(status.status)
 app.add_typer(audit.app, name="audit")

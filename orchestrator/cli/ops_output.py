@@ -16,7 +16,7 @@ from orchestrator.ops.errors import (
     PaymentNotFound,
     PreconditionFailed,
 )
-from orchestrator.ops.representation import action_representation
+from orchestrator.ops.lease_documents import action_representation
 
 # Distinct exit codes so scripts can tell "no such payment" from "not now" (typer uses 2
 # for usage errors).

@@ -1,18 +1,44 @@
-"""``payorch payments``: operator commands on payments."""
+"""``payorch payments``: what an operator does and reads about payments.
+
+Commands (``retry``, ``sync-refunds``) are audited ops commands; ``show`` and ``list`` are
+reads, as tables for people and ``--json`` for scripts (the same bodies as
+``GET /v1/ops/payments/{id}`` and ``GET /v1/ops/payments``)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from datetime import UTC, datetime
+from typing import Annotated, Any
 
 import typer
 
 from orchestrator.bootstrap import bootstrap
 from orchestrator.cli.config import load_settings
 from orchestrator.cli.operator import OperatorOption, cli_operator
-from orchestrator.cli.ops_output import IfMatchOption, fail, parse_if_match, print_action
-from orchestrator.cli.output import print_json, print_table
+from orchestrator.cli.ops_output import (
+    EXIT_INVALID,
+    EXIT_NOT_FOUND,
+    IfMatchOption,
+    fail,
+    parse_if_match,
+    print_action,
+)
+from orchestrator.cli.output import errors, print_json, print_table
+from orchestrator.db.uow import UnitOfWorkFactory
+from orchestrator.domain.payment_filters import PaymentFilters
+from orchestrator.domain.states import PaymentStatus
+from orchestrator.engine.publisher import NullPublisher
 from orchestrator.ops.commands import retry_payment
-from orchestrator.ops.errors import OpsError
+from orchestrator.ops.errors import InvalidCursor, OpsError
+from orchestrator.ops.payment_documents import (
+    payment_detail_representation,
+    payment_page_representation,
+)
+from orchestrator.ops.payment_reads import (
+    DEFAULT_PAGE_SIZE,
+    MAX_PAGE_SIZE,
+    get_payment_detail,
+    list_payments,
+)
 from orchestrator.ops.refund_sync import sync_payment_refunds
 
 app = typer.Typer(help="Operator commands on payments.", no_args_is_help=True)
@@ -89,3 +115,153 @@ def sync_refunds(
             ]
         ],
     )
+
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+_MAX_CELL = 60
+
+
+def _reader() -> UnitOfWorkFactory:
+    # Reads publish nothing: no broker connection for a CLI that only looks.
+    return bootstrap(load_settings(), publisher=NullPublisher()).read_only_uow
+
+
+def _cell(value: Any) -> Any:
+    text = "" if value is None else str(value)
+    return text if len(text) <= _MAX_CELL else text[: _MAX_CELL - 1] + "…"
+
+
+def show(payment_id: str, as_json: JsonFlag = False) -> None:
+    """One payment with its lease, provider calls, lease history, audit rows and events."""
+    detail = get_payment_detail(_reader(), payment_id)
+    if detail is None:
+        if as_json:
+            print_json({"error": "not_found", "detail": f"No payment {payment_id!r} exists."})
+        errors.print(f"No payment {payment_id!r} exists.")
+        raise typer.Exit(EXIT_NOT_FOUND)
+    data = payment_detail_representation(detail)
+    if as_json:
+        print_json(data)
+        return
+    # The charge first; operations after it (refunds) get their own table below.
+    payment, operation = data["payment"], data["operations"][0]
+    print_table(
+        f"payment {payment['id']}",
+        ["field", "value"],
+        [
+            ["status", payment["status"]],
+            ["amount", f"{payment['amount']} {payment['currency']}"],
+            ["merchant", payment["client_id"]],
+            ["idempotency key", payment["idempotency_key"]],
+            ["customer reference", payment["customer_reference"]],
+            ["description", _cell(payment["description"])],
+            ["provider payment", payment["provider_payment_id"]],
+            ["failure", _cell(payment["failure"])],
+            ["recovery point", operation["recovery_point"]],
+            ["lease", f"{operation['lease_state']} (token {operation['lease_token']})"],
+            ["lease owner", operation["lease_owner"]],
+            ["locked until", operation["locked_until"]],
+            ["attempts", f"{operation['attempts']} ({operation['unknown_outcomes']} unknown)"],
+            ["last error", _cell(operation["last_error"])],
+            ["created", payment["created_at"]],
+            ["completed", payment["completed_at"]],
+        ],
+    )
+    _rows(
+        "operations after the charge",
+        data["operations"][1:],
+        ["kind", "operation_id", "status", "amount", "lease_state", "attempts"],
+        extra=("provider_object_id", "last_error"),
+    )
+    _rows(
+        "provider calls",
+        data["provider_calls"],
+        ["created_at", "method", "path", "idempotency_key", "outcome", "provider_status"],
+        extra=("latency_ms", "error"),
+    )
+    _rows(
+        "lease history",
+        data["lease_history"],
+        ["created_at", "event", "owner", "lease_token", "locked_until", "recovery_point"],
+    )
+    _rows(
+        "audit",
+        data["audit"],
+        ["id", "created_at", "actor_name", "action", "old_token", "new_token", "reason"],
+    )
+    _rows("events", data["events"], ["id", "type", "created_at", "published_at"])
+
+
+def _rows(
+    title: str, items: list[dict[str, Any]], columns: list[str], extra: tuple[str, ...] = ()
+) -> None:
+    if not items:
+        return
+    all_columns = [*columns, *extra]
+    print_table(title, all_columns, [[_cell(i[c]) for c in all_columns] for i in items])
+
+
+_LIST_COLUMNS = [
+    "id",
+    "status",
+    "amount",
+    "currency",
+    "client_id",
+    "customer_reference",
+    "idempotency_key",
+    "created_at",
+]
+
+
+def list_command(
+    status: Annotated[PaymentStatus | None, typer.Option(help="Only this status.")] = None,
+    client_id: Annotated[str | None, typer.Option("--client-id", help="One merchant.")] = None,
+    customer_reference: Annotated[str | None, typer.Option("--customer-reference")] = None,
+    idempotency_key: Annotated[str | None, typer.Option("--idempotency-key")] = None,
+    created_after: Annotated[
+        datetime | None, typer.Option("--created-after", help="Inclusive, UTC when no zone.")
+    ] = None,
+    created_before: Annotated[
+        datetime | None, typer.Option("--created-before", help="Exclusive, UTC when no zone.")
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, max=MAX_PAGE_SIZE)] = DEFAULT_PAGE_SIZE,
+    cursor: Annotated[str | None, typer.Option(help="next_cursor of the previous page.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Every client's payments, newest first (a page; follow next_cursor for more)."""
+    filters = PaymentFilters(
+        status=status,
+        client_id=client_id,
+        customer_reference=customer_reference,
+        idempotency_key=idempotency_key,
+        created_after=_utc(created_after),
+        created_before=_utc(created_before),
+    )
+    try:
+        page = list_payments(_reader(), filters, limit=limit, cursor=cursor)
+    except InvalidCursor as error:
+        if as_json:
+            print_json({"error": "invalid", "detail": error.message})
+        errors.print(error.message)
+        raise typer.Exit(EXIT_INVALID) from None
+    data = payment_page_representation(page)
+    if as_json:
+        print_json(data)
+        return
+    print_table(
+        f"payments ({len(data['data'])})",
+        _LIST_COLUMNS,
+        [[_cell(p[c]) for c in _LIST_COLUMNS] for p in data["data"]],
+    )
+    if data["next_cursor"]:
+        errors.print(f"more: --cursor {data['next_cursor']}")
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=UTC)
+
+
+app.command("show")(show)
+app.command("list")(list_command)

@@ -18,7 +18,7 @@ from orchestrator import metrics
 from orchestrator.bootstrap import bootstrap
 from orchestrator.cli.config import load_settings
 from orchestrator.cli.output import print_json, print_table
-from orchestrator.cli.serve import MetricsHost, MetricsPort
+from orchestrator.cli.process_setup import MetricsHost, MetricsPort
 from orchestrator.engine.publisher import NullPublisher
 from orchestrator.logging import capture_standard_logging
 

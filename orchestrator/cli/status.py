@@ -10,7 +10,7 @@ from orchestrator.bootstrap import bootstrap
 from orchestrator.cli.config import load_settings
 from orchestrator.cli.output import print_json, print_table
 from orchestrator.engine.publisher import NullPublisher
-from orchestrator.ops.detail_representation import status_representation
+from orchestrator.ops.payment_documents import status_representation
 from orchestrator.ops.status import get_status
 
 # Exit status when something waits for a person, so `payorch status` works in a check script.

@@ -21,7 +21,7 @@ from orchestrator import metrics
 from orchestrator.bootstrap import bootstrap
 from orchestrator.cli.config import load_settings
 from orchestrator.cli.output import print_json, print_table
-from orchestrator.cli.serve import MetricsHost, MetricsPort, log_celery_as_json
+from orchestrator.cli.process_setup import MetricsHost, MetricsPort, log_celery_as_json
 from orchestrator.engine.dispatcher import Dispatcher
 from orchestrator.engine.dispatcher import start_in_thread as start_dispatcher
 from orchestrator.engine.sweep import SweepReport, default_sweeper_name

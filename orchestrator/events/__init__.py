@@ -16,8 +16,9 @@ written by ``orchestrator.db.repositories.outcomes``).  From there::
 
 Modules, one job each: ``secret_box`` (endpoint secrets encrypted at rest), ``url_rules``
 (SSRF: which targets may be called), ``signing`` (Standard Webhooks headers), ``schedule``
-(backoff and the retry window), ``body`` (an event as the merchant sees it), ``endpoints``
-(the endpoints service), ``sender`` (one HTTP attempt), ``relay`` (fan-out, claim, attempt,
+(backoff and the retry window), ``event_documents`` (events, endpoints and deliveries as
+the merchant sees them), ``event_reads`` (a merchant's events), ``endpoints`` (the endpoints
+service), ``sender`` (one HTTP attempt), ``relay`` (fan-out, claim, attempt,
 record), ``retention``.  The records, the event types (extend the list there) and the ids
 are the domain's (``domain.webhooks``, ``domain.event_types``, ``domain.ids``): the
 repositories, below this package, return and write them.  What operators do with an event

@@ -49,7 +49,7 @@ from orchestrator.domain.webhooks import (
     DeliveryStatus,
     WebhookStats,
 )
-from orchestrator.events.representation import event_body
+from orchestrator.events.event_documents import event_body
 from orchestrator.events.schedule import RetryPolicy
 from orchestrator.events.secret_box import SecretBox, UnreadableSecret
 from orchestrator.events.sender import AttemptResult, WebhookSender

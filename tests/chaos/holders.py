@@ -3,7 +3,7 @@ holds one, so every fault it injects lands on a payment in flight.
 
 A lease's owner is ``hostname:pid`` of the process that claimed it.  With the prefork pool
 that is a pool child, and with the default threads pool one of the worker processes its
-supervisor forked (``orchestrator/cli/worker_processes.py``), not the ``payorch worker``
+supervisor forked (``orchestrator/cli/worker/processes.py``), not the ``payorch worker``
 process the test started; every child shares
 the worker's process group (the test starts each worker in its own session), so a worker's
 leases are those whose pid is in its group.

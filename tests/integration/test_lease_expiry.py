@@ -23,7 +23,7 @@ from orchestrator.domain.states import PaymentStatus, RecoveryPoint
 from orchestrator.engine.kinds.charge import process_payment
 from orchestrator.engine.lease import ProcessResult
 from orchestrator.engine.takeover import Actor, TakeoverResult, take_over_lease
-from orchestrator.ops.queries import list_leases
+from orchestrator.ops.lease_reads import list_leases
 from tests.fakes.provider import FakeProvider
 from tests.fakes.publisher import RecordingPublisher
 from tests.harness.containers import build_container

@@ -231,8 +231,8 @@ def test_a_refund_holder_taken_over_by_the_sweeper_is_fenced_out_of_its_finish(c
 
 
 def test_the_operators_payment_page_lists_the_refund_with_its_lease_and_history(container):
-    from orchestrator.ops.detail_representation import payment_detail_representation
-    from orchestrator.ops.payments import get_payment_detail
+    from orchestrator.ops.payment_documents import payment_detail_representation
+    from orchestrator.ops.payment_reads import get_payment_detail
 
     merchant = new_merchant(container)
     payment = succeeded_payment(container, merchant, "order-1", amount=1000)

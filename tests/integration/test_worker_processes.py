@@ -1,4 +1,4 @@
-"""``payorch worker`` as a supervisor of threads-pool processes (``worker_processes``), in
+"""``payorch worker`` as a supervisor of threads-pool processes (``cli.worker.processes``), in
 real processes against PostgreSQL, RabbitMQ and the simulator: its processes share the
 work, stop together, die with it, and finish what they hold on SIGTERM."""
 
@@ -137,7 +137,7 @@ def test_sigterm_lets_every_worker_process_finish_the_payment_it_holds(patient_s
 RECORDING_CHILDREN = """
 import os, signal, sys, time
 from pathlib import Path
-from orchestrator.cli.worker_processes import run_forked
+from orchestrator.cli.worker.processes import run_forked
 
 out = Path(sys.argv[1])
 

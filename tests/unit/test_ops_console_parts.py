@@ -21,8 +21,8 @@ from orchestrator.domain.history import LeaseEvent, OutboxEvent, ProviderCall
 from orchestrator.domain.model import AuditEntry, PaymentRecord, PaymentRequest
 from orchestrator.domain.states import PaymentStatus, RecoveryPoint
 from orchestrator.ops.errors import InvalidCursor
-from orchestrator.ops.payments import PaymentDetail, decode_cursor, encode_cursor
-from orchestrator.ops.representation import lease_state
+from orchestrator.ops.lease_documents import lease_state
+from orchestrator.ops.payment_reads import PaymentDetail, decode_cursor, encode_cursor
 from orchestrator.settings import Settings
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)

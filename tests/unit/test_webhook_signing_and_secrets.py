@@ -9,7 +9,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from orchestrator.domain.event_types import EVENT_TYPES, subscribes_to, unknown_event_types
 from orchestrator.domain.webhooks import Event
-from orchestrator.events.representation import event_body
+from orchestrator.events.event_documents import event_body
 from orchestrator.events.secret_box import SecretBox, UnreadableSecret, new_signing_secret
 from orchestrator.events.signing import signature_headers
 

@@ -30,7 +30,7 @@ def test_a_threads_worker_gets_the_prefetch_step_its_floor_and_the_pool(tmp_path
     from kombu.utils.imports import symbol_by_name
 
     from orchestrator.broker import PREFETCH_FLOOR_CONF, THREADS_POOL_ALIAS
-    from orchestrator.cli.serve import configure_for_threads
+    from orchestrator.cli.worker.command import configure_for_threads
     from workers.prefetch_limit import STEP
     from workers.thread_pool import TaskPool
 

@@ -14,14 +14,14 @@ import urllib3
 from typer.testing import CliRunner
 
 from orchestrator.cli.main import app as cli
-from orchestrator.cli.worker_pool import (
+from orchestrator.cli.worker.pool import (
     DEFAULT_POOL,
     MAX_DB_CONNECTIONS,
     apply_connection_sizing,
     connection_sizing,
     default_concurrency,
 )
-from orchestrator.cli.worker_processes import default_processes, split_concurrency, usable_cpus
+from orchestrator.cli.worker.processes import default_processes, split_concurrency, usable_cpus
 from orchestrator.providers.stripe_adapter import StripeProvider
 from tests.fakes.stripe_http import LocalStripeServer
 

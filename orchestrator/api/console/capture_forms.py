@@ -14,7 +14,8 @@ from starlette.concurrency import run_in_threadpool
 
 from orchestrator.api.capture_schemas import CancellationReason
 from orchestrator.api.console.guard import ConsoleUser, CurrentUser, read_form, require_csrf
-from orchestrator.api.console.routes import _payment_page, _redirect
+from orchestrator.api.console.payment_pages import payment_page
+from orchestrator.api.console.rendering import redirect
 from orchestrator.api.deps import ContainerDep
 from orchestrator.api.routes.captures import CANCEL, CAPTURE, REFUSALS, refusal_problem
 from orchestrator.bootstrap import Container
@@ -95,7 +96,7 @@ async def _operate(
     command: Callable[[], OperatorOperation],
 ) -> Response:
     if not is_payment_id(payment_id):
-        return await run_in_threadpool(_payment_page, request, container, user, payment_id)
+        return await run_in_threadpool(payment_page, request, container, user, payment_id)
     try:
         done = await run_in_threadpool(command)
     except InvalidReason as refused:
@@ -103,7 +104,7 @@ async def _operate(
     except REFUSALS as refused:
         problem = refusal_problem(refused, payment_id, kind)
         return await _refused(request, container, user, payment_id, problem.status, problem.detail)
-    return _redirect(f"/ops/payments/{payment_id}?done={done.audit.id}")
+    return redirect(f"/ops/payments/{payment_id}?done={done.audit.id}")
 
 
 async def _refused(
@@ -115,7 +116,7 @@ async def _refused(
     message: str,
 ) -> Response:
     return await run_in_threadpool(
-        _payment_page,
+        payment_page,
         request,
         container,
         user,

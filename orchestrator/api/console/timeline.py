@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from orchestrator.ops.payments import PaymentDetail
+from orchestrator.ops.payment_reads import PaymentDetail
 
 _LEASE_TITLES = {
     "claim": "Worker claimed the lease",

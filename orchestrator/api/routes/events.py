@@ -11,14 +11,14 @@ from pydantic import BaseModel, Field
 from orchestrator.api.deps import ContainerDep, MerchantClient
 from orchestrator.api.problems import Problem
 from orchestrator.api.responses import AUTH_ERRORS, problem
-from orchestrator.events.queries import (
+from orchestrator.events.event_documents import event_document
+from orchestrator.events.event_reads import (
     DEFAULT_EVENT_LIMIT,
     MAX_EVENT_LIMIT,
     InvalidEventQuery,
     get_event,
     list_events,
 )
-from orchestrator.events.representation import event_document
 
 router = APIRouter(prefix="/v1/events", tags=["webhooks"])
 

@@ -22,7 +22,7 @@ from orchestrator.api.deps import ContainerDep, JsonBody, OpsClient
 from orchestrator.api.problems import Problem
 from orchestrator.api.responses import AUTH_ERRORS, problem
 from orchestrator.api.routes.captures import CANCEL, CAPTURE, REFUSALS, refusal_problem
-from orchestrator.api.routes.ops import Reason
+from orchestrator.api.routes.ops_leases import Reason
 from orchestrator.domain.currencies import MAX_AMOUNT
 from orchestrator.domain.ids import is_payment_id
 from orchestrator.domain.operation_representation import operation_representation
@@ -30,7 +30,7 @@ from orchestrator.domain.operations import OperationKindName
 from orchestrator.engine.takeover import Actor
 from orchestrator.ops.captures import OperatorOperation, operator_cancel, operator_capture
 from orchestrator.ops.errors import InvalidReason
-from orchestrator.ops.representation import audit_representation
+from orchestrator.ops.lease_documents import audit_representation
 
 router = APIRouter(prefix="/v1/ops", tags=["ops"])
 

@@ -12,12 +12,12 @@ from orchestrator.api.body import parse_model
 from orchestrator.api.deps import ContainerDep, JsonBody, OpsClient
 from orchestrator.api.problems import Problem
 from orchestrator.api.responses import AUTH_ERRORS, problem
-from orchestrator.api.routes.ops import AuditOut
+from orchestrator.api.routes.ops_leases import AuditOut
 from orchestrator.engine.takeover import Actor
-from orchestrator.events.representation import delivery_document, event_document
+from orchestrator.events.event_documents import delivery_document, event_document
 from orchestrator.ops.errors import MAX_REASON_LENGTH, InvalidReason
 from orchestrator.ops.events import EventNotFound, event_deliveries, redeliver_event
-from orchestrator.ops.representation import audit_representation
+from orchestrator.ops.lease_documents import audit_representation
 
 router = APIRouter(prefix="/v1/ops/events", tags=["ops"])
 

@@ -17,18 +17,18 @@ from pydantic import BaseModel, Field
 from orchestrator.api.deps import ContainerDep, OpsClient
 from orchestrator.api.problems import Problem
 from orchestrator.api.responses import AUTH_ERRORS, problem
-from orchestrator.api.routes.ops import AuditOut, LeaseOut
+from orchestrator.api.routes.ops_leases import AuditOut, LeaseOut
 from orchestrator.api.schemas import PaymentOut
 from orchestrator.domain.ids import is_payment_id
 from orchestrator.domain.payment_filters import PaymentFilters
 from orchestrator.domain.states import PaymentStatus
-from orchestrator.ops.detail_representation import (
+from orchestrator.ops.errors import InvalidCursor
+from orchestrator.ops.payment_documents import (
     payment_detail_representation,
     payment_page_representation,
     status_representation,
 )
-from orchestrator.ops.errors import InvalidCursor
-from orchestrator.ops.payments import (
+from orchestrator.ops.payment_reads import (
     DEFAULT_PAGE_SIZE,
     MAX_PAGE_SIZE,
     get_payment_detail,

@@ -12,7 +12,7 @@ from orchestrator.api.body import parse_model
 from orchestrator.api.deps import ContainerDep, JsonBody, MerchantClient
 from orchestrator.api.problems import Problem
 from orchestrator.api.responses import AUTH_ERRORS, problem
-from orchestrator.api.routes.ops import ETAG_LIST_PATTERN
+from orchestrator.api.routes.ops_leases import ETAG_LIST_PATTERN
 from orchestrator.domain.preconditions import TagList, parse_tag_list
 from orchestrator.domain.webhooks import EndpointStatus
 from orchestrator.events.endpoints import (
@@ -22,7 +22,7 @@ from orchestrator.events.endpoints import (
     EndpointPreconditionFailed,
     InvalidEndpoint,
 )
-from orchestrator.events.representation import endpoint_document
+from orchestrator.events.event_documents import endpoint_document
 
 router = APIRouter(prefix="/v1/webhook_endpoints", tags=["webhooks"])
 

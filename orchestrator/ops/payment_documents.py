@@ -11,12 +11,12 @@ from orchestrator.domain.history import LeaseEvent, OutboxEvent, PostedLedgerLin
 from orchestrator.domain.model import PaymentRecord
 from orchestrator.domain.operations import OperationRecord
 from orchestrator.domain.representation import iso, payment_representation
-from orchestrator.ops.payments import PaymentDetail, PaymentPage
-from orchestrator.ops.representation import (
+from orchestrator.ops.lease_documents import (
     audit_representation,
     lease_representation,
     lease_state,
 )
+from orchestrator.ops.payment_reads import PaymentDetail, PaymentPage
 from orchestrator.ops.status import OpsStatus
 from orchestrator.services.disputes import dispute_representation
 

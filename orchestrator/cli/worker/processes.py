@@ -11,7 +11,7 @@ The process that runs ``payorch worker`` forks the worker processes and supervis
 
 * **before anything connects.**  It forks after the settings are checked and the Celery app
   is built, with no database, broker or provider connection open and no thread started;
-  each worker process opens its own (its database pool sized by ``worker_pool``).
+  each worker process opens its own (its database pool sized by ``pool``).
 * **signals.**  SIGTERM is passed on as SIGTERM (Celery's warm shutdown: the tasks running
   end, nothing new starts).  SIGINT is passed on as SIGTERM the first time and SIGQUIT (cold
   shutdown) the second, which is Celery's own Ctrl+C-twice rule; a terminal's Ctrl+C also

@@ -5,7 +5,7 @@ A payment spends almost all of its time waiting for the provider (two calls of 2
 at Stripe) and comparatively little CPU.  So the default is a pool of **threads**, many of
 them, a thread's stack per payment in flight (prefork costs a whole interpreter per pool
 process and runs one payment in each), as one process per usable CPU: one interpreter's
-threads share one core (``worker_processes``).  The benchmark (``payorch bench``,
+threads share one core (``processes``).  The benchmark (``payorch bench``,
 docs/performance.md) measures these choices.
 
     pool      default concurrency       processes     in flight per process   time limits
@@ -46,7 +46,7 @@ DEFAULT_POOL = "threads"
 # Threads: enough payments in flight that a 300 ms provider (two calls, 0.6 s a payment)
 # is not what limits a worker to fewer than ~200 payments/s; the worker's CPU then does.
 # More threads only add contention for the GIL; fewer cap the rate at threads / 0.6 s.
-# They are the command's, shared among its processes (``worker_processes``: 2 x 64 on two
+# They are the command's, shared among its processes (``processes``: 2 x 64 on two
 # CPUs).
 DEFAULT_THREADS = 128
 DEFAULT_PROCESSES = 2
@@ -100,7 +100,7 @@ class ConnectionSizing:
 def connection_sizing(pool: str, concurrency: int, processes: int = 1) -> ConnectionSizing:
     """The database pool of each worker process, from the tasks it runs at once
     (``concurrency``, per process) and the threads-pool processes one ``payorch worker``
-    runs (``worker_processes``).  (The provider client needs no sizing: it keeps one urllib3
+    runs (``processes``).  (The provider client needs no sizing: it keeps one urllib3
     connection per thread, see ``orchestrator.providers.stripe_adapter``.)
 
     A task holds a connection only inside its short transactions (never across a provider

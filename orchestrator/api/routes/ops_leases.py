@@ -1,4 +1,5 @@
-"""``/v1/ops``: leases, takeover, retry and the audit trail (API keys with the ``ops`` role).
+"""``/v1/ops``: leases, takeover, retry, a refund sync and the audit trail (API keys with the
+``ops`` role), and the schemas the other ops routes share (``LeaseOut``, ``AuditOut``).
 
 Every operator action is audited under the calling ops client (its id and name).
 """
@@ -30,13 +31,13 @@ from orchestrator.ops.errors import (
     PaymentNotFound,
     PreconditionFailed,
 )
-from orchestrator.ops.queries import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, list_audit, list_leases
-from orchestrator.ops.refund_sync import sync_payment_refunds
-from orchestrator.ops.representation import (
+from orchestrator.ops.lease_documents import (
     action_representation,
     audit_representation,
     lease_representation,
 )
+from orchestrator.ops.lease_reads import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, list_audit, list_leases
+from orchestrator.ops.refund_sync import sync_payment_refunds
 
 router = APIRouter(prefix="/v1/ops", tags=["ops"])
 
