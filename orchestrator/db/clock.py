@@ -2,9 +2,9 @@
 
 Lease comparisons use one clock, the database's, so an API, workers and sweepers on hosts
 with drifting clocks cannot disagree about whether a lease expired.  The clock is read with
-``SELECT coalesce(:now, now())``: production passes NULL; tests pass the instant freezegun
-froze, through ``FrozenClock`` (and then no statement is needed at all: the answer is
-``:now``).  Fencing tokens keep writes safe even when clocks are wrong; the clock only
+``SELECT coalesce(:now, clock_timestamp())``: production passes NULL; tests pass the
+instant freezegun froze, through ``FrozenClock`` (and then no statement is needed at all:
+the answer is ``:now``).  Fencing tokens keep writes safe even when clocks are wrong; the clock only
 decides *when* a takeover may happen.
 
 A unit of work used to read the clock with its own statement, one round trip in each of a
@@ -108,7 +108,7 @@ def engine_now(engine: sa.Engine, clock: Clock) -> datetime:
 
 
 def query_database_now(connection: sa.Connection, override: datetime | None) -> datetime:
-    """``SELECT coalesce(:now, now())``: one round trip."""
+    """``SELECT coalesce(:now, clock_timestamp())``: one round trip."""
     if connection.dialect.name == "sqlite":
         now_expr = sa.text("strftime('%Y-%m-%d %H:%M:%f', 'now') || '000'")
     else:
