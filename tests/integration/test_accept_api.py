@@ -6,7 +6,7 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import httpx
@@ -440,6 +440,33 @@ def test_a_broker_outage_during_accept_still_answers_202_with_a_durable_record(
             record = uow.payments.get(payment_id)
         assert record is not None
         assert record.status.value == "processing" and record.locked_until is not None
+    finally:
+        container.close()
+
+
+def test_under_notify_a_broker_outage_leaves_the_api_ready(
+    make_postgres_database: Callable[[], str], unused_port: int
+) -> None:
+    """WAKE_UP=notify: an accept needs only the database (the dispatcher publishes), so a
+    broker outage must not make a load balancer drop the API; the broker is still reported."""
+    from orchestrator.broker import CeleryPublisher
+    from tests.harness.containers import test_settings
+    from workers.celery_app import create_celery_app
+
+    url = make_postgres_database()
+    dead_broker = f"amqp://guest:guest@127.0.0.1:{unused_port}//"
+    celery = create_celery_app(test_settings(url, broker_url=dead_broker))
+    container = build_container(
+        url, publisher=CeleryPublisher(celery), broker_url=dead_broker, wake_up="notify"
+    )
+    try:
+        with (
+            ServerThread(create_app(container)) as server,
+            httpx.Client(base_url=server.url, trust_env=False) as client,
+        ):
+            ready = client.get("/readyz")
+        assert ready.status_code == 200, ready.text
+        assert ready.json()["checks"] == {"database": True, "broker": False}
     finally:
         container.close()
 
