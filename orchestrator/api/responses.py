@@ -8,13 +8,10 @@ from fastapi.responses import Response
 
 from orchestrator.api.problems import PROBLEM_JSON
 from orchestrator.api.schemas import PaymentOut, ProblemOut
+from orchestrator.domain.encoding import encode_representation
 from orchestrator.domain.model import PaymentRecord
+from orchestrator.domain.payment_representation import canonical_payment, payment_representation
 from orchestrator.domain.preconditions import not_modified, representation_etag
-from orchestrator.domain.representation import (
-    canonical_payment,
-    encode_representation,
-    payment_representation,
-)
 from orchestrator.domain.states import PaymentStatus
 
 JSON = "application/json"

@@ -12,8 +12,8 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from orchestrator.domain.encoding import encode_representation, iso
 from orchestrator.domain.operations import OperationRecord, OperationStatus
-from orchestrator.domain.representation import encode_representation, iso
 
 OPERATION_FIELDS: tuple[str, ...] = (
     "id",

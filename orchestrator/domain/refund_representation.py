@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.domain.encoding import iso
 from orchestrator.domain.operations import OperationRecord, OperationStatus
-from orchestrator.domain.representation import iso
 
 REFUND_FIELDS: tuple[str, ...] = (
     "id",

@@ -34,7 +34,7 @@ from enum import StrEnum
 class PaymentStatus(StrEnum):
     """The stored status.  ``requires_action`` is not stored: it is a ``processing`` record
     whose operation waits for the customer (``WaitingFor.CUSTOMER``), shown as
-    ``requires_action`` by ``domain.representation.shown_status``, so every lease guard
+    ``requires_action`` by ``domain.payment_representation.shown_status``, so every lease guard
     (``status = 'processing'``) and the sweeper's index serve a waiting record unchanged."""
 
     PROCESSING = "processing"

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from orchestrator.db.repositories.deliveries import DeliveryView
-from orchestrator.domain.representation import iso
+from orchestrator.domain.encoding import iso
 from orchestrator.domain.webhooks import DeliveryAttempt, Event, WebhookEndpoint
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from orchestrator.domain.encoding import iso
 from orchestrator.domain.model import AuditEntry, PaymentRecord
 from orchestrator.domain.operations import OperationRecord
 from orchestrator.domain.preconditions import lease_etag
-from orchestrator.domain.representation import iso
 from orchestrator.domain.states import RecoveryPoint
 from orchestrator.ops.commands import OperatorAction
 

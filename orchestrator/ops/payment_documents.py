@@ -7,10 +7,11 @@ from datetime import datetime
 from typing import Any
 
 from orchestrator.db.repositories.provider_events import StoredProviderEvent
+from orchestrator.domain.encoding import iso
 from orchestrator.domain.history import LeaseEvent, OutboxEvent, PostedLedgerLine, ProviderCall
 from orchestrator.domain.model import PaymentRecord
 from orchestrator.domain.operations import OperationRecord
-from orchestrator.domain.representation import iso, payment_representation
+from orchestrator.domain.payment_representation import payment_representation
 from orchestrator.ops.lease_documents import (
     audit_representation,
     lease_representation,

@@ -22,9 +22,10 @@ from typing import Any, Protocol
 
 from orchestrator import metrics
 from orchestrator.db.uow import UnitOfWork, UnitOfWorkFactory
+from orchestrator.domain.encoding import encode_representation
 from orchestrator.domain.ids import new_payment_id
 from orchestrator.domain.model import ApiClient, PaymentRecord, PaymentRequest, Role
-from orchestrator.domain.representation import encode_representation, payment_representation
+from orchestrator.domain.payment_representation import payment_representation
 from orchestrator.domain.states import INITIAL
 from orchestrator.engine.publisher import PublishFailed, TaskPublisher
 from orchestrator.logging import get_logger, key_digest

@@ -28,13 +28,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from orchestrator.db.uow import UnitOfWork, UnitOfWorkFactory
+from orchestrator.domain.encoding import encode_representation
 from orchestrator.domain.model import ApiClient, PaymentRecord
 from orchestrator.domain.operations import (
     OperationKindName,
     OperationRecord,
     new_operation_id,
 )
-from orchestrator.domain.representation import encode_representation, payment_representation
+from orchestrator.domain.payment_representation import payment_representation
 from orchestrator.domain.states import PaymentStatus, WaitingFor
 from orchestrator.engine.publisher import TaskPublisher
 from orchestrator.logging import get_logger

@@ -16,7 +16,7 @@ from typing import Any
 
 from orchestrator.db.repositories.disputes import DisputeRecord
 from orchestrator.db.uow import UnitOfWork
-from orchestrator.domain.representation import iso
+from orchestrator.domain.encoding import iso
 from orchestrator.logging import get_logger
 from orchestrator.providers.base import ProviderEvent
 

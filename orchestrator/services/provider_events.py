@@ -72,7 +72,7 @@ def receive_provider_event(
         now = unit.now()
         events = unit.provider_events
         payment_id = (
-            events.payment_for_intent(event.provider_payment_id)
+            events.payment_for_provider_payment(event.provider_payment_id)
             if event.provider_payment_id
             else None
         )

@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from orchestrator.db.uow import UnitOfWork, UnitOfWorkFactory
+from orchestrator.domain.encoding import encode_representation
 from orchestrator.domain.model import ApiClient, PaymentRecord
 from orchestrator.domain.operations import (
     OperationKindName,
@@ -34,7 +35,6 @@ from orchestrator.domain.operations import (
     new_operation_id,
 )
 from orchestrator.domain.refund_representation import refund_representation
-from orchestrator.domain.representation import encode_representation
 from orchestrator.domain.states import PaymentStatus, RecoveryPoint
 from orchestrator.engine.publisher import TaskPublisher
 from orchestrator.logging import get_logger

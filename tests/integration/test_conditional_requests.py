@@ -14,12 +14,9 @@ import pytest
 
 from orchestrator.api.app import create_app
 from orchestrator.bootstrap import Container
+from orchestrator.domain.encoding import encode_representation
 from orchestrator.domain.model import PaymentRecord, Role
-from orchestrator.domain.representation import (
-    PAYMENT_FIELDS,
-    encode_representation,
-    payment_representation,
-)
+from orchestrator.domain.payment_representation import PAYMENT_FIELDS, payment_representation
 from orchestrator.domain.states import PaymentStatus
 from orchestrator.engine.kinds.charge import process_payment
 from orchestrator.services.api_keys import create_client

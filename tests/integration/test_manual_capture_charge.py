@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from orchestrator.bootstrap import Container
-from orchestrator.domain.representation import payment_representation
+from orchestrator.domain.payment_representation import payment_representation
 from orchestrator.domain.states import PaymentStatus, RecoveryPoint
 from orchestrator.engine.kinds.charge import process_payment
 from orchestrator.engine.lease import ProcessResult

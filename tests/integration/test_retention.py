@@ -22,7 +22,7 @@ from orchestrator.engine.kinds.charge import process_payment
 from orchestrator.engine.lease import ProcessResult
 from orchestrator.engine.takeover import Actor
 from orchestrator.ops.commands import take_over_payment
-from orchestrator.services.queries import find_payment_by_key, get_payment
+from orchestrator.services.payment_reads import find_payment_by_key, get_payment
 from tests.fakes.provider import FakeProvider
 from tests.harness.containers import build_container
 from tests.harness.seeds import accept, count_rows, force, new_merchant, outcome_rows, reload

@@ -17,7 +17,7 @@ from orchestrator.bootstrap import Container
 from orchestrator.db.clock import FrozenClock
 from orchestrator.domain.model import PaymentRecord
 from orchestrator.domain.payment_filters import PaymentFilters
-from orchestrator.domain.representation import payment_representation
+from orchestrator.domain.payment_representation import payment_representation
 from orchestrator.domain.states import PaymentStatus, WaitingFor
 from orchestrator.engine.kinds.charge import process_payment
 from orchestrator.engine.lease import ProcessResult

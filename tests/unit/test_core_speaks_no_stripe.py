@@ -29,10 +29,6 @@ ALLOWED_WORDS = {
     # Stored columns, and the keys of the public and ops JSON that show them.
     "rejected_intents": "a stored column and the ops JSON key",
     "client_secret": "a stored column and the payment JSON key merchants read",
-    # Methods of repositories in orchestrator/db/, refactored on another branch at the same
-    # time: renamed there (find_payment_by_provider_id, mark_provider_payment_created).
-    "mark_intent_created": "a db repository method (renamed with the db refactoring)",
-    "payment_for_intent": "a db repository method (renamed with the db refactoring)",
 }
 
 # Whole files that stay as they are, with the reason.

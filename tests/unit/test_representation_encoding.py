@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import random
 
+from orchestrator.domain.encoding import encode_representation
 from orchestrator.domain.model import Failure
-from orchestrator.domain.representation import (
+from orchestrator.domain.payment_representation import (
     PAYMENT_FIELDS,
     canonical_payment,
-    encode_representation,
     payment_representation,
 )
 from orchestrator.domain.states import PaymentStatus

@@ -16,12 +16,12 @@ from orchestrator.api.body import parse_model
 from orchestrator.api.deps import ContainerDep, JsonBody, OpsClient
 from orchestrator.api.problems import Problem
 from orchestrator.api.responses import AUTH_ERRORS, problem
+from orchestrator.domain.encoding import iso
 from orchestrator.domain.ids import is_payment_id
 from orchestrator.domain.lease_state import LeaseState
 from orchestrator.domain.model import ApiClient
 from orchestrator.domain.operations import is_operation_id
 from orchestrator.domain.preconditions import TagList, parse_tag_list
-from orchestrator.domain.representation import iso
 from orchestrator.engine.takeover import Actor
 from orchestrator.ops.commands import retry_payment, take_over_payment
 from orchestrator.ops.errors import (

@@ -56,7 +56,7 @@ from orchestrator.services.accept import (
     replay_existing,
 )
 from orchestrator.services.api_keys import active_found
-from orchestrator.services.queries import find_payment_by_key, get_payment
+from orchestrator.services.payment_reads import find_payment_by_key, get_payment
 
 router = APIRouter(tags=["payments"])
 

@@ -33,10 +33,10 @@ from orchestrator.api.responses import (
     conditional_response,
     problem,
 )
+from orchestrator.domain.encoding import encode_representation
 from orchestrator.domain.ids import is_payment_id
 from orchestrator.domain.operations import OperationRecord, OperationStatus, is_refund_id
 from orchestrator.domain.refund_representation import refund_representation
-from orchestrator.domain.representation import encode_representation
 from orchestrator.services.idempotency import IdempotencyKeyReused
 from orchestrator.services.refunds import (
     PaymentNotFound,

@@ -27,8 +27,9 @@ import sqlalchemy as sa
 
 from orchestrator.db.repositories.rows import to_payment
 from orchestrator.db.tables import operations, payments
+from orchestrator.domain.encoding import encode_representation
 from orchestrator.domain.model import Failure, PaymentRecord
-from orchestrator.domain.representation import encode_representation, payment_representation
+from orchestrator.domain.payment_representation import payment_representation
 from orchestrator.domain.states import PaymentStatus, RecoveryPoint
 
 c = payments.c

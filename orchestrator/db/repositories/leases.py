@@ -13,8 +13,8 @@ from orchestrator.db.repositories import lease_statements as statements
 from orchestrator.db.repositories.lease_repository_base import LeaseRepositoryBase
 from orchestrator.db.repositories.rows import to_payment
 from orchestrator.db.tables import payments
+from orchestrator.domain.encoding import encode_representation
 from orchestrator.domain.model import Failure, PaymentRecord
-from orchestrator.domain.representation import encode_representation
 from orchestrator.domain.states import (
     Event,
     Outcome,
@@ -131,7 +131,7 @@ class LeaseRepository(LeaseRepositoryBase[PaymentRecord]):
             updated_at=now,
         )
 
-    def mark_intent_created(
+    def mark_provider_payment_created(
         self,
         payment_id: str,
         *,
@@ -140,9 +140,9 @@ class LeaseRepository(LeaseRepositoryBase[PaymentRecord]):
         now: datetime,
         confirm_until: datetime | None = None,
     ) -> PaymentRecord | None:
-        """Store the intent (``intent_created``).  With ``confirm_until`` the same statement
-        is also the confirm's renewal (``renew(next_confirm=True)``): the lease moves to
-        ``confirm_until`` and the next confirm number is taken, durable before it is sent."""
+        """Store the provider payment (``intent_created``).  With ``confirm_until`` the same
+        statement is also the confirm's renewal (``renew(next_confirm=True)``): the lease moves
+        to ``confirm_until`` and the next confirm number is taken, durable before it is sent."""
         confirm = confirm_until is not None
         return self._update_prebuilt(
             None,

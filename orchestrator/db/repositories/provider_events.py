@@ -60,7 +60,7 @@ class ProviderEventRepository:
         )
         return [_to_event(r) for r in self._conn.execute(query)]
 
-    def payment_for_intent(self, provider_payment_id: str) -> str | None:
+    def payment_for_provider_payment(self, provider_payment_id: str) -> str | None:
         return self._conn.execute(
             sa.select(payments.c.id)
             .where(payments.c.provider_payment_id == provider_payment_id)

@@ -29,11 +29,12 @@ from dataclasses import replace
 from datetime import datetime
 
 from orchestrator.db.uow import UnitOfWork
+from orchestrator.domain.encoding import encode_representation
 from orchestrator.domain.ledger import LedgerLine, capture_lines, release_lines
 from orchestrator.domain.model import Failure, PaymentRecord
 from orchestrator.domain.operation_representation import finished_representation
 from orchestrator.domain.operations import OperationRecord, OperationStatus
-from orchestrator.domain.representation import encode_representation, payment_representation
+from orchestrator.domain.payment_representation import payment_representation
 from orchestrator.domain.states import RecoveryPoint
 from orchestrator.engine.kinds.operation_row import OperationRowKind
 from orchestrator.engine.kinds.payment_step import (

@@ -8,10 +8,10 @@ from __future__ import annotations
 from datetime import datetime
 
 from orchestrator.db.uow import UnitOfWork
+from orchestrator.domain.encoding import encode_representation
 from orchestrator.domain.ledger import refund_lines
 from orchestrator.domain.operations import OperationRecord, OperationStatus
 from orchestrator.domain.refund_representation import refund_representation
-from orchestrator.domain.representation import encode_representation
 
 
 def book_refund_outcome(

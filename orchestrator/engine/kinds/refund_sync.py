@@ -50,6 +50,7 @@ from typing import Any
 
 from orchestrator import metrics
 from orchestrator.db.uow import UnitOfWork
+from orchestrator.domain.encoding import encode_representation
 from orchestrator.domain.model import PaymentRecord
 from orchestrator.domain.operations import (
     ORIGIN_PROVIDER,
@@ -58,7 +59,6 @@ from orchestrator.domain.operations import (
     OperationStatus,
     new_operation_id,
 )
-from orchestrator.domain.representation import encode_representation
 from orchestrator.domain.states import PaymentStatus, RecoveryPoint
 from orchestrator.engine.kinds.operation_row import OperationRowKind, OperationSteps
 from orchestrator.engine.kinds.refund_books import book_refund_outcome, final_refund_response

@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 
 from orchestrator.db.uow import UnitOfWork
 from orchestrator.domain.model import PaymentRecord
-from orchestrator.domain.representation import payment_representation
+from orchestrator.domain.payment_representation import payment_representation
 from orchestrator.domain.states import Outcome, WaitingFor
 from orchestrator.engine.kinds.charge.context import ChargeRun
 from orchestrator.engine.kinds.charge.finish import settle

@@ -139,7 +139,7 @@ class ChargeRun:
         # (``Lease.write(one_statement=True)``).
         lease = self.lease
         lease.write(
-            lambda uow, now: uow.leases.mark_intent_created(
+            lambda uow, now: uow.leases.mark_provider_payment_created(
                 lease.id,
                 token=lease.token,
                 provider_payment_id=provider_payment.id,

@@ -30,7 +30,7 @@ from orchestrator import metrics
 from orchestrator.db.uow import UnitOfWork
 from orchestrator.domain.ledger import lines_for
 from orchestrator.domain.model import Failure, PaymentRecord
-from orchestrator.domain.representation import payment_representation
+from orchestrator.domain.payment_representation import payment_representation
 from orchestrator.domain.states import Outcome, PaymentStatus, RecoveryPoint
 from orchestrator.engine.kinds.charge.context import ChargeRun
 from orchestrator.engine.kinds.payment_reading import Next, Reading

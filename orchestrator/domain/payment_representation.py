@@ -1,14 +1,15 @@
-"""The payment representation clients see, and the one way it becomes bytes.
+"""The payment representation clients see, built in its one field order.
 
 Every answer that carries a representation (a 202, a 200 replay, a GET, a stored final
-response) is produced by ``encode_representation``: compact JSON, UTF-8, keys in ONE order —
-the order of the dict built here, with ``metadata`` sorted by key.  The hazard this guards
-against: PostgreSQL's JSONB does not keep key order (it sorts keys by length, then bytes), so
-a representation that round-trips through a JSONB column comes back in another order, and a
-client comparing a replay with the first answer byte for byte (or an ETag over the bytes)
-would see a change where there was none.  Stored answers are therefore kept as the encoded
-text (``accepted_response``, ``final_response``) and served verbatim; a dict read back from
-JSONB is re-ordered with ``canonical_payment`` before it is encoded.
+response) is produced by ``encode_representation`` (``domain.encoding``): compact JSON,
+UTF-8, keys in ONE order — the order of the dict built here, with ``metadata`` sorted by
+key. The hazard this guards against: PostgreSQL's JSONB does not keep key order (it sorts
+keys by length, then bytes), so a representation that round-trips through a JSONB column
+comes back in another order, and a client comparing a replay with the first answer byte for
+byte (or an ETag over the bytes) would see a change where there was none. Stored answers are
+therefore kept as the encoded text (``accepted_response``, ``final_response``) and served
+verbatim; a dict read back from JSONB is re-ordered with ``canonical_payment`` before it is
+encoded.
 
 Later representations (refunds, captures' payment bodies) follow the same rule: build the
 dict in its documented field order and encode it with ``encode_representation``.
@@ -16,10 +17,9 @@ dict in its documented field order and encode it with ``encode_representation``.
 
 from __future__ import annotations
 
-import json
-from datetime import datetime
 from typing import Any
 
+from orchestrator.domain.encoding import iso, ordered
 from orchestrator.domain.model import PaymentRecord
 from orchestrator.domain.states import PaymentStatus
 
@@ -52,28 +52,6 @@ PAYMENT_FIELDS: tuple[str, ...] = (
     "latest_event_sequence",
 )
 FAILURE_FIELDS: tuple[str, ...] = ("code", "decline_code", "message")
-
-
-def iso(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat().replace("+00:00", "Z")
-
-
-def encode_representation(document: dict[str, Any]) -> bytes:
-    """The bytes a representation is served as.  The same settings as Starlette's
-    ``JSONResponse`` (compact separators, UTF-8, no NaN), so switching a route from
-    ``JSONResponse`` to these bytes changes nothing a client can see."""
-    return json.dumps(
-        document, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")
-    ).encode("utf-8")
-
-
-def ordered(document: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
-    """``document`` with ``fields`` first, in that order; any other key after them, sorted
-    (a field added later still lands in one deterministic place)."""
-    result = {name: document[name] for name in fields if name in document}
-    for name in sorted(document.keys() - set(fields)):
-        result[name] = document[name]
-    return result
 
 
 def canonical_payment(document: dict[str, Any]) -> dict[str, Any]:
