@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from devtools.demo.captures import capture_round
+from devtools.demo.customer import Customer
 from devtools.demo.embedded import EmbeddedOptions, EmbeddedStack
 from devtools.demo.refunds import refund_round
 from devtools.demo.report import (
@@ -129,14 +130,9 @@ def _storm_with_progress(
             progress.advance(task)
 
         assert stack.simulator is not None
-        storm = Storm(
-            stack.api_url,
-            stack.merchant_key,
-            seed=options.seed,
-            on_final=advance,
-            simulator_url=stack.simulator.url,
-        )
-        return asyncio.run(storm.run(plan))
+        storm = Storm(stack.api_url, stack.merchant_key, seed=options.seed, on_final=advance)
+        with Customer(stack.simulator.simulator):
+            return asyncio.run(storm.run(plan))
 
 
 def _settle(stack: EmbeddedStack) -> None:

@@ -17,6 +17,9 @@ from typing import Any
 
 import httpx
 
+from devtools.demo.customer import AUTHENTICATE
+from devtools.demo.customer import METADATA_KEY as CUSTOMER_METADATA_KEY
+
 SUCCESS_METHODS = ("pm_card_visa", "pm_card_mastercard", "pm_card_amex")
 DECLINE_METHODS = ("pm_card_chargeDeclined", "pm_card_chargeDeclinedInsufficientFunds")
 # A card whose issuer asks for 3-D Secure: the demo's "customer" authenticates some and
@@ -54,6 +57,9 @@ class LogicalPayment:
             "customer_reference": f"customer-{self.amount % 97}",
             "metadata": {"order": self.key},
         }
+        if self.three_ds == AUTHENTICATE:
+            # The demo's customer (devtools/demo/customer.py) completes this one's challenge.
+            body["metadata"][CUSTOMER_METADATA_KEY] = AUTHENTICATE
         if self.three_ds is not None:
             body.update(off_session=False, return_url=RETURN_URL)
         return body
@@ -69,7 +75,7 @@ def plan_payments(count: int, *, seed: int, decline_rate: float) -> list[Logical
         three_ds = None
         if index % THREE_DS_EVERY == THREE_DS_EVERY // 2:
             # Alternately authenticated and abandoned, so even a short run shows both.
-            three_ds = "authenticate" if (index // THREE_DS_EVERY) % 2 == 0 else "abandon"
+            three_ds = AUTHENTICATE if (index // THREE_DS_EVERY) % 2 == 0 else "abandon"
             declined = False
             methods = SUCCESS_METHODS
         plan.append(
@@ -107,11 +113,8 @@ class Storm:
         concurrency: int = 48,
         poll_timeout: float = 180.0,
         on_final: Callable[[LogicalPayment, dict[str, Any]], None] | None = None,
-        simulator_url: str | None = None,
     ) -> None:
         self._api_url = api_url
-        # The simulator's test-only API, where the demo's customers complete 3-D Secure.
-        self._simulator_url = simulator_url
         self._api_key = api_key
         self._rng = random.Random(seed + 1)
         self._concurrency = concurrency
@@ -188,7 +191,6 @@ class Storm:
     async def _poll(
         self, client: httpx.AsyncClient, payment_id: str, payment: LogicalPayment
     ) -> dict[str, Any] | None:
-        authenticated = False
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._poll_timeout
         while loop.time() < deadline:
@@ -201,25 +203,8 @@ class Storm:
                 body: dict[str, Any] = response.json()
                 if body["status"] in FINAL:
                     return body
-                if (
-                    body["status"] == "requires_action"
-                    and payment.three_ds == "authenticate"
-                    and not authenticated
-                ):
-                    authenticated = await self._authenticate(body["provider_payment_id"])
                 wait = float(response.headers.get("Retry-After", "1"))
                 await asyncio.sleep(min(wait, MAX_POLL_INTERVAL_SECONDS))
             else:
                 await asyncio.sleep(0.5)
         return None
-
-    async def _authenticate(self, provider_payment_id: str) -> bool:
-        """The customer completes 3-D Secure (the simulator's test-only endpoint)."""
-        if self._simulator_url is None:
-            return False
-        async with httpx.AsyncClient(base_url=self._simulator_url, trust_env=False) as sim:
-            response = await sim.post(
-                f"/_sim/payment_intents/{provider_payment_id}/authenticate",
-                json={"outcome": "succeed"},
-            )
-        return response.status_code == 200

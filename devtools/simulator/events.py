@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -63,6 +64,9 @@ class EventLog:
     api_version: str
     # Gets each new event (under the lock, never blocking) when an endpoint is configured.
     sender: Sender | None = None
+    # In-process observers of every new event (the embedded demo's 3-D Secure customer);
+    # called under the simulator's lock, so they must only hand the event on, never block.
+    watchers: list[Callable[[StoredEvent], None]] = field(default_factory=list)
     # A ring, like the request log: a long-running simulator (the demo, the benchmark) must
     # not grow without bound.  The oldest events are forgotten first (Stripe keeps 30 days).
     max_events: int = 100_000
@@ -101,6 +105,8 @@ class EventLog:
             self._by_id.pop(forgotten.body["id"], None)
         if self.sender is not None:
             self.sender.enqueue(stored)
+        for watch in self.watchers:
+            watch(stored)
         return stored
 
     # -- reads -------------------------------------------------------------------------
