@@ -42,13 +42,17 @@ def test_the_demo_survives_faults_and_a_crash_with_every_invariant_intact(tmp_pa
     assert captures.refused >= captures.captured  # every race had a loser
     assert captures.double_captures == 0 and captures.wrong_amounts == 0
     assert captures.stuck == 0
-    # One final event per payment, a payment.requires_action for each 3-D Secure one, one
-    # per finished refund, and the capture round's (requires_capture, then captured and
-    # succeeded, or canceled).
-    three_ds = report.three_ds_authenticated + report.three_ds_abandoned
+    # One final event per payment, one per finished refund, the capture round's
+    # (requires_capture, then captured and succeeded, or canceled), and a
+    # payment.requires_action for each abandoned 3-D Secure payment.  An authenticated one
+    # shows requires_action too unless its customer finished before payorch read the
+    # challenge: the demo's customer acts the moment the provider asks, and when the
+    # confirm's answer was lost (a timeout after the effect) the retrieve that follows
+    # already finds the payment succeeded.
     finished_refunds = refunds.succeeded + refunds.failed
     assert captures.events == 3 * captures.captured + 2 * captures.canceled
-    assert hooks.events == 40 + three_ds + finished_refunds + captures.events
+    always = 40 + finished_refunds + captures.events + report.three_ds_abandoned
+    assert always <= hooks.events <= always + report.three_ds_authenticated
     assert hooks.delivered == hooks.events
     assert hooks.lost == 0
     assert hooks.verified == hooks.requests
