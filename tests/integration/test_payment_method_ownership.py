@@ -135,3 +135,34 @@ def test_a_payment_may_pin_only_its_own_enabled_account(api: Api) -> None:
 
 def _nothing_stored_for_b_but_the_platform_payment(api: Api) -> None:
     assert api.count(client_id=api.client_b_id) == 1
+
+
+def test_with_wake_ups_by_notify_the_event_loop_accept_hands_these_requests_to_the_thread(
+    make_postgres_database,
+) -> None:
+    """PostgreSQL with ``WAKE_UP=notify``: the event loop's one-statement accept inserts
+    only for a merchant without a default account and never sees a request needing an
+    ownership check; the thread path answers those, with the same rules."""
+    with running_api(make_postgres_database(), wake_up="notify") as api:
+        plain = _pay(api, api.key_b, "plain")
+        owned = _pay(api, api.key_a, "owned", customer="cus_AliceOfA")
+        refused = _pay(api, api.key_b, "foreign", customer="cus_AliceOfA")
+        with api.client() as client:
+            account = client.post(
+                "/v1/connector_accounts",
+                json={
+                    "provider": "stripe",
+                    "name": "own",
+                    "credentials": {"api_key": "sk_test_merchantOwnKey0001"},
+                },
+            ).json()["id"]
+        defaulted = _pay(api, api.key_a, "defaulted")
+        replayed = _pay(api, api.key_a, "defaulted")
+        reused = _pay(api, api.key_a, "defaulted", connector_account=account)
+
+    assert plain.status_code == 202 and plain.json()["connector_account"] is None
+    assert owned.status_code == 202
+    assert_problem(refused, 400, "foreign-payment-method")
+    assert defaulted.status_code == 202 and defaulted.json()["connector_account"] == account
+    assert replayed.status_code == 202 and replayed.content == defaulted.content
+    assert_problem(reused, 422, "idempotency-key-reused")
