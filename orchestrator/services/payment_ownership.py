@@ -58,10 +58,11 @@ def request_needs_thread_path(request: PaymentRequest) -> bool:
 
 def choose_account(uow: UnitOfWork, client: ApiClient, request: PaymentRequest) -> str | None:
     """The account a new payment runs on: the one it pins (the merchant's own and
-    enabled), else the merchant's default (None: the platform's own account)."""
+    enabled), else the merchant's default (None: the platform's own account), as read with
+    the client's row by the request's authentication: no query of its own."""
     pinned = request.connector_account
     if pinned is None:
-        return uow.connector_accounts.default_for(client.id)
+        return client.default_connector_account_id
     account = (
         uow.connector_accounts.get(pinned, client_id=client.id)
         if is_connector_account_id(pinned)
