@@ -72,3 +72,26 @@ def test_disable_needs_the_csrf_token_and_a_reason_and_is_audited(api: Api) -> N
     with api.container.engine.connect() as conn:
         rows = conn.execute(sa.select(audit_log.c.action, audit_log.c.reason)).all()
     assert [tuple(r) for r in rows] == [("disable_connector_account", "key leaked")]
+
+
+def test_the_payment_page_names_the_payments_connector_account(api: Api) -> None:
+    account = _account(api, api.key_a, "main")
+    with api.client() as merchant:
+        on_account = merchant.post(
+            "/v1/payments",
+            json={"amount": 1999, "currency": "usd", "payment_method": "pm_card_visa"},
+            headers={"Idempotency-Key": "on-account"},
+        ).json()
+    with api.client(api.key_b) as merchant:
+        on_platform = merchant.post(
+            "/v1/payments",
+            json={"amount": 1999, "currency": "usd", "payment_method": "pm_card_visa"},
+            headers={"Idempotency-Key": "on-platform"},
+        ).json()
+    client, _token = signed_in(api)
+    with closing(client):
+        first = client.get(f"/ops/payments/{on_account['id']}")
+        second = client.get(f"/ops/payments/{on_platform['id']}")
+
+    assert f'id="connector-account">{account}<' in first.text
+    assert 'id="connector-account">platform<' in second.text
