@@ -110,7 +110,20 @@ class ConnectorAccountRepository:
 
     def refresh_default(self, client_id: str) -> str | None:
         """Set the client's default account to its oldest enabled one (NULL: none, the
-        platform's Stripe account) and return it."""
+        platform's Stripe account) and return it.
+
+        Hazard: two transactions adding accounts for one merchant at once would each
+        compute the oldest from a snapshot without the other's row (READ COMMITTED takes
+        the UPDATE's snapshot when it starts, before it waits for the row lock), and the
+        last to commit could name the newer account.  Locking the client's row in a
+        statement of its own first (FOR NO KEY UPDATE: the inserted accounts' foreign keys
+        hold KEY SHARE locks on it, which a FOR UPDATE would deadlock with) makes the
+        UPDATE's snapshot include the other's row."""
+        self._conn.execute(
+            sa.select(api_clients.c.id)
+            .where(api_clients.c.id == client_id)
+            .with_for_update(key_share=True)
+        )
         oldest = (
             sa.select(c.id)
             .where(c.client_id == client_id, c.status == AccountStatus.ENABLED.value)
