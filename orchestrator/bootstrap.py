@@ -20,8 +20,12 @@ from sqlalchemy.engine import Engine
 
 from orchestrator.db.clock import Clock, DatabaseClock
 from orchestrator.db.engine import create_engine
-from orchestrator.db.uow import UnitOfWork
+from orchestrator.db.uow import UnitOfWork, UnitOfWorkFactory
+from orchestrator.domain.connector_accounts import ConnectorAccount
 from orchestrator.domain.history import ProviderCallRecord
+from orchestrator.domain.lease_state import Leased
+from orchestrator.domain.model import PaymentRecord
+from orchestrator.domain.operations import OperationRecord
 from orchestrator.engine import call_log
 from orchestrator.engine.publisher import TaskPublisher
 from orchestrator.engine.runner import Runner
@@ -32,7 +36,14 @@ from orchestrator.events.retention import purge_delivered_events
 from orchestrator.events.secret_box import SecretBox
 from orchestrator.events.url_rules import Resolver, system_resolver
 from orchestrator.logging import configure_logging
+from orchestrator.providers.base import Permanent
 from orchestrator.providers.observed import ObservedProvider
+from orchestrator.services.connector_accounts import (
+    ConnectorAccountService,
+    UnreadableCredentials,
+    credentials_box,
+    open_credentials,
+)
 from orchestrator.settings import Settings
 
 if TYPE_CHECKING:
@@ -64,6 +75,11 @@ class Container:
         default=None, repr=False
     )
     _provider_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    # Connector accounts' providers: provider name -> factory (account, its credentials).
+    # The Adyen adapter registers "adyen" here; an account of a provider with no factory
+    # parks its payments with "no adapter for provider … yet".
+    provider_factories: dict[str, AccountProviderFactory] = field(default_factory=dict)
+    _registry: ProviderRegistry | None = field(default=None, repr=False)
 
     def uow(self, *, read_only: bool = False, single_statement: bool = False) -> UnitOfWork:
         """A unit of work; ``read_only`` ones take no write lock on SQLite.
@@ -145,11 +161,38 @@ class Container:
             # of their own otherwise, an SSL context and a connection pool apiece.
             with self._provider_lock:
                 if self._provider is None:
-                    built = self.provider_factory()
-                    if isinstance(built, ObservedProvider):  # never measured twice
-                        built = built.inner
-                    self._provider = ObservedProvider(built, self.record_provider_call)
+                    self._provider = self.observed(self.provider_factory())
         return self._provider
+
+    def observed(self, built: PaymentProvider) -> PaymentProvider:
+        """``built`` behind the one observing wrapper (never measured twice)."""
+        if isinstance(built, ObservedProvider):
+            built = built.inner
+        return ObservedProvider(built, self.record_provider_call)
+
+    @property
+    def providers(self) -> ProviderRegistry:
+        """The provider of each connector account (``ProviderRegistry``)."""
+        if self._registry is None:
+            with self._provider_lock:
+                if self._registry is None:
+                    self._registry = ProviderRegistry(
+                        platform=lambda: self.provider,
+                        uow=self.read_only_uow,
+                        box=credentials_box(self.settings.secret_key.get_secret_value()),
+                        factories=self.provider_factories,
+                        observe=self.observed,
+                    )
+        return self._registry
+
+    def provider_for(self, connector_account_id: str | None) -> PaymentProvider:
+        """The provider of a connector account (None: the platform's Stripe account)."""
+        return self.providers.provider_for(connector_account_id)
+
+    def connector_account_service(self) -> ConnectorAccountService:
+        return ConnectorAccountService(
+            uow=self.uow, box=credentials_box(self.settings.secret_key.get_secret_value())
+        )
 
     def bound_uow(self, connection: sa.Connection) -> UnitOfWork:
         """A unit of work on a connection the caller holds (see UnitOfWork; the bench's
@@ -163,6 +206,7 @@ class Container:
             provider=self.provider,
             settings=self.settings,
             claim_uow=self.statement_uow,
+            provider_for=self.providers.provider_for_record,
         )
 
     def sweeper(self, name: str | None = None) -> Sweeper:
@@ -220,6 +264,88 @@ def parse_stripe_event(payload: bytes, signature: str | None, secret: str) -> Pr
     return parse_webhook_event(payload, signature, secret)
 
 
+# (the account, its decrypted credentials) -> its provider, unobserved.
+AccountProviderFactory = Callable[[ConnectorAccount, dict[str, str]], "PaymentProvider"]
+
+
+class ProviderRegistry:
+    """``provider_for(connector_account_id | None)``: None is the platform's provider (the
+    container's, as before connector accounts); an account's provider is built by its
+    provider's factory from its credentials, observed like the platform's, and cached per
+    (account, version), so new credentials take effect on the next run and an unchanged
+    account costs one primary-key read per run.
+
+    ``Permanent`` (the runner parks the record, no call made): no such account, no
+    factory for its provider (Adyen until its adapter registers one), or credentials that
+    no longer decrypt."""
+
+    def __init__(
+        self,
+        *,
+        platform: Callable[[], PaymentProvider],
+        uow: UnitOfWorkFactory,
+        box: SecretBox,
+        factories: dict[str, AccountProviderFactory],
+        observe: Callable[[PaymentProvider], PaymentProvider],
+    ) -> None:
+        self._platform = platform
+        self._uow = uow
+        self._box = box
+        self._factories = factories
+        self._observe = observe
+        self._cache: dict[str, tuple[int, PaymentProvider]] = {}
+        self._lock = threading.Lock()
+
+    def provider_for(self, connector_account_id: str | None) -> PaymentProvider:
+        if connector_account_id is None:
+            return self._platform()
+        with self._uow() as uow:
+            account = uow.connector_accounts.get(connector_account_id)
+        if account is None:
+            raise Permanent(f"connector account {connector_account_id} does not exist")
+        cached = self._cache.get(account.id)
+        if cached is not None and cached[0] == account.version:
+            return cached[1]
+        factory = self._factories.get(account.provider)
+        if factory is None:
+            raise Permanent(f"no adapter for provider {account.provider} yet")
+        try:
+            credentials = open_credentials(self._box, account)
+        except UnreadableCredentials as error:
+            raise Permanent(error.message) from None
+        with self._lock:
+            cached = self._cache.get(account.id)
+            if cached is None or cached[0] != account.version:
+                cached = (account.version, self._observe(factory(account, credentials)))
+                self._cache[account.id] = cached
+        return cached[1]
+
+    def provider_for_record(self, record: Leased) -> PaymentProvider:
+        """The provider of the account a claimed record runs on: a payment's own; an
+        operation's (refund, capture, cancel) is its payment's."""
+        if isinstance(record, PaymentRecord):
+            return self.provider_for(record.connector_account_id)
+        if isinstance(record, OperationRecord):
+            with self._uow() as uow:
+                account_id = uow.connector_accounts.account_of_payment(record.payment_id)
+            return self.provider_for(account_id)
+        return self._platform()
+
+
+def _stripe_account_factory(settings: Settings) -> AccountProviderFactory:
+    def build(account: ConnectorAccount, credentials: dict[str, str]) -> PaymentProvider:
+        from orchestrator.providers.stripe_adapter import StripeProvider
+
+        # Its own key, or the platform's key with the connected account's id.
+        return StripeProvider.from_settings(
+            settings,
+            api_key=credentials.get("api_key"),
+            stripe_account=credentials.get("stripe_account"),
+        )
+
+    return build
+
+
 def _stripe_provider_factory(settings: Settings) -> Callable[[], PaymentProvider]:
     def build() -> PaymentProvider:
         from orchestrator.providers.stripe_adapter import StripeProvider
@@ -253,4 +379,5 @@ def bootstrap(
         publisher=publisher,
         provider_factory=provider_factory or _stripe_provider_factory(settings),
         celery_app=celery_app,
+        provider_factories={"stripe": _stripe_account_factory(settings)},
     )

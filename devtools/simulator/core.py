@@ -304,6 +304,8 @@ class Simulator:
         entry: LoggedRequest,
     ) -> Answer:
         scope = self._authenticate(request)
+        entry.key_last4 = scope[-4:]
+        entry.stripe_account = request.headers.get("stripe-account")
         self._check_version(request)
         params = await self._params(request)
         with self._lock:

@@ -29,6 +29,10 @@ class LoggedRequest:
     replayed: bool = False
     fault: str | None = None
     duration_ms: float | None = None
+    # Which credentials sent it: the API key's last four characters (never the key) and
+    # the ``Stripe-Account`` header (a connected account), for tests of connector accounts.
+    key_last4: str | None = None
+    stripe_account: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -44,6 +48,8 @@ class LoggedRequest:
             "replayed": self.replayed,
             "fault": self.fault,
             "duration_ms": self.duration_ms,
+            "key_last4": self.key_last4,
+            "stripe_account": self.stripe_account,
         }
 
 

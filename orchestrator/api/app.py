@@ -15,9 +15,11 @@ from orchestrator.api.middleware import RequestContextMiddleware
 from orchestrator.api.openapi import install_openapi
 from orchestrator.api.routes import (
     captures,
+    connector_accounts,
     events,
     health,
     ops_captures,
+    ops_connector_accounts,
     ops_events,
     ops_leases,
     ops_payments,
@@ -58,6 +60,8 @@ def create_app(container: Container) -> FastAPI:
     app.include_router(ops_captures.router)
     app.include_router(ops_payments.router)
     app.include_router(webhook_endpoints.router)
+    app.include_router(connector_accounts.router)
+    app.include_router(ops_connector_accounts.router)
     app.include_router(events.router)
     app.include_router(ops_events.router)
     app.include_router(provider_events.router)

@@ -30,6 +30,7 @@ TITLES: dict[str, str] = {
     "payment-not-cancelable": "The payment can no longer be canceled",
     "capture-exceeds-capturable": "The capture is more than the authorisation holds",
     "operation-in-progress": "Another capture or cancel of this payment is not finished",
+    "foreign-payment-method": "The customer or payment method belongs to another merchant",
     "method-not-allowed": "Method not allowed",
     "service-unavailable": "The service is temporarily unavailable",
     "internal-error": "Internal error",

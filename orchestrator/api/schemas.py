@@ -37,7 +37,13 @@ METADATA_KEY_PATTERN = f"^[^{_IDENTIFIER_CONTROL_CLASS}\\[\\]]+$"
 # Stripe's customer ids.
 CUSTOMER_PATTERN = r"^cus_[A-Za-z0-9]+$"
 # Optional request fields added after Part 1 (see PaymentCreate.fingerprint_body).
-PART2_OPTIONAL_FIELDS: tuple[str, ...] = ("customer", "off_session", "return_url", "capture_method")
+PART2_OPTIONAL_FIELDS: tuple[str, ...] = (
+    "customer",
+    "off_session",
+    "return_url",
+    "capture_method",
+    "connector_account",
+)
 
 MAX_METADATA_KEYS = 50  # Stripe's limits, so nothing we accept is refused downstream
 MAX_METADATA_KEY_LENGTH = 40
@@ -226,6 +232,17 @@ class PaymentCreate(BaseModel):
         "releases it (the provider cancels an authorisation left uncaptured for 7 days).",
     )
 
+    connector_account: (
+        Annotated[str, StringConstraints(min_length=1, max_length=40, pattern=r"^ca_[0-9a-f]+$")]
+        | None
+    ) = Field(
+        default=None,
+        description="Pin the payment to one of your enabled connector accounts (`ca_…`); "
+        "without it the payment runs on your default account (your oldest enabled one, else "
+        "the platform's Stripe account).",
+        examples=["ca_3f9a0c1b2d4e5f60718293a4"],
+    )
+
     def rule_errors(self) -> list[dict[str, str]]:
         """The rules that tie fields together (each names the field to fix): the
         provider's minimum for the currency, and ``off_session`` with ``return_url``."""
@@ -281,6 +298,7 @@ class PaymentCreate(BaseModel):
             off_session=self.off_session,
             return_url=self.return_url,
             capture_method=self.capture_method or "automatic",
+            connector_account=self.connector_account,
         )
 
 
@@ -324,6 +342,11 @@ class PaymentOut(BaseModel):
         description="Null once the retention window purged the key (the payment stays)."
     )
     provider: str
+    connector_account: str | None = Field(
+        default=None,
+        description="The connector account (`ca_…`) the payment runs on: the one it pinned, "
+        "else the merchant's default; null: the platform's Stripe account.",
+    )
     provider_payment_id: str | None
     failure: FailureOut | None
     next_action: dict[str, Any] | None = Field(

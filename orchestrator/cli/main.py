@@ -8,6 +8,7 @@ from orchestrator.cli import (
     api_server,
     audit,
     clients,
+    connectors,
     db,
     leases,
     payments,
@@ -28,6 +29,7 @@ app = typer.Typer(
 )
 app.add_typer(db.app, name="db")
 app.add_typer(clients.app, name="clients")
+app.add_typer(connectors.app, name="connectors")
 app.command("api")(api_server.api)
 app.command("worker")(worker_command.worker)
 app.command("provider-sim")(provider_sim)

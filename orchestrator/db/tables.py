@@ -28,6 +28,11 @@ api_clients = sa.Table(
     sa.Column("key_prefix", sa.String(24), nullable=False),
     sa.Column("created_at", UtcDateTime(), nullable=False),
     sa.Column("revoked_at", UtcDateTime(), nullable=True),
+    # The merchant's default connector account (migration 0018; decision 0062): its oldest
+    # enabled one, kept by services.connector_accounts in the transaction that creates or
+    # disables an account.  NULL: the platform's Stripe account.  Read by the accept's
+    # statement with the client's row, so the default costs the hot path nothing.
+    sa.Column("default_connector_account_id", sa.String(40), nullable=True),
 )
 
 payments = sa.Table(
@@ -72,6 +77,9 @@ payments = sa.Table(
     sa.Column("confirm_attempts", sa.Integer, nullable=False),
     # Provider.
     sa.Column("provider", sa.String(20), nullable=False),
+    # The connector account the payment runs on (migration 0018), set at accept: the one it
+    # pins, else the merchant's default.  NULL: the platform's Stripe account.
+    sa.Column("connector_account_id", sa.String(40), nullable=True),
     sa.Column("provider_payment_id", sa.String(255), nullable=True),
     sa.Column("provider_charge_id", sa.String(255), nullable=True),
     sa.Column("provider_outcome", sa.String(20), nullable=True),
@@ -483,4 +491,45 @@ provider_events = sa.Table(
     sa.Column("woke_payment", sa.Boolean, nullable=False),
     sa.Index("ix_provider_events_payment_id", "payment_id"),
     sa.Index("ix_provider_events_received_at", "received_at"),
+)
+
+# Connector accounts (migration 0018; domain.connector_accounts): one merchant's account at
+# one provider.  Never deleted: disabling keeps the row, so the payments that ran on it
+# (their refunds, captures and cancels) still find their credentials.
+connector_accounts = sa.Table(
+    "connector_accounts",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("client_id", sa.String(40), sa.ForeignKey("api_clients.id"), nullable=False),
+    sa.Column("provider", sa.String(20), nullable=False),
+    sa.Column("name", sa.String(200), nullable=False),
+    # One Fernet token of the credentials' JSON (key derived from PAYORCH_SECRET_KEY with
+    # its own purpose label, as webhook secrets): a database dump reveals no credential.
+    sa.Column("credentials_encrypted", sa.Text, nullable=False),
+    # ``{"api_key": "…1234"}``: what answers show, so a list decrypts nothing.
+    sa.Column("credential_hints", JsonDocument, nullable=False),
+    sa.Column("status", sa.String(10), nullable=False),
+    sa.Column("disabled_reason", sa.String(1000), nullable=True),
+    # Bumped by every change: the ETag, and the worker's provider cache key.
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("created_at", UtcDateTime(), nullable=False),
+    sa.Column("updated_at", UtcDateTime(), nullable=False),
+    sa.CheckConstraint("provider IN ('stripe', 'adyen')", name="provider_known"),
+    sa.CheckConstraint("status IN ('enabled', 'disabled')", name="status_known"),
+    sa.Index("ix_connector_accounts_client_id", "client_id"),
+)
+
+# Who owns a saved customer or payment method (migration 0018; decision 0063): the first
+# merchant whose payment named it.  The primary key makes "first" race-safe: the accept
+# inserts with ON CONFLICT DO NOTHING and then reads the owner.
+payment_method_owners = sa.Table(
+    "payment_method_owners",
+    metadata,
+    sa.Column("kind", sa.String(20), primary_key=True),  # customer | payment_method
+    sa.Column("external_id", sa.String(255), primary_key=True),
+    sa.Column("client_id", sa.String(40), sa.ForeignKey("api_clients.id"), nullable=False),
+    # A payment method's customer when it was first used with one.
+    sa.Column("customer", sa.String(255), nullable=True),
+    sa.Column("created_at", UtcDateTime(), nullable=False),
+    sa.CheckConstraint("kind IN ('customer', 'payment_method')", name="kind_known"),
 )

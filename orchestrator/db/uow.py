@@ -22,11 +22,13 @@ from orchestrator.db.repositories.audit import AuditRepository
 from orchestrator.db.repositories.authorizations import AuthorizationRepository
 from orchestrator.db.repositories.carried_calls import CarriedCalls
 from orchestrator.db.repositories.clients import ClientRepository
+from orchestrator.db.repositories.connector_accounts import ConnectorAccountRepository
 from orchestrator.db.repositories.deliveries import DeliveryRepository
 from orchestrator.db.repositories.disputes import DisputeRepository
 from orchestrator.db.repositories.events import EventRepository
 from orchestrator.db.repositories.history import HistoryRepository
 from orchestrator.db.repositories.leases import LeaseRepository
+from orchestrator.db.repositories.method_owners import MethodOwnerRepository
 from orchestrator.db.repositories.money import MoneyRepository
 from orchestrator.db.repositories.operations import OperationRepository
 from orchestrator.db.repositories.outcomes import OutcomeRepository
@@ -53,6 +55,8 @@ class UnitOfWork:
     webhook_endpoints: WebhookEndpointRepository
     provider_events: ProviderEventRepository
     disputes: DisputeRepository
+    connector_accounts: ConnectorAccountRepository
+    method_owners: MethodOwnerRepository
 
     def __init__(
         self,
@@ -109,6 +113,8 @@ class UnitOfWork:
         self.webhook_endpoints = WebhookEndpointRepository(conn)
         self.provider_events = ProviderEventRepository(conn)
         self.disputes = DisputeRepository(conn)
+        self.connector_accounts = ConnectorAccountRepository(conn)
+        self.method_owners = MethodOwnerRepository(conn)
         return self
 
     def __exit__(

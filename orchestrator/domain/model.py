@@ -23,6 +23,9 @@ class ApiClient:
     key_prefix: str
     created_at: datetime
     revoked_at: datetime | None = None
+    # The connector account a payment naming none runs on (decision 0062); None: the
+    # platform's own account.
+    default_connector_account_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,8 @@ class PaymentRequest:
     # ``manual``: a successful confirm only authorises (``requires_capture``); a capture
     # operation takes the money later.
     capture_method: str = "automatic"
+    # The connector account the request pins (``ca_…``); None: the merchant's default.
+    connector_account: str | None = None
 
 
 @dataclass(frozen=True)
@@ -117,6 +122,9 @@ class PaymentRecord:
     latest_event_sequence: int = 0
     # Manual capture (migration 0013): what a capture may still take (requires_capture).
     amount_capturable: int = 0
+    # The connector account it runs on (migration 0018), set at accept; None: the
+    # platform's own account.  Its refunds, captures and cancels use the same.
+    connector_account_id: str | None = None
 
     @property
     def state(self) -> State:

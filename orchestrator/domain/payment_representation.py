@@ -41,6 +41,7 @@ PAYMENT_FIELDS: tuple[str, ...] = (
     "metadata",
     "idempotency_key",
     "provider",
+    "connector_account",
     "provider_payment_id",
     "failure",
     "next_action",
@@ -101,6 +102,9 @@ def payment_representation(record: PaymentRecord) -> dict[str, Any]:
         "metadata": dict(sorted(record.request.metadata.items())),
         "idempotency_key": record.idempotency_key,
         "provider": record.provider,
+        # The connector account it runs on (decision 0062); null: the platform's own
+        # account.
+        "connector_account": record.connector_account_id,
         "provider_payment_id": record.provider_payment_id,
         "failure": failure,
         # Only while the customer must act (requires_action); null otherwise.

@@ -35,6 +35,7 @@ from typing import Any, Protocol
 
 from orchestrator import metrics
 from orchestrator.db.uow import UnitOfWork, UnitOfWorkFactory
+from orchestrator.domain.lease_state import Leased
 from orchestrator.engine import call_log
 from orchestrator.engine.lease import (
     Deferred,
@@ -47,7 +48,7 @@ from orchestrator.engine.lease import (
     Waiting,
 )
 from orchestrator.logging import get_logger
-from orchestrator.providers.base import PaymentProvider
+from orchestrator.providers.base import PaymentProvider, Permanent
 from orchestrator.settings import Settings
 
 log = get_logger(__name__)
@@ -83,6 +84,10 @@ class Runner:
     # no COMMIT round trips; the lease event row rides in the same statement, see
     # ``lease_statements.with_history``).  None: ``uow``.
     claim_uow: UnitOfWorkFactory | None = None
+    # The provider for the record a run claimed (its connector account's: a payment's own,
+    # an operation's payment's; ``bootstrap.ProviderRegistry``).  The engine never learns
+    # which provider or account it is.  None: ``provider`` for every record.
+    provider_for: Callable[[Leased], PaymentProvider] | None = None
 
 
 @functools.cache
@@ -175,7 +180,7 @@ def _run(
     try:
         if record.attempts > runner.settings.max_attempts:
             raise Parked(f"claimed {record.attempts} times without finishing")
-        kind.run(lease, runner.provider)
+        kind.run(lease, _provider(runner, record))
         return ProcessResult.COMPLETED
     except Fenced:
         return _fenced(lease)
@@ -187,6 +192,17 @@ def _run(
         return _park(lease, parked.reason)
     except interruptions as interruption:
         return _interrupted(lease, interruption)
+
+
+def _provider(runner: Runner, record: Leased) -> PaymentProvider:
+    """The record's provider; one that cannot be built (no adapter for the account's
+    provider, unreadable credentials) parks the record before any call is made."""
+    if runner.provider_for is None:
+        return runner.provider
+    try:
+        return runner.provider_for(record)
+    except Permanent as error:
+        raise Parked(f"no provider for this record: {error.message}") from error
 
 
 def _interrupted(lease: Lease[Any], interruption: BaseException) -> ProcessResult:

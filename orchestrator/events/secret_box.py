@@ -33,8 +33,12 @@ def new_signing_secret() -> str:
 
 
 class SecretBox:
-    def __init__(self, secret_key: str) -> None:
-        derived = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_PURPOSE).derive(
+    """``purpose``: the HKDF label; each kind of stored secret has its own (connector
+    account credentials use ``services.connector_accounts``'s), so one key never serves
+    two jobs."""
+
+    def __init__(self, secret_key: str, *, purpose: bytes = _PURPOSE) -> None:
+        derived = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=purpose).derive(
             secret_key.encode("utf-8")
         )
         self._fernet = Fernet(base64.urlsafe_b64encode(derived))

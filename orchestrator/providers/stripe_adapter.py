@@ -60,6 +60,7 @@ class StripeProvider:
         read_timeout: float,
         transport: Transport | None = None,
         api_version: str = PINNED_API_VERSION,
+        stripe_account: str | None = None,
     ) -> None:
         # The SDK offers telemetry (a request-metrics header, a telemetry id written under
         # ~/.config/stripe, the platform string) only as a module switch; it is one-way and
@@ -80,6 +81,9 @@ class StripeProvider:
             # Sent as ``Stripe-Version`` on every request: never whatever the SDK or the
             # account default happens to be.
             stripe_version=api_version,
+            # A connected account (acct_…) under the platform key: the SDK sends it as
+            # ``Stripe-Account`` on every request of this client (connector accounts).
+            stripe_account=stripe_account,
         )
 
     @property
@@ -89,9 +93,18 @@ class StripeProvider:
         return self._client
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> StripeProvider:
+    def from_settings(
+        cls,
+        settings: Settings,
+        *,
+        api_key: str | None = None,
+        stripe_account: str | None = None,
+    ) -> StripeProvider:
+        """The platform's account by default; a connector account's ``api_key`` (its own
+        account) or ``stripe_account`` (connected to the platform) when given."""
         return cls(
-            api_key=settings.stripe_api_key.get_secret_value(),
+            api_key=api_key or settings.stripe_api_key.get_secret_value(),
+            stripe_account=stripe_account,
             api_base=settings.stripe_api_base,
             connect_timeout=settings.provider_connect_timeout_seconds,
             read_timeout=settings.provider_timeout_seconds,

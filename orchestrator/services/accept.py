@@ -24,6 +24,7 @@ from orchestrator import metrics
 from orchestrator.db.uow import UnitOfWork, UnitOfWorkFactory
 from orchestrator.domain.encoding import encode_representation
 from orchestrator.domain.ids import new_payment_id
+from orchestrator.domain.method_ownership import ForeignPaymentMethod
 from orchestrator.domain.model import ApiClient, PaymentRecord, PaymentRequest, Role
 from orchestrator.domain.payment_representation import payment_representation
 from orchestrator.domain.states import INITIAL
@@ -34,6 +35,11 @@ from orchestrator.services.idempotency import (
     IdempotencyKeyReused,
     claim_key,
     require_same_request,
+)
+from orchestrator.services.payment_ownership import (
+    UnusableConnectorAccount,
+    choose_account,
+    claim_ownership,
 )
 from orchestrator.settings import Settings
 
@@ -249,7 +255,9 @@ def authenticate_and_accept(
     if client is None or client.role is not Role.MERCHANT:
         return KeyedAccept(client, None)
     if not inserted:
-        # The key is taken: read its record (the statement already tried the INSERT).
+        # The key is taken, or the merchant has a default connector account (the statement
+        # inserts only for one without): read its record; none, claim it as
+        # accept_payment does.
         with uow() as unit:
             existing = unit.payments.find_by_key(client.id, idempotency_key)
         if existing is not None:
@@ -294,7 +302,18 @@ def _insert(
     notify: bool,
     insert: InsertIfAbsent,
 ) -> PaymentRecord | None:
-    record, values = _claim(now, settings, client.id, idempotency_key, request, fingerprint)
+    try:
+        # Before the INSERT: a refusal (another merchant's customer or method, an account
+        # that is not the merchant's or is disabled) stores no payment.
+        account = choose_account(uow, client, request)
+        claim_ownership(uow, client, request)
+    except (UnusableConnectorAccount, ForeignPaymentMethod):
+        if uow.payments.find_by_key(client.id, idempotency_key) is not None:
+            return None  # a retry of an accepted payment: its replay, not the refusal
+        raise
+    record, values = _claim(
+        now, settings, client.id, idempotency_key, request, fingerprint, account
+    )
     if not insert(uow, values, notify):
         return None
     return record
@@ -307,9 +326,14 @@ def _claim(
     idempotency_key: str,
     request: PaymentRequest,
     fingerprint: str,
+    connector_account_id: str | None = None,
 ) -> tuple[PaymentRecord, dict[str, Any]]:
-    """The new record and the claim's values for its row."""
+    """The new record and the claim's values for its row.  ``connector_account_id``: the
+    thread path's choice (``payment_ownership.choose_account``); the fast paths store
+    NULL, and their statement inserts only for a merchant without a default account."""
     values = _new_record_values(client_id, idempotency_key, request, fingerprint)
+    if connector_account_id is not None:
+        values["connector_account_id"] = connector_account_id
     values.update(
         created_at=now,
         updated_at=now,
@@ -385,4 +409,5 @@ def _new_record(values: dict[str, Any], request: PaymentRequest) -> PaymentRecor
         created_at=values["created_at"],
         updated_at=values["updated_at"],
         completed_at=None,
+        connector_account_id=values.get("connector_account_id"),
     )

@@ -8,6 +8,7 @@ from fastapi.staticfiles import StaticFiles
 
 from orchestrator.api.console import (
     capture_forms,
+    connector_pages,
     overview_pages,
     payment_pages,
     sign_in_pages,
@@ -18,7 +19,14 @@ from orchestrator.api.console.rendering import HERE
 
 
 def install_console(app: FastAPI) -> None:
-    for pages in (sign_in_pages, overview_pages, payment_pages, webhook_pages, capture_forms):
+    for pages in (
+        sign_in_pages,
+        overview_pages,
+        payment_pages,
+        webhook_pages,
+        capture_forms,
+        connector_pages,
+    ):
         app.include_router(pages.router)
     app.mount("/ops/static", StaticFiles(directory=HERE / "static"), name="console-static")
     install_sign_in_redirect(app)

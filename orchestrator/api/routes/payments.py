@@ -44,6 +44,7 @@ from orchestrator.api.schemas import PaymentCreate, PaymentList, PaymentOut
 from orchestrator.bootstrap import Container
 from orchestrator.domain.fingerprint import request_fingerprint
 from orchestrator.domain.ids import is_payment_id
+from orchestrator.domain.method_ownership import ForeignPaymentMethod
 from orchestrator.domain.model import ApiClient, Role
 from orchestrator.services.accept import (
     Accepted,
@@ -56,6 +57,10 @@ from orchestrator.services.accept import (
     replay_existing,
 )
 from orchestrator.services.api_keys import active_found
+from orchestrator.services.payment_ownership import (
+    UnusableConnectorAccount,
+    request_needs_thread_path,
+)
 from orchestrator.services.payment_reads import find_payment_by_key, get_payment
 
 router = APIRouter(tags=["payments"])
@@ -100,6 +105,8 @@ def accept(container: Container, client: ApiClient, idempotency_key: str, body: 
         )
     except IdempotencyKeyReused as reused:
         raise key_reused(reused) from None
+    except (UnusableConnectorAccount, ForeignPaymentMethod) as refusal:
+        raise refused(refusal) from None
     return accepted_answer(container, accepted)
 
 
@@ -120,6 +127,10 @@ def serve_accept(container: Container, request: Request, raw: RawBody) -> Respon
         # The declared order: 401/403 before anything about the body or the key.
         merchant(container, request)
         raise
+    if request_needs_thread_path(payload.to_domain()):
+        # A pinned account, a customer or a possibly saved method: the thread path checks
+        # them before its claim (services.payment_ownership).
+        return _serve_separately(container, request, raw)
     try:
         keyed = authenticate_and_accept(
             claim,
@@ -135,6 +146,8 @@ def serve_accept(container: Container, request: Request, raw: RawBody) -> Respon
         )
     except IdempotencyKeyReused as reused:
         raise key_reused(reused) from None
+    except (UnusableConnectorAccount, ForeignPaymentMethod) as refusal:
+        raise refused(refusal) from None
     if keyed.client is None:
         raise unauthorized("The API key is unknown or revoked.")
     if keyed.accepted is None:
@@ -163,6 +176,8 @@ async def accept_on_loop(container: Container, request: Request, raw: RawBody) -
         payload, fingerprint = validated_payment(json_from_raw(raw))
     except Problem:
         return None  # the declared order (401/403 first) is serve_accept's
+    if request_needs_thread_path(payload.to_domain()):
+        return None  # ownership and the pinned account are the thread path's
     settings = container.settings
     prepared = keyed_claim(now, settings, credentials, key, payload.to_domain(), fingerprint)
     if prepared is None:
@@ -228,6 +243,25 @@ def validated_payment(body: Any) -> tuple[PaymentCreate, str]:
         listed = "; ".join(f"{e['field']}: {e['message']}" for e in rule_errors)
         raise Problem(400, "invalid-request", f"Fix these fields: {listed}", errors=rule_errors)
     return payload, request_fingerprint("POST", PAYMENTS_PATH, payload.fingerprint_body())
+
+
+def refused(refusal: UnusableConnectorAccount | ForeignPaymentMethod) -> Problem:
+    """400 before anything is stored: another merchant's customer or saved method
+    (``foreign-payment-method``), or a pinned account that is not usable."""
+    if isinstance(refusal, ForeignPaymentMethod):
+        return Problem(
+            400,
+            "foreign-payment-method",
+            f"{refusal.field} belongs to another merchant: a saved customer or payment method "
+            "is only ever used by the merchant whose payment first named it.",
+            errors=[{"field": refusal.field, "message": "belongs to another merchant"}],
+        )
+    return Problem(
+        400,
+        "invalid-request",
+        f"Fix these fields: {refusal.field}: {refusal.message}",
+        errors=[{"field": refusal.field, "message": refusal.message}],
+    )
 
 
 def key_reused(reused: IdempotencyKeyReused) -> Problem:

@@ -57,7 +57,9 @@ def authenticated_claim_statement(columns: tuple[str, ...], wake: bool) -> sa.Ex
 
     It reads the client by ``:key_hash`` and inserts the payment (``INSERT … SELECT … ON
     CONFLICT DO NOTHING``, ``client_id`` taken from that row) only when the client is an
-    active merchant; ``wake`` adds the claim's ``pg_notify``, as ``_insert_if_absent``.
+    active merchant without a default connector account (its payments run on the
+    platform's Stripe account: ``connector_account_id`` stays NULL); ``wake`` adds the
+    claim's ``pg_notify``, as ``_insert_if_absent``.
     It returns the client's row (none: no such key) and ``claimed_rows``: 1 when the
     payment was inserted, 0 when the key was taken or the client may not create payments.
 
@@ -74,7 +76,13 @@ def authenticated_claim_statement(columns: tuple[str, ...], wake: bool) -> sa.Ex
             client.c.id if name == "client_id" else sa.bindparam(name, type_=payments.c[name].type)
             for name in columns
         )
-    ).where(client.c.role == Role.MERCHANT.value, client.c.revoked_at.is_(None))
+    ).where(
+        client.c.role == Role.MERCHANT.value,
+        client.c.revoked_at.is_(None),
+        # A merchant with a default connector account takes the thread path, which stores
+        # the account with the payment (services.payment_ownership; decision 0062).
+        client.c.default_connector_account_id.is_(None),
+    )
     claimed = (
         postgresql.insert(payments)
         .from_select(list(columns), source)

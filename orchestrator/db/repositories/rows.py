@@ -43,6 +43,7 @@ def to_payment(row: sa.RowMapping | Any) -> PaymentRecord:
             return_url=m.get("return_url"),
             capture_method=m.get("capture_method") or "automatic",
         ),
+        connector_account_id=m.get("connector_account_id"),
         status=PaymentStatus(m["status"]),
         recovery_point=RecoveryPoint(m["recovery_point"]),
         lease_token=m["lease_token"],
@@ -99,6 +100,7 @@ def to_client(row: sa.RowMapping | Any) -> ApiClient:
         key_prefix=m["key_prefix"],
         created_at=m["created_at"],
         revoked_at=m["revoked_at"],
+        default_connector_account_id=m.get("default_connector_account_id"),
     )
 
 
