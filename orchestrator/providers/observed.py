@@ -35,6 +35,7 @@ from orchestrator.logging import get_logger
 from orchestrator.providers.base import (
     Declined,
     OutcomeUnknown,
+    PaymentOrder,
     PaymentProvider,
     Permanent,
     ProviderError,
@@ -208,6 +209,7 @@ class ObservedProvider:
         attempt: int,
         off_session: bool | None = None,
         return_url: str | None = None,
+        order: PaymentOrder | None = None,
     ) -> ProviderPayment:
         return self._observe(
             Call(
@@ -222,11 +224,21 @@ class ObservedProvider:
                 provider_payment_id,
                 record_id=record_id,
                 attempt=attempt,
-                **optional(off_session=(off_session, None), return_url=(return_url, None)),
+                **optional(
+                    off_session=(off_session, None),
+                    return_url=(return_url, None),
+                    order=(order, None),
+                ),
             ),
         )
 
-    def retrieve_payment(self, provider_payment_id: str) -> ProviderPayment:
+    def retrieve_payment(
+        self,
+        provider_payment_id: str,
+        *,
+        order: PaymentOrder | None = None,
+        confirm_attempt: int = 0,
+    ) -> ProviderPayment:
         return self._observe(
             Call(
                 "retrieve",
@@ -234,7 +246,10 @@ class ObservedProvider:
                 f"{_PAYMENTS}/{provider_payment_id}",
                 object_id=provider_payment_id,
             ),
-            lambda: self.inner.retrieve_payment(provider_payment_id),
+            lambda: self.inner.retrieve_payment(
+                provider_payment_id,
+                **optional(order=(order, None), confirm_attempt=(confirm_attempt, 0)),
+            ),
         )
 
     def list_payments(
