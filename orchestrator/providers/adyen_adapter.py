@@ -75,6 +75,19 @@ class AdyenProvider:
     per-call state, and the HTTP client's pools are per thread."""
 
     name = "adyen"
+    # What each call sends, for the operator's page (``observed``): a retrieve is the
+    # confirm's replay, and create and lookup send nothing.
+    request_paths: dict[str, tuple[str, str]] = {  # noqa: RUF012 (read-only by convention)
+        "create": ("-", "(nothing sent: known by our reference)"),
+        "confirm": ("POST", "/payments"),
+        "retrieve": ("POST", "/payments (the last confirm, replayed)"),
+        "lookup": ("-", "(nothing to list)"),
+        "capture": ("POST", "/payments/{id}/captures"),
+        "cancel": ("POST", "/payments/{id}/cancels"),
+        "refund": ("POST", "/payments/{id}/refunds"),
+        "retrieve_refund": ("-", "(no read API)"),
+        "list_refunds": ("-", "(no read API)"),
+    }
 
     def __init__(
         self,

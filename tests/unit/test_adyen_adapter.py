@@ -24,6 +24,7 @@ from orchestrator.providers.base import (
     Permanent,
     Retryable,
 )
+from orchestrator.providers.observed import ObservedProvider
 from tests.fakes.stripe_http import FakeStripeTransport
 
 API_KEY = "AQE_test_key"
@@ -420,3 +421,26 @@ def test_the_library_refusing_to_send_is_a_bug_not_an_outage() -> None:
 
     with pytest.raises(ProviderBug):
         provider.confirm_payment("x", record_id="pay_01adyen", attempt=1, order=order())
+
+
+def test_the_operators_page_shows_adyens_requests_not_stripes(build: Build) -> None:
+    provider, _, _ = build()
+    rows: list[Any] = []
+    observed = ObservedProvider(provider, rows.append)
+
+    observed.create_payment(
+        record_id="pay_01adyen",
+        amount=1250,
+        currency="eur",
+        payment_method="storedPM1",
+        description=None,
+        metadata={},
+    )
+    observed.confirm_payment("x", record_id="pay_01adyen", attempt=1, order=order())
+    observed.retrieve_payment("x", order=order(), confirm_attempt=1)
+
+    assert [(row.operation, row.method, row.path) for row in rows] == [
+        ("create", "-", "(nothing sent: known by our reference)"),
+        ("confirm", "POST", "/payments"),
+        ("retrieve", "POST", "/payments (the last confirm, replayed)"),
+    ]
