@@ -130,6 +130,17 @@ class RefundPage:
 
 
 @dataclass(frozen=True)
+class DisputeFacts:
+    """A dispute as the provider's event reports it (the protocol has no dispute read: the
+    event is the only source, ``services.disputes``)."""
+
+    amount: int
+    currency: str
+    reason: str | None
+    status: str  # needs_response, under_review, won, lost, … (the provider's word)
+
+
+@dataclass(frozen=True)
 class ProviderEvent:
     """What a verified provider webhook says: a hint about one object, never its state."""
 
@@ -142,6 +153,11 @@ class ProviderEvent:
     # or None when the event names none (an unrelated type).
     provider_payment_id: str | None
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    # Set when the event is about a dispute (the object is the dispute).
+    dispute: DisputeFacts | None = None
+    # Our payment's id when the provider carries it back (Adyen's ``merchantReference``):
+    # how an event finds a payment whose provider id is not known yet.
+    record_id: str | None = None
 
 
 class WebhookSignatureInvalid(Exception):
