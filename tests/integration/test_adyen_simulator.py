@@ -687,7 +687,13 @@ def test_a_refused_delivery_is_retried(
     sink.fail_next(2)
     checkout.pay(payment())
     assert len(events(sink, 1)) == 1
-    attempts = [(d["attempt"], d["outcome"]) for d in sim.admin.notification_deliveries()]
+    # The sink has the item before the sender logs the attempt that delivered it.
+    deadline = time.monotonic() + 5
+    while True:
+        attempts = [(d["attempt"], d["outcome"]) for d in sim.admin.notification_deliveries()]
+        if len(attempts) == 3 or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
     assert attempts == [(1, "failed"), (2, "failed"), (3, "delivered")]
 
 

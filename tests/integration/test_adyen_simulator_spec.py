@@ -50,7 +50,9 @@ ALL_EVENTS = {
 @pytest.fixture(scope="module")
 def session() -> Iterator[tuple[RunningAdyenSimulator, AdyenWatch]]:
     watch = AdyenWatch()
-    with start_in_thread(AdyenSimulatorConfig(answer_observer=watch)) as simulator:
+    with start_in_thread(
+        AdyenSimulatorConfig(answer_observer=watch, merchant_accounts=(MERCHANT,))
+    ) as simulator:
         _representative_session(simulator)
         yield simulator, watch
 
@@ -119,6 +121,11 @@ def _representative_session(sim: RunningAdyenSimulator) -> None:
         sim.admin.add_fault("capture:error_500_before:times=1")
         assert client.post(f"/payments/{manual}/captures", amount_body(1)).status_code == 500
         assert client.post("/payments/NOPE/captures", amount_body(1)).status_code == 422
+        other = {**payment(), "merchantAccount": "SomeoneElse"}
+        assert client.post("/payments", other).status_code == 403
+        sim.admin.add_fault("refund:rate_limit:times=1:retry_after=2")
+        limited = client.post(f"/payments/{auto}/refunds", amount_body(1))
+        assert (limited.status_code, limited.headers["Retry-After"]) == (429, "2")
     finally:
         client.close()
 
@@ -141,6 +148,8 @@ def test_every_answer_and_accepted_request_validates_against_checkout_v71(
         ("/payments", 422),
         ("/payments/{psp}/captures", 500),
         ("/payments/{psp}/captures", 422),
+        ("/payments", 403),
+        ("/payments/{psp}/refunds", 429),
     } <= watch.statuses
 
 
