@@ -18,6 +18,8 @@ The lock is a ``threading.Lock`` held only around synchronous sections (never ac
 
 from __future__ import annotations
 
+import base64
+import binascii
 import itertools
 import json
 import threading
@@ -336,10 +338,21 @@ class AdyenSimulator:
             await anyio.sleep(min(remaining, _STALL_POLL_SECONDS))
 
     def _authenticate(self, request: Request) -> str:
+        """The idempotency scope: the API key, or the basic-auth user (Adyen takes both)."""
         api_key = request.headers.get("x-api-key", "").strip()
-        if not api_key or (self.config.api_keys and api_key not in self.config.api_keys):
-            raise errors.unauthorized()
-        return api_key
+        if api_key:
+            if self.config.api_keys and api_key not in self.config.api_keys:
+                raise errors.unauthorized()
+            return api_key
+        scheme, _, credential = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "basic" and not self.config.api_keys:
+            try:
+                user, _, password = base64.b64decode(credential).decode().partition(":")
+            except (binascii.Error, UnicodeDecodeError):
+                user, password = "", ""
+            if user and password:
+                return f"basic:{user}"
+        raise errors.unauthorized()
 
     @staticmethod
     def _body(raw: bytes) -> dict[str, Any]:
