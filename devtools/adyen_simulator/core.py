@@ -5,7 +5,9 @@
       rate_limit        ─> 429                      (nothing done, nothing saved)
       error_500_before  ─> 5xx                      (nothing done, nothing saved)
       hang              ─> stall "forever", then 5xx (nothing done)
-    Idempotency-Key (≤ 64) ─> replay the saved answer / 422 704 while in flight / claim
+    Idempotency-Key (≤ 64)
+      idempotency_unavailable ─> 503 703 transient (nothing done, nothing saved)
+      ─> replay the saved answer / 422 704 while in flight / claim
       latency           ─> sleep while the key is held (a concurrent twin gets 704)
     execute (validate, then the effect, atomic under the lock) ─> save the answer under the key
       error_500_after   ─> answer 5xx (the effect and the real answer stay saved)
@@ -239,6 +241,8 @@ class AdyenSimulator:
         if key is not None:
             if len(key) > MAX_IDEMPOTENCY_KEY_LENGTH:
                 raise errors.idempotency_key_too_long()
+            if fault is not None and fault.mode == "idempotency_unavailable":
+                raise errors.idempotency_store_unavailable()
             answer = await self._run_idempotent(operation, psp_reference, body, key, scope, fault)
         else:
             if fault is not None and fault.mode == "latency":
@@ -273,7 +277,7 @@ class AdyenSimulator:
                     replayed=True,
                 )
             if isinstance(verdict, InFlight):
-                raise errors.idempotency_in_progress()
+                raise errors.idempotency_in_progress(self.config.idempotency_in_flight_status)
             assert isinstance(verdict, Fresh)
             self._keys.claim(scope, key, now)
         finished = False

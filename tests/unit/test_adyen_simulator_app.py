@@ -11,7 +11,12 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
-from devtools.adyen_simulator import AdyenSimulatorConfig, create_app, three_ds_result
+from devtools.adyen_simulator import (
+    AdyenSimulatorConfig,
+    create_app,
+    parse_fault_spec,
+    three_ds_result,
+)
 
 HEADERS = {"X-API-Key": "AQE_inprocess"}
 PAYMENT: dict[str, Any] = {
@@ -127,3 +132,44 @@ def test_the_admin_api_lists_faults_requests_payments_and_movements(sim: InProce
 
 def test_the_passing_three_ds_result_is_adyens_own_example() -> None:
     assert three_ds_result() == "eyJ0cmFuc1N0YXR1cyI6IlkifQ=="
+
+
+def test_a_down_key_store_is_503_703_transient_and_saves_nothing(sim: InProcess) -> None:
+    sim.request("POST", "/_sim/faults", json={"spec": "payments:idempotency_unavailable:times=1"})
+    keyed = {**HEADERS, "Idempotency-Key": "k-703"}
+    down = sim.request("POST", "/v71/payments", json=PAYMENT, headers=keyed)
+    assert (down.status_code, down.json()["errorCode"]) == (503, "703")
+    assert down.headers["transient-error"] == "true"
+    assert sim.request("GET", "/_sim/payments").json()["data"] == []
+    assert sim.request("POST", "/v71/payments", json=PAYMENT, headers=keyed).status_code == 200
+
+
+@pytest.mark.parametrize("status", [409, 422])
+def test_a_key_in_flight_answers_704_with_the_configured_status(status: int) -> None:
+    app = create_app(AdyenSimulatorConfig(idempotency_in_flight_status=status))
+    app.state.simulator.faults.add(parse_fault_spec("payments:latency:seconds=0.5:times=1"))
+    answers: list[httpx.Response] = []
+    keyed = {**HEADERS, "Idempotency-Key": "k-704"}
+
+    async def both() -> None:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://sim") as http:
+
+            async def send(delay: float) -> None:
+                await anyio.sleep(delay)
+                answers.append(await http.post("/v71/payments", json=PAYMENT, headers=keyed))
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(send, 0.0)
+                group.start_soon(send, 0.2)
+
+    anyio.run(both)
+    twin, first = answers  # the twin answers first: the first is still sleeping
+    assert (twin.status_code, twin.json()["errorCode"]) == (status, "704")
+    assert twin.headers["transient-error"] == "true"
+    assert first.status_code == 200
+
+
+def test_the_in_flight_status_is_409_or_422() -> None:
+    with pytest.raises(ValueError, match="409 or 422"):
+        AdyenSimulatorConfig(idempotency_in_flight_status=500)
