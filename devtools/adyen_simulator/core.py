@@ -167,6 +167,16 @@ class AdyenSimulator:
         with self._lock:
             return self.state.settle(psp_reference, authorised=authorised)
 
+    def chargeback(
+        self, psp_reference: str, *, value: int | None, reason_code: str
+    ) -> dict[str, Any]:
+        with self._lock:
+            return self.state.chargeback(psp_reference, value=value, reason_code=reason_code)
+
+    def expire(self, psp_reference: str) -> dict[str, Any]:
+        with self._lock:
+            return self.state.expire(psp_reference)
+
     # -- the pipeline ------------------------------------------------------------------
 
     async def handle(

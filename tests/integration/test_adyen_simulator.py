@@ -36,6 +36,7 @@ from tests.integration.adyen_simulator_helpers import (
 )
 
 STALL_SECONDS = 1.5
+MAX_ATTEMPTS = 5
 # The key one test rotates to (the endpoint then accepts both, as during a rotation).
 ROTATED_KEY = "AB" * 32
 
@@ -54,6 +55,7 @@ def running(sink: NotificationSink) -> Iterator[RunningAdyenSimulator]:
         notification_url=sink.url,
         hmac_key=HMAC_KEY,
         notification_retry_seconds=0.1,
+        notification_max_attempts=MAX_ATTEMPTS,
         notification_reorder_hold_seconds=3.0,
         answer_observer=watch,
     )
@@ -77,17 +79,23 @@ def sim(running: RunningAdyenSimulator, sink: NotificationSink) -> Iterator[Runn
             assert verify_item(wrapper["NotificationRequestItem"], [HMAC_KEY, ROTATED_KEY])
 
 
-def _quiet(simulator: RunningAdyenSimulator, timeout: float = 3.0) -> None:
-    """Wait until no delivery has happened for a moment: one test's notifications must not
-    reach the next test's sink."""
+def _quiet(simulator: RunningAdyenSimulator, timeout: float = 10.0) -> None:
+    """Wait until every notification made has reached its end (delivered, dropped, or out
+    of attempts): one test's notifications must not reach the next test's sink."""
     deadline = time.monotonic() + timeout
-    seen = -1
     while time.monotonic() < deadline:
-        count = len(simulator.admin.notification_deliveries())
-        if count == seen:
+        state = httpx.get(f"{simulator.url}/_sim/notifications", trust_env=False).json()
+        if not state["enabled"]:
             return
-        seen = count
-        time.sleep(0.15)
+        ended = {
+            d["seq"]
+            for d in state["deliveries"]
+            if d["outcome"] in ("delivered", "dropped") or d["attempt"] >= MAX_ATTEMPTS
+        }
+        if len(ended) >= len(state["items"]):
+            return
+        time.sleep(0.05)
+    raise AssertionError("notifications still in flight after the test")
 
 
 @pytest.fixture
@@ -758,3 +766,43 @@ def test_notifications_stop_when_unconfigured(
     time.sleep(0.2)
     assert sink.items() == []
     assert [i["eventCode"] for i in sim.admin.notification_items()] == ["AUTHORISATION"]
+
+
+# -- outside the API: chargebacks and expiry ----------------------------------------------------
+
+
+def test_a_chargeback_sends_its_notification_on_the_payment(
+    checkout: Checkout, sim: RunningAdyenSimulator, sink: NotificationSink
+) -> None:
+    psp = checkout.pay(payment(1000))["pspReference"]
+    dispute = sim.admin.chargeback(psp, amount=600, reason_code="4853")
+    item = event(events(sink, 2), "CHARGEBACK")
+    assert (item["success"], item["originalReference"], item["pspReference"]) == (
+        "true",
+        psp,
+        dispute["pspReference"],
+    )
+    assert item["amount"] == {"currency": "EUR", "value": 600}
+    assert item["additionalData"]["chargebackReasonCode"] == "4853"
+    assert sim.admin.movements()["chargebacks"]["amount"] == {"EUR": 600}
+
+
+def test_an_uncaptured_payment_cannot_be_charged_back(
+    checkout: Checkout, sim: RunningAdyenSimulator
+) -> None:
+    psp = checkout.pay(payment(1000, manual=True))["pspReference"]
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        sim.admin.chargeback(psp)
+    assert refused.value.response.status_code == 409
+
+
+def test_an_uncaptured_authorisation_expires(
+    checkout: Checkout, sim: RunningAdyenSimulator, sink: NotificationSink
+) -> None:
+    body = payment(1000, manual=True)
+    psp = checkout.pay(body)["pspReference"]
+    assert sim.admin.expire(psp)["status"] == "expired"
+    item = event(events(sink, 2), "EXPIRE")
+    assert (item["pspReference"], item["amount"]["value"]) == (psp, 1000)
+    late = checkout.modify(psp, "captures", amount_body(1000))
+    assert event(events(sink, 3), "CAPTURE", late["pspReference"])["success"] == "false"

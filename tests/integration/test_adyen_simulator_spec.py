@@ -44,6 +44,8 @@ ALL_EVENTS = {
     "REFUND",
     "REFUND_FAILED",
     "CANCEL_OR_REFUND",
+    "CHARGEBACK",
+    "EXPIRE",
 }
 
 
@@ -93,6 +95,8 @@ def _representative_session(sim: RunningAdyenSimulator) -> None:
         client.modify(late["pspReference"], "captures", amount_body(700))
         late_refund = client.pay(payment(700, method=card(holder="refund failed")))
         client.modify(late_refund["pspReference"], "refunds", amount_body(700))
+        sim.admin.chargeback(late_refund["pspReference"], amount=100)
+        sim.admin.expire(client.pay(payment(900, manual=True))["pspReference"])
         uncaptured = payment(800, manual=True)
         client.pay(uncaptured)
         for reference in (uncaptured["reference"], "never-paid"):
