@@ -10,6 +10,7 @@ notifications each change causes.
     /cancels   (technical cancel by our reference) the same rule                  TECHNICAL_CANCEL
     refunds    their sum ≤ the captured sum                                       REFUND
     reversals  cancel if uncaptured, else refund what is left                     CANCEL_OR_REFUND
+    /_sim      a chargeback of captured money; expiry of an open authorisation    CHARGEBACK, EXPIRE
 
 A modification always answers ``201 received``; a rule it breaks shows up only in its
 notification (``success: "false"`` with a ``reason``).  holderName ``capture failed`` /
