@@ -15,6 +15,11 @@ DELETE /_sim/faults/{id}     remove one rule (404 if unknown)
 POST   /_sim/reset           forget everything; start-up faults are armed again
 POST   /_sim/payments/{psp}/settle   a Pending payment settles: {"outcome":
                              "authorised"|"refused"} (default authorised)
+POST   /_sim/payments/{psp}/chargeback  the shopper disputes: {"amount"?: minor units (default
+                             all captured and not refunded), "reason_code"?: "10.4"}; a
+                             CHARGEBACK notification
+POST   /_sim/payments/{psp}/expire  an uncaptured authorisation (or its remainder) expires;
+                             an EXPIRE notification
 GET    /_sim/notifications   {"url", "enabled", "items": [item, ...] (every item made, unsigned),
                              "deliveries": [delivery, ...] (each attempt, with the signed item)}
 POST   /_sim/notifications   {"url", "hmac_key" (hex), "basic_auth"?, "reorder_hold_seconds"?}
@@ -89,6 +94,20 @@ def routes(simulator: AdyenSimulator) -> list[Route]:
             lambda: simulator.settle(request.path_params["psp"], authorised=outcome == "authorised")
         )
 
+    async def chargeback(request: Request) -> Response:
+        payload = await _json_object(request)
+        amount, code = payload.get("amount"), payload.get("reason_code", "10.4")
+        if not (amount is None or (isinstance(amount, int) and not isinstance(amount, bool))):
+            return _problem(400, "amount is an integer in minor units")
+        return _acted(
+            lambda: simulator.chargeback(
+                request.path_params["psp"], value=amount, reason_code=str(code)
+            )
+        )
+
+    async def expire(request: Request) -> Response:
+        return _acted(lambda: simulator.expire(request.path_params["psp"]))
+
     async def notifications(request: Request) -> Response:
         sender = simulator.notifications
         return JSONResponse(
@@ -142,6 +161,8 @@ def routes(simulator: AdyenSimulator) -> list[Route]:
         Route("/_sim/faults/{rule_id:int}", remove_fault, methods=["DELETE"]),
         Route("/_sim/reset", reset, methods=["POST"]),
         Route("/_sim/payments/{psp}/settle", settle, methods=["POST"]),
+        Route("/_sim/payments/{psp}/chargeback", chargeback, methods=["POST"]),
+        Route("/_sim/payments/{psp}/expire", expire, methods=["POST"]),
         Route("/_sim/notifications", notifications, methods=["GET"]),
         Route("/_sim/notifications", configure_notifications, methods=["POST"]),
         Route("/_sim/three_ds_result", make_three_ds_result, methods=["GET"]),

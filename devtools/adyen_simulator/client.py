@@ -67,6 +67,19 @@ class AdyenSimulatorAdmin:
             "POST", f"/_sim/payments/{psp_reference}/settle", json={"outcome": outcome}
         )
 
+    def chargeback(
+        self, psp_reference: str, *, amount: int | None = None, reason_code: str = "10.4"
+    ) -> dict[str, Any]:
+        """The shopper disputes the payment: a CHARGEBACK notification follows."""
+        body: dict[str, Any] = {"reason_code": reason_code}
+        if amount is not None:
+            body["amount"] = amount
+        return self._json("POST", f"/_sim/payments/{psp_reference}/chargeback", json=body)
+
+    def expire(self, psp_reference: str) -> dict[str, Any]:
+        """The uncaptured authorisation expires: an EXPIRE notification follows."""
+        return self._json("POST", f"/_sim/payments/{psp_reference}/expire")
+
     def configure_notifications(
         self,
         url: str | None,

@@ -24,6 +24,8 @@ class AdyenSimulatorConfig:
     api_keys: tuple[str, ...] = ()
     # The merchant accounts accepted; empty: any (else 403 errorCode 901).
     merchant_accounts: tuple[str, ...] = ()
+    # The status of the 704 "in progress" answer: Adyen documents 422 or 409.
+    idempotency_in_flight_status: int = 422
     # Adyen keeps idempotency keys at least 7 days.
     idempotency_ttl_seconds: float = 7 * 24 * 3600.0
     # Several partial captures of one authorisation (an Adyen account setting).  False:
@@ -50,3 +52,7 @@ class AdyenSimulatorConfig:
     )
     # The request log is a ring: a long-running simulator must not grow without bound.
     max_logged_requests: int = 200_000
+
+    def __post_init__(self) -> None:
+        if self.idempotency_in_flight_status not in (409, 422):
+            raise ValueError("Adyen answers a key in flight with 409 or 422")

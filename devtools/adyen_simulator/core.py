@@ -5,7 +5,9 @@
       rate_limit        ─> 429                      (nothing done, nothing saved)
       error_500_before  ─> 5xx                      (nothing done, nothing saved)
       hang              ─> stall "forever", then 5xx (nothing done)
-    Idempotency-Key (≤ 64) ─> replay the saved answer / 422 704 while in flight / claim
+    Idempotency-Key (≤ 64)
+      idempotency_unavailable ─> 503 703 transient (nothing done, nothing saved)
+      ─> replay the saved answer / 422 704 while in flight / claim
       latency           ─> sleep while the key is held (a concurrent twin gets 704)
     execute (validate, then the effect, atomic under the lock) ─> save the answer under the key
       error_500_after   ─> answer 5xx (the effect and the real answer stay saved)
@@ -18,6 +20,8 @@ The lock is a ``threading.Lock`` held only around synchronous sections (never ac
 
 from __future__ import annotations
 
+import base64
+import binascii
 import itertools
 import json
 import threading
@@ -163,6 +167,16 @@ class AdyenSimulator:
         with self._lock:
             return self.state.settle(psp_reference, authorised=authorised)
 
+    def chargeback(
+        self, psp_reference: str, *, value: int | None, reason_code: str
+    ) -> dict[str, Any]:
+        with self._lock:
+            return self.state.chargeback(psp_reference, value=value, reason_code=reason_code)
+
+    def expire(self, psp_reference: str) -> dict[str, Any]:
+        with self._lock:
+            return self.state.expire(psp_reference)
+
     # -- the pipeline ------------------------------------------------------------------
 
     async def handle(
@@ -237,6 +251,8 @@ class AdyenSimulator:
         if key is not None:
             if len(key) > MAX_IDEMPOTENCY_KEY_LENGTH:
                 raise errors.idempotency_key_too_long()
+            if fault is not None and fault.mode == "idempotency_unavailable":
+                raise errors.idempotency_store_unavailable()
             answer = await self._run_idempotent(operation, psp_reference, body, key, scope, fault)
         else:
             if fault is not None and fault.mode == "latency":
@@ -271,7 +287,7 @@ class AdyenSimulator:
                     replayed=True,
                 )
             if isinstance(verdict, InFlight):
-                raise errors.idempotency_in_progress()
+                raise errors.idempotency_in_progress(self.config.idempotency_in_flight_status)
             assert isinstance(verdict, Fresh)
             self._keys.claim(scope, key, now)
         finished = False
@@ -336,10 +352,21 @@ class AdyenSimulator:
             await anyio.sleep(min(remaining, _STALL_POLL_SECONDS))
 
     def _authenticate(self, request: Request) -> str:
+        """The idempotency scope: the API key, or the basic-auth user (Adyen takes both)."""
         api_key = request.headers.get("x-api-key", "").strip()
-        if not api_key or (self.config.api_keys and api_key not in self.config.api_keys):
-            raise errors.unauthorized()
-        return api_key
+        if api_key:
+            if self.config.api_keys and api_key not in self.config.api_keys:
+                raise errors.unauthorized()
+            return api_key
+        scheme, _, credential = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "basic" and not self.config.api_keys:
+            try:
+                user, _, password = base64.b64decode(credential).decode().partition(":")
+            except (binascii.Error, UnicodeDecodeError):
+                user, password = "", ""
+            if user and password:
+                return f"basic:{user}"
+        raise errors.unauthorized()
 
     @staticmethod
     def _body(raw: bytes) -> dict[str, Any]:

@@ -85,13 +85,24 @@ def idempotency_key_too_long() -> AdyenError:
     return AdyenError(400, "702", "Idempotency-Key must be at most 64 characters", "validation")
 
 
-def idempotency_in_progress() -> AdyenError:
+def idempotency_in_progress(status: int = 422) -> AdyenError:
     """A replay while the first request with the key still runs (Adyen: 422 or 409, 704)."""
     return AdyenError(
-        422,
+        status,
         "704",
         "request already processed or in progress",
         "validation",
+        headers={"transient-error": "true"},
+    )
+
+
+def idempotency_store_unavailable() -> AdyenError:
+    """Adyen's idempotency store is down (503, 703): retry later with the same key."""
+    return AdyenError(
+        503,
+        "703",
+        "required resource temporarily unavailable",
+        "internal",
         headers={"transient-error": "true"},
     )
 

@@ -21,6 +21,10 @@
                                        key once; the 5xx was the answer's trip back)
                  rate_limit            answer 429; nothing done, nothing saved
                  hang                  never answer in practice; nothing done
+                 idempotency_unavailable  Adyen's key store is down: 503, errorCode 703,
+                                       ``transient-error: true``; nothing done, nothing saved
+                                       (a request without a key goes through, and
+                                       still counts towards times=N)
     webhook modes  drop | duplicate | reorder | delay (``seconds``, default 1): see
                  notifications.py
     PROBABILITY  0..1, default 1 (also ``p=0.1``)
@@ -74,6 +78,7 @@ FaultMode = Literal[
     "error_500_after",
     "rate_limit",
     "hang",
+    "idempotency_unavailable",
     "drop",
     "duplicate",
     "reorder",

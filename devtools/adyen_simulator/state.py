@@ -10,6 +10,7 @@ notifications each change causes.
     /cancels   (technical cancel by our reference) the same rule                  TECHNICAL_CANCEL
     refunds    their sum ≤ the captured sum                                       REFUND
     reversals  cancel if uncaptured, else refund what is left                     CANCEL_OR_REFUND
+    /_sim      a chargeback of captured money; expiry of an open authorisation    CHARGEBACK, EXPIRE
 
 A modification always answers ``201 received``; a rule it breaks shows up only in its
 notification (``success: "false"`` with a ``reason``).  holderName ``capture failed`` /
@@ -36,7 +37,9 @@ from typing import Any, Literal
 from devtools.adyen_simulator import errors, testdata
 from devtools.adyen_simulator.config import AdyenSimulatorConfig
 
-PaymentStatus = Literal["challenge", "pending", "authorised", "refused", "error", "cancelled"]
+PaymentStatus = Literal[
+    "challenge", "pending", "authorised", "refused", "error", "cancelled", "expired"
+]
 _PSP_ALPHABET = string.ascii_uppercase + string.digits
 # The 3-D Secure result that authenticates (base64 of ``{"transStatus": "Y"}``, Adyen's own
 # example); any other transStatus fails the challenge.
@@ -106,7 +109,7 @@ class Movement:
     """Money that moved at the simulated Adyen: an authorisation, a capture, a refund or a
     cancel.  ``failed`` when a late failure (CAPTURE_FAILED, REFUND_FAILED) undid it."""
 
-    kind: Literal["authorisation", "capture", "refund", "cancel", "refusal"]
+    kind: Literal["authorisation", "capture", "refund", "cancel", "refusal", "chargeback"]
     psp_reference: str
     payment_psp_reference: str
     reference: str
@@ -318,6 +321,58 @@ class AccountState:
             raise ValueError(f"payment {psp_reference} is {payment.status}, not pending")
         outcome = testdata.AUTHORISED if authorised else testdata.Outcome("Refused", "2")
         return self._decide(payment, outcome)
+
+    # -- test-only: what happens to a payment outside the API ---------------------------
+
+    def chargeback(
+        self, psp_reference: str, *, value: int | None, reason_code: str
+    ) -> dict[str, Any]:
+        """The shopper's bank takes money back: a CHARGEBACK notification (shaped as Adyen's
+        example: its own pspReference, the payment's as originalReference)."""
+        payment = self.payments[psp_reference]
+        kept = payment.captured - payment.refunded
+        amount = kept if value is None else value
+        if kept <= 0:
+            raise ValueError(f"payment {psp_reference} has no captured money to dispute")
+        if not 0 < amount <= kept:
+            raise ValueError(f"a chargeback is within 1..{kept}")
+        psp = new_psp_reference()
+        self._move("chargeback", payment, psp, amount)
+        self._notify(
+            payment,
+            "CHARGEBACK",
+            success=True,
+            psp_reference=psp,
+            value=amount,
+            original=True,
+            reason=f"Chargeback {reason_code}",
+            additional={
+                "chargebackReasonCode": reason_code,
+                "chargebackSchemeCode": payment.brand,
+                "defendable": "true",
+                "disputeStatus": "Undefended",
+            },
+        )
+        return {"pspReference": psp, "paymentPspReference": payment.psp_reference, "amount": amount}
+
+    def expire(self, psp_reference: str) -> dict[str, Any]:
+        """An uncaptured authorisation (or its remainder) expires: an EXPIRE notification."""
+        payment = self.payments[psp_reference]
+        left = payment.value - payment.captured
+        if payment.status != "authorised" or payment.closed or left <= 0:
+            raise ValueError(f"payment {psp_reference} has no open authorisation to expire")
+        payment.closed = True
+        if payment.captured == 0:
+            payment.status = "expired"
+        self._notify(
+            payment,
+            "EXPIRE",
+            success=True,
+            psp_reference=payment.psp_reference,
+            value=left,
+            reason="",
+        )
+        return payment.to_json()
 
     # -- modifications -------------------------------------------------------------------
 
@@ -611,7 +666,7 @@ class AccountState:
     def summary(self) -> dict[str, Any]:
         """Money that moved, for "exactly once" assertions (``GET /_sim/movements``)."""
         out: dict[str, Any] = {}
-        for kind in ("authorisation", "capture", "refund", "cancel", "refusal"):
+        for kind in ("authorisation", "capture", "refund", "cancel", "refusal", "chargeback"):
             items = [m for m in self.movements if m.kind == kind]
             done = [m for m in items if not m.failed]
             amount: Counter[str] = Counter()

@@ -36,6 +36,7 @@ from tests.integration.adyen_simulator_helpers import (
 )
 
 STALL_SECONDS = 1.5
+MAX_ATTEMPTS = 5
 # The key one test rotates to (the endpoint then accepts both, as during a rotation).
 ROTATED_KEY = "AB" * 32
 
@@ -54,7 +55,8 @@ def running(sink: NotificationSink) -> Iterator[RunningAdyenSimulator]:
         notification_url=sink.url,
         hmac_key=HMAC_KEY,
         notification_retry_seconds=0.1,
-        notification_reorder_hold_seconds=0.5,
+        notification_max_attempts=MAX_ATTEMPTS,
+        notification_reorder_hold_seconds=3.0,
         answer_observer=watch,
     )
     with start_in_thread(config) as simulator:
@@ -77,17 +79,23 @@ def sim(running: RunningAdyenSimulator, sink: NotificationSink) -> Iterator[Runn
             assert verify_item(wrapper["NotificationRequestItem"], [HMAC_KEY, ROTATED_KEY])
 
 
-def _quiet(simulator: RunningAdyenSimulator, timeout: float = 3.0) -> None:
-    """Wait until no delivery has happened for a moment: one test's notifications must not
-    reach the next test's sink."""
+def _quiet(simulator: RunningAdyenSimulator, timeout: float = 10.0) -> None:
+    """Wait until every notification made has reached its end (delivered, dropped, or out
+    of attempts): one test's notifications must not reach the next test's sink."""
     deadline = time.monotonic() + timeout
-    seen = -1
     while time.monotonic() < deadline:
-        count = len(simulator.admin.notification_deliveries())
-        if count == seen:
+        state = httpx.get(f"{simulator.url}/_sim/notifications", trust_env=False).json()
+        if not state["enabled"]:
             return
-        seen = count
-        time.sleep(0.15)
+        ended = {
+            d["seq"]
+            for d in state["deliveries"]
+            if d["outcome"] in ("delivered", "dropped") or d["attempt"] >= MAX_ATTEMPTS
+        }
+        if len(ended) >= len(state["items"]):
+            return
+        time.sleep(0.05)
+    raise AssertionError("notifications still in flight after the test")
 
 
 @pytest.fixture
@@ -343,7 +351,7 @@ def test_one_reference_under_two_keys_makes_two_payments(
 def test_a_replay_while_the_first_runs_is_422_704_transient(
     checkout: Checkout, sim: RunningAdyenSimulator
 ) -> None:
-    sim.admin.add_fault("payments:latency:seconds=1:times=1")
+    sim.admin.add_fault("payments:latency:seconds=2:times=1")
     body = payment()
     key = str(uuid.uuid4())
     first: list[httpx.Response] = []
@@ -410,7 +418,13 @@ def test_a_timeout_after_the_effect_leaves_one_payment_that_a_replay_returns(
     key = str(uuid.uuid4())
     with pytest.raises(httpx.ReadTimeout):
         checkout.post("/payments", body, key=key, timeout=0.3)
+    # As a client must: a transient 704 (the first still running) is retried with the key.
     replay = checkout.post("/payments", body, key=key)
+    deadline = time.monotonic() + 10
+    while replay.status_code == 422 and replay.headers.get("transient-error") == "true":
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+        replay = checkout.post("/payments", body, key=key)
     assert replay.status_code == 200
     (state,) = sim.admin.payments(reference=body["reference"])
     assert replay.json()["pspReference"] == state["pspReference"]
@@ -687,7 +701,13 @@ def test_a_refused_delivery_is_retried(
     sink.fail_next(2)
     checkout.pay(payment())
     assert len(events(sink, 1)) == 1
-    attempts = [(d["attempt"], d["outcome"]) for d in sim.admin.notification_deliveries()]
+    # The sink has the item before the sender logs the attempt that delivered it.
+    deadline = time.monotonic() + 5
+    while True:
+        attempts = [(d["attempt"], d["outcome"]) for d in sim.admin.notification_deliveries()]
+        if len(attempts) == 3 or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
     assert attempts == [(1, "failed"), (2, "failed"), (3, "delivered")]
 
 
@@ -731,7 +751,7 @@ def test_a_reordered_notification_arrives_after_its_successor(
 def test_a_delayed_notification_is_overtaken(
     checkout: Checkout, sim: RunningAdyenSimulator, sink: NotificationSink
 ) -> None:
-    sim.admin.add_fault("webhook:delay:seconds=0.5:times=1")
+    sim.admin.add_fault("webhook:delay:seconds=2:times=1")
     first = checkout.pay(payment())
     second = checkout.pay(payment())
     items = events(sink, 2)
@@ -746,3 +766,43 @@ def test_notifications_stop_when_unconfigured(
     time.sleep(0.2)
     assert sink.items() == []
     assert [i["eventCode"] for i in sim.admin.notification_items()] == ["AUTHORISATION"]
+
+
+# -- outside the API: chargebacks and expiry ----------------------------------------------------
+
+
+def test_a_chargeback_sends_its_notification_on_the_payment(
+    checkout: Checkout, sim: RunningAdyenSimulator, sink: NotificationSink
+) -> None:
+    psp = checkout.pay(payment(1000))["pspReference"]
+    dispute = sim.admin.chargeback(psp, amount=600, reason_code="4853")
+    item = event(events(sink, 2), "CHARGEBACK")
+    assert (item["success"], item["originalReference"], item["pspReference"]) == (
+        "true",
+        psp,
+        dispute["pspReference"],
+    )
+    assert item["amount"] == {"currency": "EUR", "value": 600}
+    assert item["additionalData"]["chargebackReasonCode"] == "4853"
+    assert sim.admin.movements()["chargebacks"]["amount"] == {"EUR": 600}
+
+
+def test_an_uncaptured_payment_cannot_be_charged_back(
+    checkout: Checkout, sim: RunningAdyenSimulator
+) -> None:
+    psp = checkout.pay(payment(1000, manual=True))["pspReference"]
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        sim.admin.chargeback(psp)
+    assert refused.value.response.status_code == 409
+
+
+def test_an_uncaptured_authorisation_expires(
+    checkout: Checkout, sim: RunningAdyenSimulator, sink: NotificationSink
+) -> None:
+    body = payment(1000, manual=True)
+    psp = checkout.pay(body)["pspReference"]
+    assert sim.admin.expire(psp)["status"] == "expired"
+    item = event(events(sink, 2), "EXPIRE")
+    assert (item["pspReference"], item["amount"]["value"]) == (psp, 1000)
+    late = checkout.modify(psp, "captures", amount_body(1000))
+    assert event(events(sink, 3), "CAPTURE", late["pspReference"])["success"] == "false"

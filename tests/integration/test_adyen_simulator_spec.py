@@ -44,13 +44,17 @@ ALL_EVENTS = {
     "REFUND",
     "REFUND_FAILED",
     "CANCEL_OR_REFUND",
+    "CHARGEBACK",
+    "EXPIRE",
 }
 
 
 @pytest.fixture(scope="module")
 def session() -> Iterator[tuple[RunningAdyenSimulator, AdyenWatch]]:
     watch = AdyenWatch()
-    with start_in_thread(AdyenSimulatorConfig(answer_observer=watch)) as simulator:
+    with start_in_thread(
+        AdyenSimulatorConfig(answer_observer=watch, merchant_accounts=(MERCHANT,))
+    ) as simulator:
         _representative_session(simulator)
         yield simulator, watch
 
@@ -91,6 +95,8 @@ def _representative_session(sim: RunningAdyenSimulator) -> None:
         client.modify(late["pspReference"], "captures", amount_body(700))
         late_refund = client.pay(payment(700, method=card(holder="refund failed")))
         client.modify(late_refund["pspReference"], "refunds", amount_body(700))
+        sim.admin.chargeback(late_refund["pspReference"], amount=100)
+        sim.admin.expire(client.pay(payment(900, manual=True))["pspReference"])
         uncaptured = payment(800, manual=True)
         client.pay(uncaptured)
         for reference in (uncaptured["reference"], "never-paid"):
@@ -119,6 +125,11 @@ def _representative_session(sim: RunningAdyenSimulator) -> None:
         sim.admin.add_fault("capture:error_500_before:times=1")
         assert client.post(f"/payments/{manual}/captures", amount_body(1)).status_code == 500
         assert client.post("/payments/NOPE/captures", amount_body(1)).status_code == 422
+        other = {**payment(), "merchantAccount": "SomeoneElse"}
+        assert client.post("/payments", other).status_code == 403
+        sim.admin.add_fault("refund:rate_limit:times=1:retry_after=2")
+        limited = client.post(f"/payments/{auto}/refunds", amount_body(1))
+        assert (limited.status_code, limited.headers["Retry-After"]) == (429, "2")
     finally:
         client.close()
 
@@ -141,6 +152,8 @@ def test_every_answer_and_accepted_request_validates_against_checkout_v71(
         ("/payments", 422),
         ("/payments/{psp}/captures", 500),
         ("/payments/{psp}/captures", 422),
+        ("/payments", 403),
+        ("/payments/{psp}/refunds", 429),
     } <= watch.statuses
 
 
