@@ -118,6 +118,16 @@ class Settings(BaseSettings):
             "`https://`."
         ),
     )
+    adyen_api_base: str = Field(
+        default="https://checkout-test.adyen.com",
+        description=(
+            "The Checkout API root for Adyen connector accounts without a live URL prefix "
+            "(Adyen's test endpoint by default; `/v71` is appended). Point it at the Adyen "
+            "simulator (`python -m devtools.adyen_simulator`) for tests and demos; "
+            "`production` refuses anything but `https://`. A live account's own prefix "
+            "(`live_url_prefix` in its credentials) always wins."
+        ),
+    )
     provider_timeout_seconds: float = Field(
         default=10.0,
         gt=0,

@@ -33,6 +33,8 @@ class CheckedSettings(Protocol):
     @property
     def stripe_api_key(self) -> SecretStr: ...
     @property
+    def adyen_api_base(self) -> str: ...
+    @property
     def webhook_connect_timeout_seconds(self) -> float: ...
     @property
     def webhook_timeout_seconds(self) -> float: ...
@@ -92,6 +94,12 @@ def check_real_provider(settings: CheckedSettings) -> None:
         raise ValueError(
             "PAYORCH_STRIPE_API_BASE must be an https:// URL in production (Stripe's is "
             "https://api.stripe.com); the simulator is for PAYORCH_ENV=dev or test"
+        )
+    if not settings.adyen_api_base.startswith("https://"):
+        raise ValueError(
+            "PAYORCH_ADYEN_API_BASE must be an https:// URL in production (Adyen's test "
+            "endpoint is https://checkout-test.adyen.com; live accounts use their URL prefix); "
+            "the simulator is for PAYORCH_ENV=dev or test"
         )
     key = settings.stripe_api_key.get_secret_value()
     if key == SIMULATOR_STRIPE_API_KEY or not key.startswith(STRIPE_KEY_PREFIXES):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 
 from orchestrator.providers.base import (
+    PaymentOrder,
     PaymentProvider,
     ProviderPayment,
     ProviderPaymentPage,
@@ -63,6 +64,7 @@ class CrashAfterChargeOnce:
         attempt: int,
         off_session: bool | None = None,
         return_url: str | None = None,
+        order: PaymentOrder | None = None,
     ) -> ProviderPayment:
         intent = self._inner.confirm_payment(
             provider_payment_id,
@@ -70,6 +72,7 @@ class CrashAfterChargeOnce:
             attempt=attempt,
             off_session=off_session,
             return_url=return_url,
+            order=order,
         )
         if intent.status == "succeeded" and self._should_crash(record_id):
             raise SimulatedWorkerCrash(f"worker crashed after charging {provider_payment_id}")
@@ -85,8 +88,16 @@ class CrashAfterChargeOnce:
             self.crashed_record = record_id
             return True
 
-    def retrieve_payment(self, provider_payment_id: str) -> ProviderPayment:
-        return self._inner.retrieve_payment(provider_payment_id)
+    def retrieve_payment(
+        self,
+        provider_payment_id: str,
+        *,
+        order: PaymentOrder | None = None,
+        confirm_attempt: int = 0,
+    ) -> ProviderPayment:
+        return self._inner.retrieve_payment(
+            provider_payment_id, order=order, confirm_attempt=confirm_attempt
+        )
 
     def list_payments(
         self, *, created_gte: int, created_lte: int, starting_after: str | None, limit: int

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from orchestrator.cli.devtools_import import import_devtools
+from orchestrator.cli.provider_sim_adyen import PROVIDERS, build_adyen_config, serve_adyen
 
 if TYPE_CHECKING:
     from devtools.simulator.config import SimulatorConfig
@@ -119,6 +120,23 @@ def provider_sim(
             "(default: only via POST /_sim/payment_intents/{id}/settle)."
         ),
     ] = None,
+    provider: Annotated[
+        str,
+        typer.Option(
+            help="stripe, or adyen: Adyen's Checkout v71 at /v71 (faults on payments|details|"
+            "capture|cancel|refund|reversal|technical_cancel|any|webhook; --webhook-url and "
+            "--hmac-key for notifications; docs/providers/adyen-simulator.md)."
+        ),
+    ] = "stripe",
+    hmac_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar="PAYORCH_SIM_ADYEN_HMAC_KEY",
+            help="--provider adyen: the notification HMAC key (hex); also "
+            "PAYORCH_SIM_ADYEN_HMAC_KEY.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Serve a Stripe-compatible PaymentIntents API with fault injection.
 
@@ -127,6 +145,19 @@ def provider_sim(
     /_sim/webhooks, /_sim/payment_intents/{id}/authenticate|settle, /_sim/refunds/{id}/settle,
     /_sim/dashboard/refunds|disputes.
     """
+    if provider not in PROVIDERS:
+        raise typer.BadParameter(f"one of {', '.join(PROVIDERS)}", param_hint="--provider")
+    if provider == "adyen":
+        adyen = build_adyen_config(
+            seed=seed,
+            fault=fault,
+            stall_seconds=stall_seconds,
+            hang_seconds=hang_seconds,
+            notification_url=webhook_url,
+            hmac_key=hmac_key,
+        )
+        serve_adyen(adyen, host=host, port=port)
+        return
     config = build_config(
         seed=seed,
         fault=fault,

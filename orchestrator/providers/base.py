@@ -78,6 +78,30 @@ class ProviderPayment:
 
 
 @dataclass(frozen=True)
+class PaymentOrder:
+    """What the merchant asked for, as every step of a charge may need to send it.
+
+    A provider with an unconfirmed payment object (Stripe) sends it once, at create; a
+    provider whose one request both creates and authorises (Adyen) sends it with the
+    confirm, and, having no read API, answers a retrieve by replaying that request under
+    the same key.  So the engine passes it to both, and each adapter takes what it needs.
+    """
+
+    record_id: str
+    amount: int
+    currency: str
+    # A provider's own method: a string id (``pm_…``) or a provider's object (Adyen's
+    # ``paymentMethod``).
+    payment_method: str | dict[str, Any]
+    description: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+    capture_method: str = "automatic"
+    customer: str | None = None
+    off_session: bool | None = None
+    return_url: str | None = None
+
+
+@dataclass(frozen=True)
 class ProviderPaymentPage:
     provider_payments: tuple[ProviderPayment, ...]
     has_more: bool
@@ -106,6 +130,17 @@ class RefundPage:
 
 
 @dataclass(frozen=True)
+class DisputeFacts:
+    """A dispute as the provider's event reports it (the protocol has no dispute read: the
+    event is the only source, ``services.disputes``)."""
+
+    amount: int
+    currency: str
+    reason: str | None
+    status: str  # needs_response, under_review, won, lost, … (the provider's word)
+
+
+@dataclass(frozen=True)
 class ProviderEvent:
     """What a verified provider webhook says: a hint about one object, never its state."""
 
@@ -118,6 +153,11 @@ class ProviderEvent:
     # or None when the event names none (an unrelated type).
     provider_payment_id: str | None
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    # Set when the event is about a dispute (the object is the dispute).
+    dispute: DisputeFacts | None = None
+    # Our payment's id when the provider carries it back (Adyen's ``merchantReference``):
+    # how an event finds a payment whose provider id is not known yet.
+    record_id: str | None = None
 
 
 class WebhookSignatureInvalid(Exception):
@@ -141,11 +181,16 @@ class Declined(ProviderError):
         decline_code: str | None = None,
         provider_payment_id: str | None = None,
         http_status: int | None = 402,
+        kind: str | None = None,
     ) -> None:
         super().__init__(message, http_status=http_status)
         self.code = code
         self.decline_code = decline_code
         self.provider_payment_id = provider_payment_id
+        # Whose problem the decline is, from the adapter's decline table: "card" (the card
+        # or shopper; another provider would see the same card) or "provider" (processing
+        # failed, nothing charged); None when the adapter does not say.
+        self.kind = kind
 
 
 class Permanent(ProviderError):
@@ -232,14 +277,24 @@ class PaymentProvider(Protocol):
         attempt: int,
         off_session: bool | None = None,
         return_url: str | None = None,
+        order: PaymentOrder | None = None,
     ) -> ProviderPayment:
         """Confirm with the key ``payorch-{record_id}-confirm-{attempt}``.  ``off_session``:
         the customer is not present, so a card that needs authentication declines
         (``authentication_required``) instead of answering ``requires_action``;
-        ``return_url``: where a redirect-based authentication sends the customer back."""
+        ``return_url``: where a redirect-based authentication sends the customer back;
+        ``order``: the whole order, for a provider whose confirm is the authorisation."""
 
-    def retrieve_payment(self, provider_payment_id: str) -> ProviderPayment:
-        """Strongly consistent read of the provider payment."""
+    def retrieve_payment(
+        self,
+        provider_payment_id: str,
+        *,
+        order: PaymentOrder | None = None,
+        confirm_attempt: int = 0,
+    ) -> ProviderPayment:
+        """Strongly consistent read of the provider payment.  A provider with no read API
+        replays confirm ``confirm_attempt`` of ``order`` under its key instead (0: none was
+        taken, so the payment is still unconfirmed)."""
 
     def list_payments(
         self, *, created_gte: int, created_lte: int, starting_after: str | None, limit: int

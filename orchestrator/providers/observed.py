@@ -35,6 +35,7 @@ from orchestrator.logging import get_logger
 from orchestrator.providers.base import (
     Declined,
     OutcomeUnknown,
+    PaymentOrder,
     PaymentProvider,
     Permanent,
     ProviderError,
@@ -59,10 +60,20 @@ CallSink = Callable[[ProviderCallRecord], None]
 
 log = get_logger(__name__)
 
-# The request each call stands for, as the operator's page shows it (the Stripe adapter's
-# paths: the one provider today).
-_PAYMENTS = "/v1/payment_intents"
-_REFUNDS = "/v1/refunds"
+# The request each call stands for, as the operator's page shows it: ``{id}`` is the object
+# the call names.  An adapter whose requests differ declares its own ``request_paths``
+# (Adyen's); these are Stripe's, which the test doubles with Stripe's semantics share.
+DEFAULT_REQUEST_PATHS: dict[str, tuple[str, str]] = {
+    "create": ("POST", "/v1/payment_intents"),
+    "confirm": ("POST", "/v1/payment_intents/{id}/confirm"),
+    "retrieve": ("GET", "/v1/payment_intents/{id}"),
+    "lookup": ("GET", "/v1/payment_intents"),
+    "capture": ("POST", "/v1/payment_intents/{id}/capture"),
+    "cancel": ("POST", "/v1/payment_intents/{id}/cancel"),
+    "refund": ("POST", "/v1/refunds"),
+    "retrieve_refund": ("GET", "/v1/refunds/{id}"),
+    "list_refunds": ("GET", "/v1/refunds?payment_intent={id}"),
+}
 
 
 def outcome_label(error: BaseException) -> str:
@@ -102,6 +113,11 @@ class ObservedProvider:
         self.inner = inner
         self._sink = sink
         self.name = inner.name
+        self._paths = {**DEFAULT_REQUEST_PATHS, **getattr(inner, "request_paths", {})}
+
+    def _request(self, operation: str, object_id: str = "") -> tuple[str, str]:
+        method, path = self._paths[operation]
+        return method, path.replace("{id}", object_id)
 
     def _observe(self, call: Call, send: Callable[[], T]) -> T:
         started = time.perf_counter()
@@ -188,7 +204,12 @@ class ObservedProvider:
         customer: str | None = None,
     ) -> ProviderPayment:
         return self._observe(
-            Call("create", "POST", _PAYMENTS, payment_id=record_id, key=create_key(record_id)),
+            Call(
+                "create",
+                *self._request("create"),
+                payment_id=record_id,
+                key=create_key(record_id),
+            ),
             lambda: self.inner.create_payment(
                 record_id=record_id,
                 amount=amount,
@@ -208,12 +229,12 @@ class ObservedProvider:
         attempt: int,
         off_session: bool | None = None,
         return_url: str | None = None,
+        order: PaymentOrder | None = None,
     ) -> ProviderPayment:
         return self._observe(
             Call(
                 "confirm",
-                "POST",
-                f"{_PAYMENTS}/{provider_payment_id}/confirm",
+                *self._request("confirm", provider_payment_id),
                 payment_id=record_id,
                 key=confirm_key(record_id, attempt),
                 object_id=provider_payment_id,
@@ -222,26 +243,38 @@ class ObservedProvider:
                 provider_payment_id,
                 record_id=record_id,
                 attempt=attempt,
-                **optional(off_session=(off_session, None), return_url=(return_url, None)),
+                **optional(
+                    off_session=(off_session, None),
+                    return_url=(return_url, None),
+                    order=(order, None),
+                ),
             ),
         )
 
-    def retrieve_payment(self, provider_payment_id: str) -> ProviderPayment:
+    def retrieve_payment(
+        self,
+        provider_payment_id: str,
+        *,
+        order: PaymentOrder | None = None,
+        confirm_attempt: int = 0,
+    ) -> ProviderPayment:
         return self._observe(
             Call(
                 "retrieve",
-                "GET",
-                f"{_PAYMENTS}/{provider_payment_id}",
+                *self._request("retrieve", provider_payment_id),
                 object_id=provider_payment_id,
             ),
-            lambda: self.inner.retrieve_payment(provider_payment_id),
+            lambda: self.inner.retrieve_payment(
+                provider_payment_id,
+                **optional(order=(order, None), confirm_attempt=(confirm_attempt, 0)),
+            ),
         )
 
     def list_payments(
         self, *, created_gte: int, created_lte: int, starting_after: str | None, limit: int
     ) -> ProviderPaymentPage:
         return self._observe(
-            Call("lookup", "GET", _PAYMENTS, recorded=False),
+            Call("lookup", *self._request("lookup"), recorded=False),
             lambda: self.inner.list_payments(
                 created_gte=created_gte,
                 created_lte=created_lte,
@@ -266,8 +299,7 @@ class ObservedProvider:
         return self._observe(
             Call(
                 "capture",
-                "POST",
-                f"{_PAYMENTS}/{provider_payment_id}/capture",
+                *self._request("capture", provider_payment_id),
                 key=capture_key(operation_id, attempt),
                 object_id=provider_payment_id,
             ),
@@ -285,8 +317,7 @@ class ObservedProvider:
         return self._observe(
             Call(
                 "cancel",
-                "POST",
-                f"{_PAYMENTS}/{provider_payment_id}/cancel",
+                *self._request("cancel", provider_payment_id),
                 key=cancel_key(operation_id, attempt),
                 object_id=provider_payment_id,
             ),
@@ -308,8 +339,7 @@ class ObservedProvider:
         return self._observe(
             Call(
                 "refund",
-                "POST",
-                _REFUNDS,
+                *self._request("refund", provider_payment_id),
                 key=refund_key(operation_id, attempt),
                 object_id=provider_payment_id,
             ),
@@ -325,7 +355,7 @@ class ObservedProvider:
 
     def retrieve_refund(self, refund_id: str) -> ProviderRefund:
         return self._observe(
-            Call("retrieve_refund", "GET", f"{_REFUNDS}/{refund_id}"),
+            Call("retrieve_refund", *self._request("retrieve_refund", refund_id)),
             lambda: self.inner.retrieve_refund(refund_id),
         )
 
@@ -335,8 +365,7 @@ class ObservedProvider:
         return self._observe(
             Call(
                 "list_refunds",
-                "GET",
-                f"{_REFUNDS}?payment_intent={provider_payment_id}",
+                *self._request("list_refunds", provider_payment_id),
                 object_id=provider_payment_id,
             ),
             lambda: self.inner.list_refunds(

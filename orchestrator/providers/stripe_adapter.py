@@ -24,6 +24,7 @@ import stripe
 
 from orchestrator.providers import keys
 from orchestrator.providers.base import (
+    PaymentOrder,
     ProviderEvent,
     ProviderPayment,
     ProviderPaymentPage,
@@ -157,6 +158,7 @@ class StripeProvider:
         attempt: int,
         off_session: bool | None = None,
         return_url: str | None = None,
+        order: PaymentOrder | None = None,  # Stripe has had the order since the create
     ) -> ProviderPayment:
         params: dict[str, Any] = {}
         if off_session is not None:
@@ -270,7 +272,13 @@ class StripeProvider:
         """See the module-level ``parse_webhook_event``."""
         return parse_webhook_event(payload, signature_header, secret)
 
-    def retrieve_payment(self, provider_payment_id: str) -> ProviderPayment:
+    def retrieve_payment(
+        self,
+        provider_payment_id: str,
+        *,
+        order: PaymentOrder | None = None,  # Stripe reads the intent itself: no replay
+        confirm_attempt: int = 0,
+    ) -> ProviderPayment:
         return self._intent_call(
             "get",
             f"/v1/payment_intents/{quote(provider_payment_id, safe='')}",

@@ -14,6 +14,7 @@ from typing import Any
 import stripe
 
 from orchestrator.providers.base import (
+    DisputeFacts,
     PaymentError,
     ProviderEvent,
     ProviderPayment,
@@ -128,6 +129,14 @@ def event_from_dict(raw: Mapping[str, Any]) -> ProviderEvent:
     object_type = str(obj.get("object") or "")
     object_id = str(obj.get("id") or "")
     intent = object_id if object_type == "payment_intent" else _id_of(obj.get("payment_intent"))
+    dispute = None
+    if object_type == "dispute":
+        dispute = DisputeFacts(
+            amount=int(obj.get("amount") or 0),
+            currency=str(obj.get("currency") or ""),
+            reason=str(obj["reason"]) if obj.get("reason") else None,
+            status=str(obj.get("status") or "needs_response"),
+        )
     return ProviderEvent(
         id=str(raw["id"]),
         type=str(raw["type"]),
@@ -136,6 +145,7 @@ def event_from_dict(raw: Mapping[str, Any]) -> ProviderEvent:
         object_type=object_type,
         provider_payment_id=intent,
         raw=dict(raw),
+        dispute=dispute,
     )
 
 

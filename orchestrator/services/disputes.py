@@ -22,8 +22,6 @@ from orchestrator.providers.base import ProviderEvent
 
 log = get_logger(__name__)
 
-DISPUTE_OBJECT = "dispute"
-
 
 def dispute_representation(dispute: DisputeRecord) -> dict[str, Any]:
     return {
@@ -45,18 +43,17 @@ def record_dispute_event(
 ) -> DisputeRecord | None:
     """In the event's own transaction: the dispute row, and ``payment.disputed`` the first
     time this dispute is seen.  None when the event is not about a dispute."""
-    if event.object_type != DISPUTE_OBJECT:
+    facts = event.dispute
+    if facts is None:
         return None
-    data = event.raw.get("data")
-    obj: dict[str, Any] = data.get("object", {}) if isinstance(data, dict) else {}
     dispute, created = uow.disputes.record(
         dispute_id=event.object_id,
         payment_id=payment_id,
         provider_payment_id=event.provider_payment_id,
-        amount=int(obj.get("amount") or 0),
-        currency=str(obj.get("currency") or ""),
-        reason=str(obj["reason"]) if obj.get("reason") else None,
-        status=str(obj.get("status") or "needs_response"),
+        amount=facts.amount,
+        currency=facts.currency,
+        reason=facts.reason,
+        status=facts.status,
         event_created=event.created,
         now=now,
     )

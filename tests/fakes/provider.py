@@ -243,6 +243,7 @@ class FakeProvider:
         attempt: int,
         off_session: bool | None = None,
         return_url: str | None = None,
+        order: object = None,  # a provider with Stripe's semantics has it since the create
     ) -> ProviderPayment:
         key = confirm_key(record_id, attempt)
         params = {"off_session": off_session, "return_url": return_url}
@@ -403,7 +404,9 @@ class FakeProvider:
 
         return self._with_key(key, fault, act)
 
-    def retrieve_payment(self, provider_payment_id: str) -> ProviderPayment:
+    def retrieve_payment(
+        self, provider_payment_id: str, *, order: object = None, confirm_attempt: int = 0
+    ) -> ProviderPayment:
         self.calls.append(Call("retrieve", provider_payment_id, None))
         fault = self._fault("retrieve")
         if fault in ("unknown_before_effect", "unknown_after_effect", "saved_500_after_effect"):

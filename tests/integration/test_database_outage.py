@@ -13,6 +13,7 @@ import contextlib
 import socket
 from collections.abc import Iterator
 from datetime import timedelta
+from typing import Any
 
 import httpx
 import pytest
@@ -249,10 +250,10 @@ class _OutageAfterConfirm:
         return getattr(self._inner, name)
 
     def confirm_payment(
-        self, provider_payment_id: str, *, record_id: str, attempt: int
+        self, provider_payment_id: str, *, record_id: str, attempt: int, **options: Any
     ) -> ProviderPayment:
         intent = self._inner.confirm_payment(
-            provider_payment_id, record_id=record_id, attempt=attempt
+            provider_payment_id, record_id=record_id, attempt=attempt, **options
         )
         if not self.tripped:
             self.tripped = True

@@ -56,8 +56,12 @@ def test_a_fenced_out_finish_still_records_the_call_it_followed(container, provi
     record = accept(container, new_merchant(container), "rows-2")
     original_confirm = provider.confirm_payment
 
-    def confirm_then_lose_the_lease(provider_payment_id: str, *, record_id: str, attempt: int):
-        result = original_confirm(provider_payment_id, record_id=record_id, attempt=attempt)
+    def confirm_then_lose_the_lease(
+        provider_payment_id: str, *, record_id: str, attempt: int, **options
+    ):
+        result = original_confirm(
+            provider_payment_id, record_id=record_id, attempt=attempt, **options
+        )
         current = reload(container, record_id)
         force(container, record_id, lease_token=current.lease_token + 1, lease_owner="other")
         return result
@@ -74,7 +78,7 @@ def test_a_fenced_out_finish_still_records_the_call_it_followed(container, provi
 def test_a_run_that_fails_after_a_call_still_records_it(container, provider):
     record = accept(container, new_merchant(container), "rows-3")
 
-    def broken_confirm(provider_payment_id: str, *, record_id: str, attempt: int):
+    def broken_confirm(provider_payment_id: str, *, record_id: str, attempt: int, **options):
         raise RuntimeError("a bug after the create")
 
     provider.confirm_payment = broken_confirm  # type: ignore[method-assign]

@@ -163,9 +163,9 @@ def test_a_retrieve_after_a_timeout_that_shows_another_amount_is_never_finished(
 
     original = provider.retrieve_payment
 
-    def retrieve(provider_payment_id: str):
+    def retrieve(provider_payment_id: str, **options):
         tamper()
-        return original(provider_payment_id)
+        return original(provider_payment_id, **options)
 
     provider.retrieve_payment = retrieve  # type: ignore[method-assign]
 

@@ -246,8 +246,12 @@ def test_a_worker_taken_over_mid_payment_is_fenced_and_writes_nothing(container,
 
     original_confirm = provider.confirm_payment
 
-    def confirm_then_lose_the_lease(provider_payment_id: str, *, record_id: str, attempt: int):
-        result = original_confirm(provider_payment_id, record_id=record_id, attempt=attempt)
+    def confirm_then_lose_the_lease(
+        provider_payment_id: str, *, record_id: str, attempt: int, **options
+    ):
+        result = original_confirm(
+            provider_payment_id, record_id=record_id, attempt=attempt, **options
+        )
         current = reload(container, record_id)
         force(container, record_id, lease_token=current.lease_token + 1, lease_owner="other")
         return result

@@ -55,8 +55,8 @@ class StubProvider:
     def confirm_payment(self, provider_payment_id: str, **kwargs: Any) -> ProviderPayment:
         return self._answer("confirm_payment", INTENT, provider_payment_id, **kwargs)  # type: ignore[no-any-return]
 
-    def retrieve_payment(self, provider_payment_id: str) -> ProviderPayment:
-        return self._answer("retrieve_payment", INTENT, provider_payment_id)  # type: ignore[no-any-return]
+    def retrieve_payment(self, provider_payment_id: str, **kwargs: Any) -> ProviderPayment:
+        return self._answer("retrieve_payment", INTENT, provider_payment_id, **kwargs)  # type: ignore[no-any-return]
 
     def list_payments(self, **kwargs: Any) -> ProviderPaymentPage:
         return self._answer("list_payments", ProviderPaymentPage((), False), **kwargs)  # type: ignore[no-any-return]

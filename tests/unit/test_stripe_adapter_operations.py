@@ -28,8 +28,8 @@ from orchestrator.providers.base import (
     ProviderEvent,
     WebhookSignatureInvalid,
 )
+from orchestrator.providers.http_pools import trusted_context
 from orchestrator.providers.stripe_adapter import StripeProvider
-from orchestrator.providers.stripe_http import trusted_context
 from orchestrator.providers.stripe_objects import WEBHOOK_TOLERANCE_SECONDS, parse_webhook_event
 from tests.fakes.stripe_http import FakeStripeTransport, LocalStripeServer
 

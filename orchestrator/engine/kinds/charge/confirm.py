@@ -75,6 +75,7 @@ def drive_payment(run: ChargeRun) -> None:
             **optional(
                 off_session=(record.request.off_session, None),
                 return_url=(record.request.return_url, None),
+                order=(run.order, None),
             ),
         )
     except Declined as error:
@@ -107,7 +108,11 @@ def query_first(run: ChargeRun, provider_payment_id: str) -> Next | None:
     lease = run.lease
     lease.renew()
     try:
-        provider_payment = run.provider.retrieve_payment(provider_payment_id)
+        # A provider with no read API replays the last confirm's key (``PaymentOrder``).
+        provider_payment = run.provider.retrieve_payment(
+            provider_payment_id,
+            **optional(order=(run.order, None), confirm_attempt=(run.record.confirm_attempts, 0)),
+        )
     except Retryable as error:
         lease.wait(error.retry_after, describe_error(error))
         return None

@@ -38,7 +38,7 @@ from orchestrator.domain.model import PaymentRecord
 from orchestrator.engine.kinds.payment_match import ExpectedPayment, payment_mismatches, reject
 from orchestrator.engine.lease import Lease, Parked, describe_error
 from orchestrator.logging import get_logger
-from orchestrator.providers.base import PaymentProvider, ProviderPayment
+from orchestrator.providers.base import PaymentOrder, PaymentProvider, ProviderPayment
 
 log = get_logger(__name__)
 
@@ -75,6 +75,24 @@ class ChargeRun:
     @property
     def expected(self) -> ExpectedPayment:
         return ExpectedPayment.for_record(self.record)
+
+    @property
+    def order(self) -> PaymentOrder:
+        """What the merchant asked for, for the provider calls that carry it (confirm, and a
+        retrieve that replays it: ``PaymentOrder``)."""
+        request = self.record.request
+        return PaymentOrder(
+            record_id=self.record.id,
+            amount=request.amount,
+            currency=request.currency,
+            payment_method=request.payment_method,
+            description=request.description,
+            metadata=request.metadata,
+            capture_method=request.capture_method,
+            customer=request.customer,
+            off_session=request.off_session,
+            return_url=request.return_url,
+        )
 
     # -- before a create, before a confirm --------------------------------------------------
 

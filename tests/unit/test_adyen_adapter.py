@@ -1,0 +1,446 @@
+"""The Adyen adapter on Adyen's library, against a fake with Adyen's idempotency semantics
+(``AdyenCheckoutFake``: stored answers per key, 704 while a key's first request runs) and
+a fault per request: no network, no mocks of the library."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+import urllib3
+
+from orchestrator.providers.adyen_adapter import AdyenProvider, checkout_base_url
+from orchestrator.providers.adyen_declines import REFUSALS, refusal
+from orchestrator.providers.adyen_errors import ProviderBug
+from orchestrator.providers.adyen_objects import REFERENCE_PREFIX
+from orchestrator.providers.base import (
+    Declined,
+    OutcomeUnknown,
+    PaymentOrder,
+    Permanent,
+    Retryable,
+)
+from orchestrator.providers.observed import ObservedProvider
+from tests.fakes.stripe_http import FakeStripeTransport
+
+API_KEY = "AQE_test_key"
+MERCHANT = "PayorchECOM"
+
+REFUSED_BY_HOLDER = {
+    "NOT_ENOUGH_BALANCE": ("12", "Not enough balance"),
+    "ISSUER_UNAVAILABLE": ("9", "Issuer Unavailable"),
+    "DECLINED": ("2", "Refused"),
+}
+
+
+@dataclass
+class AdyenCheckoutFake:
+    """Adyen's ``/payments`` as its docs describe it: the first request under a key is
+    processed and its answer stored; a replay returns the stored answer.  ``faults`` are
+    consumed one per request: ``timeout_after_effect``, ``500_before_effect``,
+    ``in_progress`` (704), ``401``, ``422``."""
+
+    faults: list[str] = field(default_factory=list)
+    stored: dict[str, dict[str, Any]] = field(default_factory=dict)
+    authorisations: list[dict[str, Any]] = field(default_factory=list)
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        fault = self.faults.pop(0) if self.faults else None
+        if fault == "401":
+            return httpx.Response(
+                401,
+                json={
+                    "status": 401,
+                    "errorCode": "000",
+                    "message": "HTTP Status Response - Unauthorized",
+                    "errorType": "security",
+                },
+            )
+        if fault == "422":
+            return httpx.Response(
+                422,
+                json={
+                    "status": 422,
+                    "errorCode": "130",
+                    "message": "Required field 'reference' is not provided.",
+                    "errorType": "validation",
+                },
+            )
+        if fault == "in_progress":
+            return httpx.Response(
+                422,
+                json={
+                    "status": 422,
+                    "errorCode": "704",
+                    "message": "request already processed or in progress",
+                    "errorType": "validation",
+                },
+                headers={"transient-error": "true"},
+            )
+        if fault == "500_before_effect":
+            return httpx.Response(
+                500,
+                json={
+                    "status": 500,
+                    "errorCode": "905",
+                    "message": "internal",
+                    "errorType": "internal",
+                },
+            )
+        key = request.headers["Idempotency-Key"]
+        if key not in self.stored:
+            self.stored[key] = self._process(json.loads(request.content))
+        if fault == "timeout_after_effect":
+            raise urllib3.exceptions.ReadTimeoutError(None, request.url.path, "Read timed out.")  # type: ignore[arg-type]
+        return httpx.Response(200, json=self.stored[key])
+
+    def _process(self, body: dict[str, Any]) -> dict[str, Any]:
+        method = body["paymentMethod"]
+        holder = method.get("holderName", "")
+        psp = f"PSP{len(self.authorisations) + 1:013d}"
+        if holder in REFUSED_BY_HOLDER:
+            code, reason = REFUSED_BY_HOLDER[holder]
+            return {
+                "pspReference": psp,
+                "resultCode": "Refused",
+                "refusalReason": reason,
+                "refusalReasonCode": code,
+            }
+        if holder == "ERROR":
+            return {
+                "pspReference": psp,
+                "resultCode": "Error",
+                "refusalReason": "Acquirer Error",
+                "refusalReasonCode": "4",
+            }
+        if method.get("encryptedCardNumber") == "test_5454545454545454":
+            return {
+                "resultCode": "ChallengeShopper",
+                "action": {
+                    "type": "threeDS2",
+                    "subtype": "challenge",
+                    "paymentData": "pd",
+                    "token": "tok",
+                },
+            }
+        self.authorisations.append(body)
+        return {
+            "pspReference": psp,
+            "resultCode": "Authorised",
+            "merchantReference": body["reference"],
+        }
+
+
+def card(number: str = "test_4111111111111111", holder: str = "Ada") -> dict[str, str]:
+    return {
+        "type": "scheme",
+        "encryptedCardNumber": number,
+        "encryptedExpiryMonth": "test_03",
+        "encryptedExpiryYear": "test_2030",
+        "encryptedSecurityCode": "test_737",
+        "holderName": holder,
+    }
+
+
+def order(**overrides: Any) -> PaymentOrder:
+    values: dict[str, Any] = {
+        "record_id": "pay_01adyen",
+        "amount": 1250,
+        "currency": "eur",
+        "payment_method": card(),
+        "description": "order 7",
+        "metadata": {"order": "7"},
+    }
+    values.update(overrides)
+    return PaymentOrder(**values)
+
+
+Build = Callable[..., tuple[AdyenProvider, AdyenCheckoutFake, FakeStripeTransport]]
+
+
+@pytest.fixture
+def build() -> Build:
+    def make(
+        *faults: str, api_base: str = "http://adyen.test", live_url_prefix: str | None = None
+    ) -> tuple[AdyenProvider, AdyenCheckoutFake, FakeStripeTransport]:
+        fake = AdyenCheckoutFake(faults=list(faults))
+        transport = FakeStripeTransport(fake)
+        provider = AdyenProvider(
+            api_key=API_KEY,
+            merchant_account=MERCHANT,
+            api_base=api_base,
+            live_url_prefix=live_url_prefix,
+            connect_timeout=1,
+            read_timeout=1,
+            transport=transport,
+        )
+        return provider, fake, transport
+
+    return make
+
+
+def test_the_create_sends_nothing_and_names_the_payment_by_our_reference(build: Build) -> None:
+    provider, _, transport = build()
+
+    created = provider.create_payment(
+        record_id="pay_01adyen",
+        amount=1250,
+        currency="eur",
+        payment_method="storedPM1",
+        description=None,
+        metadata={},
+    )
+
+    assert transport.requests == []
+    assert created.id == REFERENCE_PREFIX + "pay_01adyen"
+    assert created.status == "requires_confirmation"
+    assert created.metadata["payorch_record_id"] == "pay_01adyen"
+
+
+def test_the_confirm_authorises_with_our_reference_key_and_merchant_account(build: Build) -> None:
+    provider, fake, transport = build()
+
+    payment = provider.confirm_payment(
+        REFERENCE_PREFIX + "pay_01adyen", record_id="pay_01adyen", attempt=1, order=order()
+    )
+
+    (sent,) = transport.requests
+    assert str(sent.url) == "http://adyen.test/v71/payments"
+    assert sent.headers["Idempotency-Key"] == "payorch-pay_01adyen-confirm-1"
+    assert sent.headers["X-API-Key"] == API_KEY
+    body = json.loads(sent.content)
+    assert body["reference"] == "pay_01adyen"
+    assert body["merchantAccount"] == MERCHANT
+    assert body["amount"] == {"currency": "EUR", "value": 1250}
+    assert "additionalData" not in body  # automatic capture: Adyen's default
+    assert payment.status == "succeeded"
+    assert payment.id == "PSP0000000000001"
+    assert payment.amount_received == 1250
+    assert len(fake.authorisations) == 1
+
+
+def test_a_manual_capture_is_asked_for_per_payment_and_stops_at_requires_capture(
+    build: Build,
+) -> None:
+    provider, _, transport = build()
+
+    payment = provider.confirm_payment(
+        "x", record_id="pay_01adyen", attempt=1, order=order(capture_method="manual")
+    )
+
+    assert json.loads(transport.requests[0].content)["additionalData"] == {"manualCapture": "true"}
+    assert payment.status == "requires_capture"
+    assert payment.amount_capturable == 1250
+
+
+def test_an_answer_lost_after_the_effect_is_resolved_by_replaying_the_same_key(
+    build: Build,
+) -> None:
+    provider, fake, transport = build("timeout_after_effect")
+
+    with pytest.raises(OutcomeUnknown):
+        provider.confirm_payment("x", record_id="pay_01adyen", attempt=1, order=order())
+    found = provider.retrieve_payment("x", order=order(), confirm_attempt=1)
+
+    assert found.status == "succeeded"
+    assert [r.headers["Idempotency-Key"] for r in transport.requests] == [
+        "payorch-pay_01adyen-confirm-1",
+        "payorch-pay_01adyen-confirm-1",
+    ]
+    assert len(fake.authorisations) == 1
+
+
+def test_a_5xx_before_the_effect_is_unknown_and_the_replay_authorises_once(build: Build) -> None:
+    provider, fake, _ = build("500_before_effect")
+
+    with pytest.raises(OutcomeUnknown):
+        provider.confirm_payment("x", record_id="pay_01adyen", attempt=1, order=order())
+    assert fake.authorisations == []
+    found = provider.retrieve_payment("x", order=order(), confirm_attempt=1)
+
+    assert found.status == "succeeded"
+    assert len(fake.authorisations) == 1
+
+
+def test_a_retrieve_before_any_confirm_sends_nothing(build: Build) -> None:
+    provider, _, transport = build()
+
+    found = provider.retrieve_payment("x", order=order(), confirm_attempt=0)
+
+    assert found.status == "requires_confirmation"
+    assert transport.requests == []
+
+
+def test_a_retrieve_without_the_order_is_refused_before_sending(build: Build) -> None:
+    provider, _, transport = build()
+
+    with pytest.raises(Permanent):
+        provider.retrieve_payment("PSP1")
+    assert transport.requests == []
+
+
+@pytest.mark.parametrize(
+    ("holder", "code", "decline_code", "kind"),
+    [
+        ("NOT_ENOUGH_BALANCE", "not_enough_balance", "12", "card"),
+        ("DECLINED", "refused", "2", "card"),
+        ("ISSUER_UNAVAILABLE", "issuer_unavailable", "9", "provider"),
+        ("ERROR", "acquirer_error", "4", "provider"),
+    ],
+)
+def test_a_refusal_is_a_decline_with_our_code_adyens_code_and_whose_problem_it_is(
+    build: Build, holder: str, code: str, decline_code: str, kind: str
+) -> None:
+    provider, _, _ = build()
+
+    with pytest.raises(Declined) as declined:
+        provider.confirm_payment(
+            "x", record_id="pay_01adyen", attempt=1, order=order(payment_method=card(holder=holder))
+        )
+
+    assert (declined.value.code, declined.value.decline_code, declined.value.kind) == (
+        code,
+        decline_code,
+        kind,
+    )
+    assert declined.value.provider_payment_id is not None
+
+
+def test_a_challenge_asks_for_the_shoppers_action_and_keeps_our_reference(build: Build) -> None:
+    provider, _, _ = build()
+
+    payment = provider.confirm_payment(
+        "x",
+        record_id="pay_01adyen",
+        attempt=1,
+        order=order(payment_method=card(number="test_5454545454545454")),
+    )
+
+    assert payment.status == "requires_action"
+    assert payment.id == REFERENCE_PREFIX + "pay_01adyen"
+    assert payment.next_action is not None
+    assert payment.next_action["adyen_action"]["subtype"] == "challenge"
+
+
+@pytest.mark.parametrize(
+    ("fault", "error", "code"),
+    [
+        ("in_progress", Retryable, "704"),
+        ("401", Permanent, "authentication_failed"),
+        ("422", Permanent, "130"),
+    ],
+)
+def test_adyens_error_answers_map_to_the_taxonomy(
+    build: Build, fault: str, error: type[Exception], code: str
+) -> None:
+    provider, fake, _ = build(fault)
+
+    with pytest.raises(error) as raised:
+        provider.confirm_payment("x", record_id="pay_01adyen", attempt=1, order=order())
+
+    assert getattr(raised.value, "code", None) == code
+    assert fake.authorisations == []
+
+
+def test_a_bug_in_the_transport_surfaces_as_itself_not_as_a_timeout(build: Build) -> None:
+    provider, _, transport = build()
+
+    def broken(request: httpx.Request) -> httpx.Response:
+        raise LookupError("no cassette entry for this request")
+
+    transport.handler = broken
+    with pytest.raises(LookupError):
+        provider.confirm_payment("x", record_id="pay_01adyen", attempt=1, order=order())
+
+
+def test_a_key_adyen_would_refuse_is_refused_before_anything_is_sent(build: Build) -> None:
+    provider, _, transport = build()
+    long_id = "pay_" + "x" * 60
+
+    with pytest.raises(Permanent):
+        provider.confirm_payment("x", record_id=long_id, attempt=1, order=order(record_id=long_id))
+    assert transport.requests == []
+
+
+def test_the_checkout_url_is_the_test_endpoint_a_configured_root_or_the_live_prefix() -> None:
+    assert checkout_base_url("https://checkout-test.adyen.com", None) == (
+        "https://checkout-test.adyen.com/v71"
+    )
+    assert checkout_base_url("http://127.0.0.1:12112/", None) == "http://127.0.0.1:12112/v71"
+    assert checkout_base_url("ignored", "1797a841fbb37ca7-AdyenDemo") == (
+        "https://1797a841fbb37ca7-AdyenDemo-checkout-live.adyenpayments.com/checkout/v71"
+    )
+
+
+def test_a_live_account_sends_to_its_prefix_url(build: Build) -> None:
+    provider, _, transport = build(live_url_prefix="abc123-payorch")
+
+    provider.confirm_payment("x", record_id="pay_01adyen", attempt=1, order=order())
+
+    assert str(transport.requests[0].url) == (
+        "https://abc123-payorch-checkout-live.adyenpayments.com/checkout/v71/payments"
+    )
+
+
+def test_modifications_are_refused_before_anything_is_sent_until_notifications_are_read(
+    build: Build,
+) -> None:
+    provider, _, transport = build()
+
+    with pytest.raises(Permanent) as raised:
+        provider.capture_payment("PSP1", operation_id="op_1", attempt=1, amount_to_capture=None)
+
+    assert raised.value.code == "operation_not_supported"
+    assert transport.requests == []
+
+
+def test_every_refusal_code_has_a_distinct_snake_case_code() -> None:
+    codes = [row.code for row in REFUSALS.values()]
+    assert len(codes) == len(set(codes))
+    assert all(code == code.lower() and " " not in code for code in codes)
+
+
+def test_an_unknown_refusal_code_is_the_cards_problem_and_an_unknown_error_the_providers() -> None:
+    assert refusal("999", "Brand New Reason", result_code="Refused").kind == "card"
+    assert refusal("999", "Brand New Reason", result_code="Refused").code == "brand_new_reason"
+    assert refusal(None, None, result_code="Error").kind == "provider"
+
+
+def test_the_library_refusing_to_send_is_a_bug_not_an_outage() -> None:
+    provider = AdyenProvider(
+        api_key="",
+        merchant_account=MERCHANT,
+        connect_timeout=1,
+        read_timeout=1,
+        transport=FakeStripeTransport(AdyenCheckoutFake()),
+    )
+
+    with pytest.raises(ProviderBug):
+        provider.confirm_payment("x", record_id="pay_01adyen", attempt=1, order=order())
+
+
+def test_the_operators_page_shows_adyens_requests_not_stripes(build: Build) -> None:
+    provider, _, _ = build()
+    rows: list[Any] = []
+    observed = ObservedProvider(provider, rows.append)
+
+    observed.create_payment(
+        record_id="pay_01adyen",
+        amount=1250,
+        currency="eur",
+        payment_method="storedPM1",
+        description=None,
+        metadata={},
+    )
+    observed.confirm_payment("x", record_id="pay_01adyen", attempt=1, order=order())
+    observed.retrieve_payment("x", order=order(), confirm_attempt=1)
+
+    assert [(row.operation, row.method, row.path) for row in rows] == [
+        ("create", "-", "(nothing sent: known by our reference)"),
+        ("confirm", "POST", "/payments"),
+        ("retrieve", "POST", "/payments (the last confirm, replayed)"),
+    ]
