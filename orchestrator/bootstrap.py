@@ -346,6 +346,23 @@ def _stripe_account_factory(settings: Settings) -> AccountProviderFactory:
     return build
 
 
+def _adyen_account_factory(settings: Settings) -> AccountProviderFactory:
+    def build(account: ConnectorAccount, credentials: dict[str, str]) -> PaymentProvider:
+        from orchestrator.providers.adyen_adapter import AdyenProvider
+
+        # The account's live prefix when it has one, else the configured Checkout root.
+        return AdyenProvider(
+            api_key=credentials["api_key"],
+            merchant_account=credentials["merchant_account"],
+            api_base=settings.adyen_api_base,
+            live_url_prefix=credentials.get("live_url_prefix") or None,
+            connect_timeout=settings.provider_connect_timeout_seconds,
+            read_timeout=settings.provider_timeout_seconds,
+        )
+
+    return build
+
+
 def _stripe_provider_factory(settings: Settings) -> Callable[[], PaymentProvider]:
     def build() -> PaymentProvider:
         from orchestrator.providers.stripe_adapter import StripeProvider
@@ -379,5 +396,8 @@ def bootstrap(
         publisher=publisher,
         provider_factory=provider_factory or _stripe_provider_factory(settings),
         celery_app=celery_app,
-        provider_factories={"stripe": _stripe_account_factory(settings)},
+        provider_factories={
+            "stripe": _stripe_account_factory(settings),
+            "adyen": _adyen_account_factory(settings),
+        },
     )

@@ -176,6 +176,14 @@ class AdyenProvider:
         return self._authorise(order, confirm_attempt)
 
     def _authorise(self, order: PaymentOrder, attempt: int) -> ProviderPayment:
+        if not order.return_url:
+            # Adyen requires returnUrl on every /payments request (it is where a redirect
+            # sends the shopper back): refused before sending, so the payment fails clearly.
+            raise Permanent(
+                "an Adyen payment needs return_url (Adyen requires returnUrl on every "
+                "authorisation)",
+                code="return_url_required",
+            )
         key = _checked_key(keys.confirm_key(order.record_id, attempt))
         body = payment_request(order, merchant_account=self.merchant_account)
         with mapped_errors():

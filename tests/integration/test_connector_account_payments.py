@@ -11,12 +11,10 @@ from typing import Any
 
 import httpx
 import pytest
-import sqlalchemy as sa
 
 from devtools.simulator import RunningSimulator, start_in_thread
 from orchestrator.api.app import create_app
 from orchestrator.bootstrap import Container
-from orchestrator.db.tables import payments
 from orchestrator.domain.model import Role
 from orchestrator.engine.kinds import process_operation
 from orchestrator.services.api_keys import create_client
@@ -165,29 +163,3 @@ def test_new_credentials_take_effect_on_the_next_payment(stack: Stack) -> None:
 
     assert {c["key_last4"] for c in stack.calls(first["id"])} == {"OWN1"}
     assert {c["key_last4"] for c in stack.calls(second["id"])} == {"NEW2"}
-
-
-def test_an_adyen_account_without_its_adapter_parks_the_payment_with_no_call_made(
-    stack: Stack,
-) -> None:
-    adyen = _account(
-        stack,
-        provider="adyen",
-        credentials={
-            "api_key": "AQEadyenKey_xyz",
-            "merchant_account": "ShopEU",
-            "hmac_key": "44782DEF547AAA06C910C43932B1EB0C",
-        },
-    )
-    created = _pay(stack, "adyen", connector_account=adyen)
-    stack.run_published()
-
-    shown = _status(stack, created["id"])
-    assert shown["connector_account"] == adyen
-    assert shown["status"] == "needs_attention"
-    with stack.container.engine.connect() as conn:
-        error = conn.execute(
-            sa.select(payments.c.last_error).where(payments.c.id == created["id"])
-        ).scalar_one()
-    assert "no adapter for provider adyen yet" in error
-    assert stack.calls(created["id"]) == []

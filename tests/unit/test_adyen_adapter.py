@@ -154,6 +154,7 @@ def order(**overrides: Any) -> PaymentOrder:
         "payment_method": card(),
         "description": "order 7",
         "metadata": {"order": "7"},
+        "return_url": "https://shop.example/return",
     }
     values.update(overrides)
     return PaymentOrder(**values)
@@ -444,3 +445,15 @@ def test_the_operators_page_shows_adyens_requests_not_stripes(build: Build) -> N
         ("confirm", "POST", "/payments"),
         ("retrieve", "POST", "/payments (the last confirm, replayed)"),
     ]
+
+
+def test_an_order_without_a_return_url_is_refused_before_anything_is_sent(build: Build) -> None:
+    provider, _, transport = build()
+
+    with pytest.raises(Permanent) as raised:
+        provider.confirm_payment(
+            "x", record_id="pay_01adyen", attempt=1, order=order(return_url=None)
+        )
+
+    assert raised.value.code == "return_url_required"
+    assert transport.requests == []
