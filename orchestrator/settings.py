@@ -33,12 +33,16 @@ class Settings(BaseSettings):
         env_prefix="PAYORCH_", extra="ignore", hide_input_in_errors=True
     )
 
+    # No default (decision 0070): unset, every process refuses to start and says so.
+    # Defaulting to dev was insecure; defaulting to production would hide the choice.
     env: Literal["dev", "test", "production"] = Field(
-        default="dev",
         description=(
-            "`dev`, `test` or `production`. Outside `dev` a missing or placeholder "
-            "`SECRET_KEY` refuses to start; `production` also refuses a provider that is not "
-            "real (a plain-http `STRIPE_API_BASE` or the simulator's key)."
+            "Required: `production`, `test` or `dev`; unset, every process refuses to start. "
+            "Outside `dev` a missing or placeholder `SECRET_KEY` refuses to start; "
+            "`production` also refuses a provider that is not real (a plain-http "
+            "`STRIPE_API_BASE` or the simulator's key). `dev` (a developer's machine only) "
+            "also allows webhooks to private addresses and plain http, and console cookies "
+            "without `Secure`."
         ),
     )
 

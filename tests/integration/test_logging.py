@@ -341,7 +341,11 @@ def test_an_invalid_setting_is_named_without_a_traceback() -> None:
     result = subprocess.run(
         payorch_command("worker"),
         env=process_environment(
-            {"PAYORCH_SECRET_KEY": TEST_SECRET_KEY, "PAYORCH_LEASE_SECONDS": "-5"}
+            {
+                "PAYORCH_ENV": "test",
+                "PAYORCH_SECRET_KEY": TEST_SECRET_KEY,
+                "PAYORCH_LEASE_SECONDS": "-5",
+            }
         ),
         capture_output=True,
         text=True,
