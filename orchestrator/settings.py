@@ -349,6 +349,36 @@ class Settings(BaseSettings):
             "reach anything internal."
         ),
     )
+    webhook_allowed_ports: list[int] = Field(
+        default=[443],
+        min_length=1,
+        description=(
+            "The ports an `https` webhook URL may name (a JSON list, e.g. `[443, 8443]`). "
+            "Any other port is refused outside `dev` (unless `WEBHOOK_ALLOW_PRIVATE`): a "
+            "merchant's URL must not make the relay talk to a mail server or scan ports."
+        ),
+    )
+    webhook_dns_timeout_seconds: float = Field(
+        default=2.0,
+        gt=0,
+        le=30,
+        description=(
+            "How long a webhook host's name may take to resolve (at creation and at every "
+            "delivery) before the URL counts as not resolving. Too short: a distant name "
+            "server refuses good URLs (a delivery is retried later); too long: a slow one "
+            "holds an API request or a relay thread that long."
+        ),
+    )
+    webhook_endpoints_per_client: int = Field(
+        default=16,
+        ge=1,
+        le=100,
+        description=(
+            "Webhook endpoints one API client may have (Stripe's limit is 16); a create "
+            "beyond it is refused (409). Every event fans out to each subscribed endpoint, "
+            "so this bounds the relay's work per event. At most 100 (what a list shows)."
+        ),
+    )
     webhook_retry_base_seconds: float = Field(
         default=5.0,
         gt=0,

@@ -109,6 +109,8 @@ def build_sender(settings: Settings, resolver: Resolver) -> WebhookSender:
     return WebhookSender(
         allow_private=settings.webhook_private_targets_allowed,
         resolver=resolver,
+        allowed_ports=frozenset(settings.webhook_allowed_ports),
+        dns_timeout=settings.webhook_dns_timeout_seconds,
         connect_timeout=settings.webhook_connect_timeout_seconds,
         timeout=settings.webhook_timeout_seconds,
         max_response_bytes=settings.webhook_response_max_bytes,

@@ -116,7 +116,9 @@ IfMatch = Annotated[
 _ERRORS: dict[int | str, dict[str, Any]] = {
     400: problem("Invalid body or URL (SSRF rules), unknown event type, malformed If-Match"),
     404: problem("No such endpoint (or another client's)"),
-    409: problem("Changed concurrently; read it again"),
+    409: problem(
+        "Changed concurrently (read it again), or the client has as many endpoints as it may"
+    ),
     412: problem("If-Match does not name the endpoint's current etag; nothing changed"),
     **AUTH_ERRORS,
 }
