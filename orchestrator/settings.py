@@ -271,7 +271,16 @@ class Settings(BaseSettings):
         ),
     )
     retention_batch_size: int = Field(
-        default=500, ge=1, description="Keys purged per retention transaction."
+        default=500, ge=1, description="Rows purged per retention transaction."
+    )
+    provider_event_retention_days: float = Field(
+        default=30.0,
+        ge=1,
+        description=(
+            "Provider events (Stripe's, with their payloads) are deleted this long after "
+            "they were received. They only woke a payment, which then read the provider; "
+            "a payment's timeline in the console shows them until then."
+        ),
     )
 
     secret_key: SecretStr = Field(
