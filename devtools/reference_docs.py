@@ -99,6 +99,8 @@ def _type_name(annotation: Any) -> str:
 
 
 def _default(field: FieldInfo) -> str:
+    if field.is_required():
+        return "none: required"
     default = field.get_default(call_default_factory=True)
     if default is None:
         return "unset"
@@ -164,7 +166,7 @@ def openapi_document() -> str:
 
     with tempfile.TemporaryDirectory() as directory:
         # The engine connects lazily: the file is never created.
-        settings = Settings(database_url=f"sqlite:///{directory}/unused.sqlite3")
+        settings = Settings(env="dev", database_url=f"sqlite:///{directory}/unused.sqlite3")
         container = bootstrap(settings, publisher=NullPublisher())
         document: dict[str, Any] = create_app(container).openapi()
         container.engine.dispose()

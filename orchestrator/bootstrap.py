@@ -250,6 +250,9 @@ class Container:
             allow_private=self.settings.webhook_private_targets_allowed,
             resolver=self.resolver,
             grace_hours=self.settings.webhook_secret_grace_hours,
+            allowed_ports=frozenset(self.settings.webhook_allowed_ports),
+            dns_timeout_seconds=self.settings.webhook_dns_timeout_seconds,
+            max_endpoints=self.settings.webhook_endpoints_per_client,
         )
 
     def close(self) -> None:

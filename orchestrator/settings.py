@@ -33,12 +33,16 @@ class Settings(BaseSettings):
         env_prefix="PAYORCH_", extra="ignore", hide_input_in_errors=True
     )
 
+    # No default (decision 0070): unset, every process refuses to start and says so.
+    # Defaulting to dev was insecure; defaulting to production would hide the choice.
     env: Literal["dev", "test", "production"] = Field(
-        default="dev",
         description=(
-            "`dev`, `test` or `production`. Outside `dev` a missing or placeholder "
-            "`SECRET_KEY` refuses to start; `production` also refuses a provider that is not "
-            "real (a plain-http `STRIPE_API_BASE` or the simulator's key)."
+            "Required: `production`, `test` or `dev`; unset, every process refuses to start. "
+            "Outside `dev` a missing or placeholder `SECRET_KEY` refuses to start; "
+            "`production` also refuses a provider that is not real (a plain-http "
+            "`STRIPE_API_BASE` or the simulator's key). `dev` (a developer's machine only) "
+            "also allows webhooks to private addresses and plain http, and console cookies "
+            "without `Secure`."
         ),
     )
 
@@ -277,7 +281,16 @@ class Settings(BaseSettings):
         ),
     )
     retention_batch_size: int = Field(
-        default=500, ge=1, description="Keys purged per retention transaction."
+        default=500, ge=1, description="Rows purged per retention transaction."
+    )
+    provider_event_retention_days: float = Field(
+        default=30.0,
+        ge=1,
+        description=(
+            "Provider events (Stripe's, with their payloads) are deleted this long after "
+            "they were received. They only woke a payment, which then read the provider; "
+            "a payment's timeline in the console shows them until then."
+        ),
     )
 
     secret_key: SecretStr = Field(
@@ -353,6 +366,36 @@ class Settings(BaseSettings):
             "Allow loopback, private and link-local webhook targets and plain `http`. "
             "Always allowed in `dev`; never in production unless the relay's network cannot "
             "reach anything internal."
+        ),
+    )
+    webhook_allowed_ports: list[int] = Field(
+        default=[443],
+        min_length=1,
+        description=(
+            "The ports an `https` webhook URL may name (a JSON list, e.g. `[443, 8443]`). "
+            "Any other port is refused outside `dev` (unless `WEBHOOK_ALLOW_PRIVATE`): a "
+            "merchant's URL must not make the relay talk to a mail server or scan ports."
+        ),
+    )
+    webhook_dns_timeout_seconds: float = Field(
+        default=2.0,
+        gt=0,
+        le=30,
+        description=(
+            "How long a webhook host's name may take to resolve (at creation and at every "
+            "delivery) before the URL counts as not resolving. Too short: a distant name "
+            "server refuses good URLs (a delivery is retried later); too long: a slow one "
+            "holds an API request or a relay thread that long."
+        ),
+    )
+    webhook_endpoints_per_client: int = Field(
+        default=16,
+        ge=1,
+        le=100,
+        description=(
+            "Webhook endpoints one API client may have (Stripe's limit is 16); a create "
+            "beyond it is refused (409). Every event fans out to each subscribed endpoint, "
+            "so this bounds the relay's work per event. At most 100 (what a list shows)."
         ),
     )
     webhook_retry_base_seconds: float = Field(

@@ -18,14 +18,12 @@ from pydantic import (
 from orchestrator.domain.currencies import MAX_AMOUNT, SUPPORTED_CURRENCIES
 from orchestrator.domain.minimums import minimum_charge_amount
 from orchestrator.domain.model import PaymentRequest
+from orchestrator.domain.text import CONTROL_CLASS, IDENTIFIER_CONTROL_CLASS, text_problem
 
-# C0/C1 control characters other than tab and newlines: they break logs, terminals and
-# downstream systems; NUL cannot even be stored in PostgreSQL text.  Identifiers (customer
-# references, metadata keys) allow no tab or line break either.  Each class serves both the
-# validators here and the ``pattern`` of the OpenAPI document, which must say the same.
-_CONTROL_CLASS = r"\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f"
-_IDENTIFIER_CONTROL_CLASS = r"\x00-\x1f\x7f-\x9f"
-_CONTROL = re.compile(f"[{_CONTROL_CLASS}]")
+# The control characters refused in free text: orchestrator.domain.text (one rule for the
+# API's schemas, the console's forms and the CLI's reasons).
+_CONTROL_CLASS = CONTROL_CLASS
+_IDENTIFIER_CONTROL_CLASS = IDENTIFIER_CONTROL_CLASS
 _IDENTIFIER_CONTROL = re.compile(f"[{_IDENTIFIER_CONTROL_CLASS}]")
 TEXT_PATTERN = f"^[^{_CONTROL_CLASS}]*$"
 IDENTIFIER_PATTERN = f"^[^{_IDENTIFIER_CONTROL_CLASS}]*$"
@@ -51,12 +49,9 @@ MAX_METADATA_VALUE_LENGTH = 500
 
 
 def _clean_text(value: str) -> str:
-    if _CONTROL.search(value):
-        raise ValueError("must not contain control characters")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError("must be valid Unicode (no lone surrogates)") from None
+    problem = text_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
     return value
 
 
@@ -153,6 +148,15 @@ def _return_url(value: str) -> str:
 
 Text = Annotated[str, AfterValidator(_clean_text)]
 Identifier = Annotated[str, AfterValidator(_clean_identifier)]
+# The free text of any request body outside payments (a reason, a description): stripped,
+# no control characters (a 400 naming the field, never the 500 of a NUL reaching
+# PostgreSQL), and the same rule in the OpenAPI document.  Add the length where it is used:
+# ``Annotated[FreeText, StringConstraints(min_length=1, max_length=1000)]``.
+FreeText = Annotated[
+    Text,
+    StringConstraints(strip_whitespace=True),
+    Field(json_schema_extra={"pattern": TEXT_PATTERN}),
+]
 
 
 class PaymentCreate(BaseModel):

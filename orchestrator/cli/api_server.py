@@ -14,6 +14,7 @@ import uvicorn
 from uvicorn.supervisors import Multiprocess
 
 from orchestrator.cli.config import load_settings
+from orchestrator.cli.http_protocol import server_options
 from orchestrator.cli.process_setup import use_multiprocess_metrics
 from orchestrator.logging import capture_standard_logging, configure_logging, get_logger
 
@@ -47,6 +48,8 @@ def api(
         log_config=None,
         # Keep-alive longer than typical client pools so idle connections are reused.
         timeout_keep_alive=30,
+        # h11 with a limit on the request's head (httptools buffers headers unbounded).
+        **server_options(),
     )
     server = uvicorn.Server(config)
     if workers == 1:

@@ -20,12 +20,24 @@ from orchestrator.validation_messages import error_message
 EX_CONFIG = 78  # sysexits.h: configuration error
 
 
+# What to do about a required variable that is not set, by field.
+_WHEN_UNSET = {
+    "env": (
+        "not set: set it to production (servers), test (automated tests against the "
+        "simulator) or dev (a developer's machine: placeholder secrets, local webhook "
+        "targets); nothing runs without an explicit choice"
+    ),
+}
+
+
 def describe_configuration_error(error: ValidationError) -> str:
     """One line per problem, naming the environment variable; never the input values."""
     lines = []
     for item in error.errors(include_url=False, include_input=False, include_context=False):
         location = "".join(str(part) for part in item["loc"][:1])
         message = error_message(item)
+        if item["type"] == "missing":
+            message = _WHEN_UNSET.get(location, "not set")
         lines.append(f"PAYORCH_{location.upper()}: {message}" if location else message)
     return "\n".join(lines)
 

@@ -13,7 +13,8 @@ One pass (``run_once``)::
                          PAYORCH_WEBHOOK_EVENT_RETENTION_DAYS (``purge_events``: the
                          composition root binds orchestrator.events.retention, which the
                          engine does not import: the engine and the webhook relay know
-                         nothing of each other)
+                         nothing of each other); then provider events received more
+                         than PAYORCH_PROVIDER_EVENT_RETENTION_DAYS ago
 
 What a pass finds due (``status = 'processing' AND locked_until <= now``):
 
@@ -82,6 +83,7 @@ class SweepReport:
     skipped: list[str] = field(default_factory=list)
     purged_keys: int = 0
     purged_events: int = 0
+    purged_provider_events: int = 0
     batch_full: bool = False
     duration_seconds: float = 0.0
 
@@ -98,6 +100,7 @@ class SweepReport:
             "skipped": list(self.skipped),
             "purged_keys": self.purged_keys,
             "purged_events": self.purged_events,
+            "purged_provider_events": self.purged_provider_events,
             "batch_full": self.batch_full,
             "duration_seconds": round(self.duration_seconds, 3),
         }
@@ -134,6 +137,7 @@ class Sweeper:
         self._requeue(outcomes, report)
         report.purged_keys = self.purge_expired_idempotency_data()
         report.purged_events = self._purge_events()
+        report.purged_provider_events = self.purge_old_provider_events()
         report.duration_seconds = time.monotonic() - started
         self._log(report)
         return report
@@ -239,6 +243,23 @@ class Sweeper:
             metrics.RETENTION_PURGED.inc(purged)
         return purged
 
+    def purge_old_provider_events(self) -> int:
+        """Delete provider events (and their stored payloads) past their retention, batch by
+        batch, each its own short transaction."""
+        settings = self._settings
+        window = timedelta(days=settings.provider_event_retention_days)
+        purged = 0
+        for _ in range(MAX_PURGE_BATCHES_PER_PASS):
+            with self._uow() as uow:
+                count = uow.provider_events.purge_received_before(
+                    cutoff=uow.now() - window, limit=settings.retention_batch_size
+                )
+                uow.commit()
+            purged += count
+            if count < settings.retention_batch_size:
+                break
+        return purged
+
     def _log(self, report: SweepReport) -> None:
         did_something = (
             report.requeued
@@ -246,6 +267,7 @@ class Sweeper:
             or report.skipped
             or report.purged_keys
             or report.purged_events
+            or report.purged_provider_events
         )
         # An idle pass every few seconds would drown the log at INFO.
         emit = log.info if did_something else log.debug
@@ -259,6 +281,7 @@ class Sweeper:
             skipped=len(report.skipped),
             purged_keys=report.purged_keys,
             purged_events=report.purged_events,
+            purged_provider_events=report.purged_provider_events,
             batch_full=report.batch_full,
             duration_seconds=round(report.duration_seconds, 3),
         )

@@ -19,7 +19,17 @@ from orchestrator.domain.ids import is_endpoint_id, new_endpoint_id
 from orchestrator.domain.preconditions import TagList
 from orchestrator.domain.webhooks import EndpointStatus, WebhookEndpoint
 from orchestrator.events.secret_box import SecretBox, new_signing_secret
-from orchestrator.events.url_rules import RefusedUrl, Resolver, check_new_endpoint_url
+from orchestrator.events.url_rules import (
+    DEFAULT_ALLOWED_PORTS,
+    DEFAULT_DNS_TIMEOUT_SECONDS,
+    RefusedUrl,
+    Resolver,
+    check_new_endpoint_url,
+)
+
+# Stripe's limit too.  Each endpoint receives every event it subscribes to, so the count
+# multiplies the relay's work per event; a merchant needs a few (production, staging).
+DEFAULT_MAX_ENDPOINTS = 16
 
 
 class EndpointError(Exception):
@@ -42,6 +52,10 @@ class EndpointPreconditionFailed(EndpointError):
 
 class EndpointConflict(EndpointError):
     pass
+
+
+class EndpointLimitReached(EndpointConflict):
+    """The client has as many endpoints as it may: every event fans out to each of them."""
 
 
 @dataclass(frozen=True)
@@ -71,11 +85,18 @@ class EndpointService:
     allow_private: bool
     resolver: Resolver
     grace_hours: float
+    allowed_ports: frozenset[int] = DEFAULT_ALLOWED_PORTS
+    dns_timeout_seconds: float = DEFAULT_DNS_TIMEOUT_SECONDS
+    max_endpoints: int = DEFAULT_MAX_ENDPOINTS
 
     def _check_url(self, url: str) -> str:
         try:
             return check_new_endpoint_url(
-                url, allow_private=self.allow_private, resolver=self.resolver
+                url,
+                allow_private=self.allow_private,
+                resolver=self.resolver,
+                allowed_ports=self.allowed_ports,
+                dns_timeout=self.dns_timeout_seconds,
             )
         except RefusedUrl as error:
             raise InvalidEndpoint(str(error)) from None
@@ -87,6 +108,13 @@ class EndpointService:
         normalised = normalise_events(events)
         secret = new_signing_secret()
         with self.uow() as uow:
+            # Counted in the insert's transaction; two creates racing at the limit may both
+            # pass it (the cap bounds the fan-out, it is not an invariant money depends on).
+            if len(uow.webhook_endpoints.list_for_client(client_id)) >= self.max_endpoints:
+                raise EndpointLimitReached(
+                    f"This API client has {self.max_endpoints} webhook endpoints, the most it "
+                    "may have. Delete one, or subscribe an existing one to more event types."
+                )
             endpoint = uow.webhook_endpoints.add(
                 endpoint_id=new_endpoint_id(),
                 client_id=client_id,

@@ -37,7 +37,7 @@ import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from orchestrator import metrics
@@ -50,6 +50,7 @@ from orchestrator.domain.webhooks import (
     WebhookStats,
 )
 from orchestrator.events.event_documents import event_body
+from orchestrator.events.event_reads import shown_now
 from orchestrator.events.schedule import RetryPolicy
 from orchestrator.events.secret_box import SecretBox, UnreadableSecret
 from orchestrator.events.sender import AttemptResult, WebhookSender
@@ -109,6 +110,8 @@ def build_sender(settings: Settings, resolver: Resolver) -> WebhookSender:
     return WebhookSender(
         allow_private=settings.webhook_private_targets_allowed,
         resolver=resolver,
+        allowed_ports=frozenset(settings.webhook_allowed_ports),
+        dns_timeout=settings.webhook_dns_timeout_seconds,
         connect_timeout=settings.webhook_connect_timeout_seconds,
         timeout=settings.webhook_timeout_seconds,
         max_response_bytes=settings.webhook_response_max_bytes,
@@ -245,8 +248,11 @@ class Relay:
                 lease_seconds=settings.webhook_lease_seconds,
                 now=uow.now(),
             )
+            # A retry after the customer's wait ended does not carry its client secret.  (The
+            # idempotency key goes to the merchant who chose it: no read for it here.)
+            events = shown_now(uow.payments, [c.event for c in claimed], keys=False)
             uow.commit()
-        return claimed
+        return [replace(c, event=e) for c, e in zip(claimed, events, strict=True)]
 
     def _attempt_and_record(self, claimed: ClaimedDelivery) -> _Verdict:
         started_at = datetime.now(UTC)

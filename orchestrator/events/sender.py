@@ -22,13 +22,20 @@ host's name (shared IPs behind a CDN) would skip that host's certificate check.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 import httpx
 
 from orchestrator.domain.webhooks import AttemptOutcome
-from orchestrator.events.url_rules import RefusedUrl, Resolver, parse_url, resolve_target
+from orchestrator.events.url_rules import (
+    DEFAULT_ALLOWED_PORTS,
+    DEFAULT_DNS_TIMEOUT_SECONDS,
+    RefusedUrl,
+    Resolver,
+    parse_url,
+    resolve_target,
+)
 
 STORED_BODY_CHARS = 1024
 USER_AGENT = "payorch-webhooks/1 (+https://www.standardwebhooks.com)"
@@ -49,6 +56,8 @@ class WebhookSender:
         *,
         allow_private: bool,
         resolver: Resolver,
+        allowed_ports: Collection[int] = DEFAULT_ALLOWED_PORTS,
+        dns_timeout: float = DEFAULT_DNS_TIMEOUT_SECONDS,
         connect_timeout: float,
         timeout: float,
         max_response_bytes: int,
@@ -56,6 +65,8 @@ class WebhookSender:
     ) -> None:
         self._allow_private = allow_private
         self._resolver = resolver
+        self._allowed_ports = allowed_ports
+        self._dns_timeout = dns_timeout
         self._timeout = timeout
         self._max_bytes = max_response_bytes
         self._client = httpx.Client(
@@ -76,9 +87,14 @@ class WebhookSender:
             return int((time.monotonic() - started) * 1000)
 
         try:
-            parsed = parse_url(url, allow_private=self._allow_private)
+            parsed = parse_url(
+                url, allow_private=self._allow_private, allowed_ports=self._allowed_ports
+            )
             target = resolve_target(
-                parsed, allow_private=self._allow_private, resolver=self._resolver
+                parsed,
+                allow_private=self._allow_private,
+                resolver=self._resolver,
+                timeout=self._dns_timeout,
             )
         except RefusedUrl as error:
             return AttemptResult(

@@ -1,7 +1,7 @@
 """Why an operator command was refused.  Nothing was written when one of these is raised::
 
 OpsError
-├── InvalidReason            the reason is empty or too long              (HTTP 400)
+├── InvalidReason            the reason is empty, too long or unprintable (HTTP 400)
 ├── PaymentNotFound          no payment has this id                       (HTTP 404)
 ├── PreconditionFailed       If-Match names a lease state that is gone    (HTTP 412)
 └── OpsConflict              the payment's state forbids the command      (HTTP 409)
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from orchestrator.domain.model import PaymentRecord
 from orchestrator.domain.operations import OperationRecord
+from orchestrator.domain.text import text_problem
 
 MAX_REASON_LENGTH = 1000  # audit_log.reason
 
@@ -71,6 +72,9 @@ def clean_reason(reason: str) -> str:
         raise InvalidReason("Give a reason: it is recorded in the audit trail.")
     if len(cleaned) > MAX_REASON_LENGTH:
         raise InvalidReason(f"The reason may have at most {MAX_REASON_LENGTH} characters.")
+    problem = text_problem(cleaned)  # NUL cannot even be stored: refused before any write
+    if problem is not None:
+        raise InvalidReason(f"The reason {problem}.")
     return cleaned
 
 

@@ -14,6 +14,7 @@ from orchestrator.domain.ids import is_event_id
 from orchestrator.domain.model import AuditEntry
 from orchestrator.domain.webhooks import Event, WebhookEndpoint, WebhookStats
 from orchestrator.engine.takeover import Actor
+from orchestrator.events.event_reads import shown_now
 from orchestrator.ops.errors import clean_reason
 
 REDELIVER_ACTION = "redeliver"
@@ -49,7 +50,8 @@ def event_deliveries(uow: UnitOfWorkFactory, public_id: str) -> EventDeliveries:
         event = unit.events.get(public_id)
         if event is None:
             raise EventNotFound(public_id)
-        return EventDeliveries(event, unit.deliveries.for_event(event.id))
+        [shown] = shown_now(unit.payments, [event])
+        return EventDeliveries(shown, unit.deliveries.for_event(event.id))
 
 
 def redeliver_event(

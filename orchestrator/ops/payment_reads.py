@@ -18,6 +18,7 @@ from orchestrator.domain.history import LeaseEvent, OutboxEvent, PostedLedgerLin
 from orchestrator.domain.model import AuditEntry, PaymentRecord
 from orchestrator.domain.operations import OperationRecord
 from orchestrator.domain.payment_filters import PaymentFilters
+from orchestrator.events.event_reads import shown_now
 from orchestrator.ops.errors import InvalidCursor
 
 DEFAULT_PAGE_SIZE = 50
@@ -76,7 +77,7 @@ def get_payment_detail(read_only_uow: UnitOfWorkFactory, payment_id: str) -> Pay
                         for view in uow.deliveries.for_event(event.id, with_attempts=False)
                     ),
                 )
-                for event in uow.history.outbox_events(payment_id)
+                for event in shown_now(uow.payments, uow.history.outbox_events(payment_id))
             ],
             ledger=uow.history.ledger_lines(payment_id),
         )

@@ -36,12 +36,19 @@ NEEDS_NO_CONFIGURATION = {
 BROKEN = {
     # The provider timeout must fit in the lease: a model-level error, whose pydantic text
     # would otherwise carry the whole input, secrets included.
+    # No PAYORCH_ENV at all: no process guesses dev (or production) for it.
+    "env_unset": {"PAYORCH_SECRET_KEY": SECRET_KEY},
     "provider_timeout": {
+        "PAYORCH_ENV": "test",
         "PAYORCH_PROVIDER_TIMEOUT_SECONDS": "100",
         "PAYORCH_SECRET_KEY": SECRET_KEY,
     },
     # A field error on a value beside the secrets.
-    "lease": {"PAYORCH_LEASE_SECONDS": "-5", "PAYORCH_SECRET_KEY": SECRET_KEY},
+    "lease": {
+        "PAYORCH_ENV": "test",
+        "PAYORCH_LEASE_SECONDS": "-5",
+        "PAYORCH_SECRET_KEY": SECRET_KEY,
+    },
     # Production with the simulator's provider: refused, naming the variable.
     "production_simulator": {
         "PAYORCH_ENV": "production",
@@ -50,6 +57,7 @@ BROKEN = {
     },
 }
 EXPECTED_VARIABLE = {
+    "env_unset": "PAYORCH_ENV: not set",
     "provider_timeout": "PAYORCH_PROVIDER_TIMEOUT_SECONDS",
     "lease": "PAYORCH_LEASE_SECONDS",
     "production_simulator": "PAYORCH_STRIPE_API_BASE",
@@ -122,7 +130,7 @@ def _commands_for(case: str) -> list[list[str]]:
     # Every command for the model-level error (the one whose default text carries every
     # input); two commands for the others, which take the same path (the processes are
     # slow to start on a shared machine).
-    if case == "provider_timeout":
+    if case in ("provider_timeout", "env_unset"):
         return all_commands()
     return [["db", "upgrade"], ["worker"]]
 

@@ -172,3 +172,24 @@ def test_the_console_cancel_form_cancels_and_a_refused_one_shows_why(api: Api) -
     assert reload_operation(api.container, entry.operation_id).reason == "requested_by_customer"
     _run(api, entry.operation_id)
     assert reload(api.container, payment.id).status is PaymentStatus.CANCELED
+
+
+@pytest.mark.parametrize("typed", ["²", "١٢٣", "9" * 5000, "0", "-5", "1e3"])
+def test_the_console_capture_form_answers_a_form_error_to_an_amount_that_is_not_ascii_digits(
+    api: Api, typed: str
+) -> None:
+    merchant = client_of(api.container, api.client_a_id)
+    payment = authorized_payment(api.container, merchant, "order-1", amount=1500)
+    client, token = signed_in(api)
+    with closing(client):
+        refused = post_form(
+            client,
+            f"/ops/payments/{payment.id}/capture",
+            csrf_token=token,
+            amount=typed,
+            reason="typo",
+        )
+
+    assert refused.status_code == 400
+    assert "whole number of minor units" in refused.text
+    assert operation_count(api.container, payment.id) == 0

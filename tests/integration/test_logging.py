@@ -139,9 +139,10 @@ def traffic(
                     post(keys["unauthorized"], Authorization=f"Bearer {wrong_api_key}").status_code
                     == 401
                 )
-                # Not valid HTTP (a control character in a header): uvicorn refuses it and
-                # logs a warning, which must be a JSON line too.
-                _send_raw(port, merchant.api_key, "\x01" + keys["raw"])
+                # Not valid HTTP (a NUL in a header, which h11 refuses; it lets \x01 through
+                # to the app's own 400): uvicorn refuses it and logs a warning, which must
+                # be a JSON line too.
+                _send_raw(port, merchant.api_key, "\x00" + keys["raw"])
                 ids = [r.json()["id"] for r in (queued, paid, declined)]
                 _wait_for(lambda: _all_final(database_url, ids), worker)
             processes.stop_all()  # flushes and closes every log
@@ -341,7 +342,11 @@ def test_an_invalid_setting_is_named_without_a_traceback() -> None:
     result = subprocess.run(
         payorch_command("worker"),
         env=process_environment(
-            {"PAYORCH_SECRET_KEY": TEST_SECRET_KEY, "PAYORCH_LEASE_SECONDS": "-5"}
+            {
+                "PAYORCH_ENV": "test",
+                "PAYORCH_SECRET_KEY": TEST_SECRET_KEY,
+                "PAYORCH_LEASE_SECONDS": "-5",
+            }
         ),
         capture_output=True,
         text=True,

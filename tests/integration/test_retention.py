@@ -21,6 +21,7 @@ from orchestrator.domain.states import PaymentStatus
 from orchestrator.engine.kinds.charge import process_payment
 from orchestrator.engine.lease import ProcessResult
 from orchestrator.engine.takeover import Actor
+from orchestrator.events.event_reads import get_event, list_events
 from orchestrator.ops.commands import take_over_payment
 from orchestrator.services.payment_reads import find_payment_by_key, get_payment
 from tests.fakes.provider import FakeProvider
@@ -174,3 +175,61 @@ def test_the_purge_works_through_a_backlog_in_batches(container, clock, merchant
     assert container.sweeper().purge_expired_idempotency_data() == 5
     assert all(reload(container, r.id).idempotency_key is None for r in records)
     assert container.sweeper().purge_expired_idempotency_data() == 0
+
+
+def test_after_the_purge_the_payments_events_no_longer_show_its_key(container, clock, merchant):
+    record = pay(container, merchant, "order-raw-key")
+
+    def keys_shown() -> list[object]:
+        page = list_events(container.uow, merchant.id, after=None, event_type=None, limit=10)
+        one = get_event(container.uow, page.events[0].public_id, client_id=merchant.id)
+        assert one is not None
+        return [e.payload["idempotency_key"] for e in [*page.events, one]]
+
+    assert keys_shown() == ["order-raw-key", "order-raw-key"]
+    clock.move_to(T0 + WINDOW + TICK)
+    container.sweeper().run_once()
+
+    assert keys_shown() == [None, None]
+    assert reload(container, record.id).status is PaymentStatus.SUCCEEDED
+
+
+def _store_provider_event(container: Container, event_id: str) -> None:
+    with container.uow() as uow:
+        uow.provider_events.insert_once(
+            event_id=event_id,
+            provider="stripe",
+            event_type="payment_intent.succeeded",
+            provider_created=0,
+            object_type="payment_intent",
+            object_id="pi_x",
+            provider_payment_id="pi_x",
+            payment_id=None,
+            payload={"id": event_id, "data": {"object": {"client_secret": "pi_x_secret_y"}}},
+            woke_payment=False,
+            now=uow.now(),
+        )
+        uow.commit()
+
+
+def _provider_event_ids(container: Container) -> set[str]:
+    with container.uow() as uow:
+        return {
+            event_id
+            for event_id in ("evt_old", "evt_new")
+            if uow.provider_events.get(event_id) is not None
+        }
+
+
+def test_provider_events_are_deleted_after_their_retention(container, clock, merchant):
+    days = container.settings.provider_event_retention_days
+    _store_provider_event(container, "evt_old")
+    clock.move_to(T0 + timedelta(days=1))
+    _store_provider_event(container, "evt_new")
+
+    clock.move_to(T0 + timedelta(days=days))
+    assert container.sweeper().run_once().purged_provider_events == 0
+    clock.move_to(T0 + timedelta(days=days) + TICK)
+    assert container.sweeper().run_once().purged_provider_events == 1
+
+    assert _provider_event_ids(container) == {"evt_new"}

@@ -60,6 +60,9 @@ def test_an_endpoint_is_created_with_a_secret_shown_once(api: Api) -> None:
         "https://internal.merchant.example/hooks",  # a name resolving to a private address
         "https://localhost.invalid/hooks",  # does not resolve
         "http://hooks.merchant.example/hooks",  # plain http outside dev
+        "https://8.8.8.8:25/",  # a port other than 443
+        "https://[2002:7f00:1::1]/hooks",  # 6to4 of 127.0.0.1
+        "https://[fec0::1]/hooks",  # site-local
     ],
 )
 def test_urls_that_could_reach_inside_our_network_are_refused_outside_dev(
@@ -133,3 +136,22 @@ def test_a_disabled_endpoint_is_re_enabled_and_a_deleted_one_is_gone(api: Api) -
     assert_problem(refused, 400, "invalid-request")
     assert deleted.status_code == 204
     assert_problem(gone, 404, "not-found")
+
+
+def test_a_client_may_have_sixteen_endpoints_and_the_seventeenth_is_refused(api: Api) -> None:
+    with api.client() as client:
+        made = [
+            client.post("/v1/webhook_endpoints", json={"url": f"{URL}/{n}", "events": ["*"]})
+            for n in range(16)
+        ]
+        refused = client.post("/v1/webhook_endpoints", json={"url": URL, "events": ["*"]})
+        client.delete(f"/v1/webhook_endpoints/{made[0].json()['id']}")
+        after_a_delete = client.post("/v1/webhook_endpoints", json={"url": URL, "events": ["*"]})
+    with api.client(api.key_b) as other:
+        others_first = other.post("/v1/webhook_endpoints", json={"url": URL, "events": ["*"]})
+
+    assert [m.status_code for m in made] == [201] * 16
+    problem = assert_problem(refused, 409, "conflict")
+    assert "16 webhook endpoints" in problem["detail"]
+    assert after_a_delete.status_code == 201
+    assert others_first.status_code == 201  # the limit is per client

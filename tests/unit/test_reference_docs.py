@@ -32,7 +32,7 @@ def test_every_setting_is_on_the_configuration_page_with_its_description() -> No
 
 def test_a_setting_shows_its_type_and_default_as_a_reader_says_them() -> None:
     page = reference_docs.configuration_page()
-    assert "### `PAYORCH_ENV`\n\n`dev` | `test` | `production` · default `dev`\n" in page
+    assert "### `PAYORCH_ENV`\n\n`dev` | `test` | `production` · default none: required\n" in page
     assert "### `PAYORCH_STRIPE_WEBHOOK_SECRET`\n\nsecret or unset · default unset\n" in page
     assert "### `PAYORCH_SECRET_KEY`\n\nsecret · default a dev placeholder\n" in page
 

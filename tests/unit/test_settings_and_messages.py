@@ -20,6 +20,7 @@ BODY = {"amount": 1999, "currency": "usd", "payment_method": "pm_card_visa"}
 
 def _settings(**values: Any) -> Settings:
     # _env_file=None and explicit values: the developer's environment plays no part.
+    values.setdefault("env", "dev")
     return Settings(_env_file=None, **values)  # type: ignore[call-arg]
 
 
@@ -78,6 +79,33 @@ def test_production_refuses_a_provider_that_is_not_real(
 def test_production_accepts_a_stripe_key_over_https(key: str) -> None:
     settings = _settings(env="production", secret_key=SECRET, stripe_api_key=key)
     assert settings.stripe_api_base == "https://api.stripe.com"
+
+
+def test_an_unset_env_is_refused_in_one_line_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("PAYORCH_ENV", raising=False)
+    with pytest.raises(ValidationError) as caught:
+        Settings(_env_file=None, secret_key=SECRET)  # type: ignore[call-arg]
+
+    message = describe_configuration_error(caught.value)
+    assert message.startswith("PAYORCH_ENV: not set: set it to production")
+    assert len(message.splitlines()) == 1
+
+
+@pytest.mark.parametrize("env", ["test", "production"])
+@pytest.mark.parametrize("secret", [None, "dev-secret-key", "changeme", "short"])
+def test_outside_dev_a_missing_or_placeholder_secret_key_is_refused(
+    env: str, secret: str | None
+) -> None:
+    values: dict[str, Any] = {"env": env, "stripe_api_key": STRIPE_KEY}
+    if secret is not None:
+        values["secret_key"] = secret
+    with pytest.raises(ValidationError) as caught:
+        _settings(**values)
+    assert "PAYORCH_SECRET_KEY is missing or a placeholder" in describe_configuration_error(
+        caught.value
+    )
 
 
 def test_dev_and_test_may_use_the_simulator() -> None:

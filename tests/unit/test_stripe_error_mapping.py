@@ -559,7 +559,12 @@ def test_a_connection_error_around_a_socket_timeout_is_an_unknown_outcome() -> N
 
 def test_a_refused_connection_from_settings_is_an_unknown_outcome() -> None:
     # Port 1 on loopback is closed: a real, fast transport failure through from_settings.
-    settings = Settings(stripe_api_base="http://127.0.0.1:1", provider_connect_timeout_seconds=1)
+    settings = Settings(
+        env="test",
+        secret_key="x" * 32,
+        stripe_api_base="http://127.0.0.1:1",
+        provider_connect_timeout_seconds=1,
+    )
     with StripeProvider.from_settings(settings) as provider, pytest.raises(OutcomeUnknown):
         provider.retrieve_payment("pi_fake")
 

@@ -8,10 +8,13 @@ from orchestrator.domain.webhooks import AttemptOutcome
 from orchestrator.events.sender import WebhookSender
 
 
-def sender(handler, *, resolver=None, allow_private=False, max_bytes=4096) -> WebhookSender:
+def sender(
+    handler, *, resolver=None, allow_private=False, max_bytes=4096, allowed_ports=(443, 8443)
+) -> WebhookSender:
     return WebhookSender(
         allow_private=allow_private,
         resolver=resolver or (lambda host, port: ["93.184.216.34"]),
+        allowed_ports=frozenset(allowed_ports),
         connect_timeout=1.0,
         timeout=2.0,
         max_response_bytes=max_bytes,
@@ -37,6 +40,20 @@ def test_the_request_goes_to_the_checked_address_with_the_original_host_and_sni(
     assert request.headers["host"] == "hooks.merchant.example:8443"
     assert request.extensions["sni_hostname"] == "hooks.merchant.example"
     assert request.headers["webhook-id"] == "evt_1"
+
+
+def test_a_stored_url_on_a_port_no_longer_allowed_is_refused_before_anything_is_sent() -> None:
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(204)
+
+    result = sender(handler, allowed_ports=(443,)).send("https://8.8.8.8:25/", "{}", {})
+
+    assert result.outcome is AttemptOutcome.REFUSED_TARGET
+    assert result.error is not None and "port" in result.error
+    assert seen == []
 
 
 def test_a_redirect_to_a_private_address_is_recorded_and_never_followed() -> None:

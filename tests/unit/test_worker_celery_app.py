@@ -35,7 +35,7 @@ def test_a_threads_worker_gets_the_prefetch_step_its_floor_and_the_pool(tmp_path
     from workers.thread_pool import TaskPool
 
     settings = Settings(
-        database_url=f"sqlite:///{tmp_path / 'app.sqlite3'}", worker_prefetch_floor=12
+        env="dev", database_url=f"sqlite:///{tmp_path / 'app.sqlite3'}", worker_prefetch_floor=12
     )
     app = create_celery_app(settings)
     configure_for_threads(app, settings)

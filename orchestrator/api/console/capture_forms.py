@@ -19,6 +19,7 @@ from orchestrator.api.console.rendering import redirect
 from orchestrator.api.deps import ContainerDep
 from orchestrator.api.routes.captures import CANCEL, CAPTURE, REFUSALS, refusal_problem
 from orchestrator.bootstrap import Container
+from orchestrator.domain.currencies import MAX_AMOUNT
 from orchestrator.domain.ids import is_payment_id
 from orchestrator.domain.operations import OperationKindName
 from orchestrator.ops.captures import OperatorOperation, operator_cancel, operator_capture
@@ -36,7 +37,8 @@ async def capture(
     form = await read_form(request)
     require_csrf(user, form)  # before anything is read or changed
     amount_text = form.get("amount", "").strip()
-    if amount_text and not (amount_text.isdigit() and int(amount_text) > 0):
+    amount = minor_units(amount_text)
+    if amount_text and amount is None:
         return await _refused(request, container, user, payment_id, 400, _BAD_AMOUNT)
     return await _operate(
         request,
@@ -50,7 +52,7 @@ async def capture(
             container.settings,
             user.actor,
             payment_id,
-            amount=int(amount_text) if amount_text else None,
+            amount=amount,
             reason=form.get("reason", ""),
         ),
     )
@@ -81,6 +83,18 @@ async def cancel(
             reason=form.get("reason", ""),
         ),
     )
+
+
+def minor_units(text: str) -> int | None:
+    """A positive whole number of minor units typed in a form, or None.
+
+    ``str.isdigit()`` alone is true for "²" and other Unicode digits, which ``int()`` then
+    refuses (a 500), and ``int()`` refuses numbers of more than 4300 digits too: only ASCII
+    digits, and no more of them than the largest amount has, reach ``int()``."""
+    if not (text.isascii() and text.isdigit()) or len(text) > len(str(MAX_AMOUNT)):
+        return None
+    value = int(text)
+    return value if 0 < value <= MAX_AMOUNT else None
 
 
 _BAD_AMOUNT = "The amount is a whole number of minor units above 0 (or empty: all of it)."

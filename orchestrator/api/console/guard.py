@@ -13,6 +13,7 @@ from urllib.parse import parse_qs, quote
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 
+from orchestrator.api.body import payload_too_large, read_capped
 from orchestrator.api.console.session import (
     COOKIE_PATH,
     SESSION_COOKIE,
@@ -88,11 +89,9 @@ async def read_form(request: Request) -> dict[str, str]:
     media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media_type != FORM_MEDIA_TYPE:
         raise Problem(415, "unsupported-media-type", f"Send the form as {FORM_MEDIA_TYPE}.")
-    body = b""
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_FORM_BYTES:
-            raise Problem(413, "payload-too-large", "The form is too large.")
+    body = await read_capped(request, MAX_FORM_BYTES)
+    if body is None:
+        raise payload_too_large(MAX_FORM_BYTES, "The form")
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:

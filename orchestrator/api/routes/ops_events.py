@@ -13,6 +13,7 @@ from orchestrator.api.deps import ContainerDep, JsonBody, OpsClient
 from orchestrator.api.problems import Problem
 from orchestrator.api.responses import AUTH_ERRORS, problem
 from orchestrator.api.routes.ops_leases import AuditOut
+from orchestrator.api.schemas import FreeText
 from orchestrator.engine.takeover import Actor
 from orchestrator.events.event_documents import delivery_document, event_document
 from orchestrator.ops.errors import MAX_REASON_LENGTH, InvalidReason
@@ -26,8 +27,8 @@ class RedeliverRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     reason: Annotated[
-        str,
-        StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_REASON_LENGTH),
+        FreeText,
+        StringConstraints(min_length=1, max_length=MAX_REASON_LENGTH),
         Field(description="Why: recorded in the audit trail.", examples=["merchant lost it"]),
     ]
 

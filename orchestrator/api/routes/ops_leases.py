@@ -16,6 +16,7 @@ from orchestrator.api.body import parse_model
 from orchestrator.api.deps import ContainerDep, JsonBody, OpsClient
 from orchestrator.api.problems import Problem
 from orchestrator.api.responses import AUTH_ERRORS, problem
+from orchestrator.api.schemas import FreeText
 from orchestrator.domain.encoding import iso
 from orchestrator.domain.ids import is_payment_id
 from orchestrator.domain.lease_state import LeaseState
@@ -45,8 +46,8 @@ router = APIRouter(prefix="/v1/ops", tags=["ops"])
 # answered 404 without a query and without echoing the input.
 
 Reason = Annotated[
-    str,
-    StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_REASON_LENGTH),
+    FreeText,
+    StringConstraints(min_length=1, max_length=MAX_REASON_LENGTH),
     Field(description="Why: recorded in the audit trail.", examples=["worker host died"]),
 ]
 

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Header, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
+from orchestrator.api.body import payload_too_large, read_capped
 from orchestrator.api.deps import ContainerDep
 from orchestrator.api.problems import Problem
 from orchestrator.api.responses import problem
@@ -23,15 +24,10 @@ MAX_EVENT_BYTES = 256 * 1024
 
 async def read_raw_body(request: Request) -> bytes:
     """The exact bytes Stripe signed (re-serialised JSON would not verify), bounded."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > MAX_EVENT_BYTES:
-        raise Problem(413, "payload-too-large", f"An event is at most {MAX_EVENT_BYTES} bytes.")
-    body = bytearray()
-    async for chunk in request.stream():
-        body.extend(chunk)
-        if len(body) > MAX_EVENT_BYTES:
-            raise Problem(413, "payload-too-large", f"An event is at most {MAX_EVENT_BYTES} bytes.")
-    return bytes(body)
+    body = await read_capped(request, MAX_EVENT_BYTES)
+    if body is None:
+        raise payload_too_large(MAX_EVENT_BYTES, "An event")
+    return body
 
 
 class ReceivedOut(BaseModel):

@@ -6,13 +6,14 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from orchestrator.api.body import parse_model
 from orchestrator.api.deps import ContainerDep, JsonBody, MerchantClient
 from orchestrator.api.problems import Problem
 from orchestrator.api.responses import AUTH_ERRORS, problem
 from orchestrator.api.routes.ops_leases import ETAG_LIST_PATTERN
+from orchestrator.api.schemas import FreeText
 from orchestrator.domain.preconditions import TagList, parse_tag_list
 from orchestrator.domain.webhooks import EndpointStatus
 from orchestrator.events.endpoints import (
@@ -37,6 +38,13 @@ EventList = Annotated[
 ]
 
 
+Description = Annotated[
+    FreeText,
+    StringConstraints(max_length=1000),
+    Field(description="Yours to read in lists; not sent with events."),
+]
+
+
 class EndpointCreate(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -47,7 +55,7 @@ class EndpointCreate(BaseModel):
         examples=["https://merchant.example/hooks/payorch"],
     )
     events: EventList
-    description: str | None = Field(default=None, max_length=1000)
+    description: Description | None = None
 
 
 class EndpointUpdate(BaseModel):
@@ -55,7 +63,7 @@ class EndpointUpdate(BaseModel):
 
     url: str | None = Field(default=None, min_length=1, max_length=2048)
     events: EventList | None = None
-    description: str | None = Field(default=None, max_length=1000)
+    description: Description | None = None
     status: Literal["enabled", "disabled"] | None = Field(
         default=None, description="'enabled' re-enables an endpoint the relay disabled."
     )
@@ -108,7 +116,9 @@ IfMatch = Annotated[
 _ERRORS: dict[int | str, dict[str, Any]] = {
     400: problem("Invalid body or URL (SSRF rules), unknown event type, malformed If-Match"),
     404: problem("No such endpoint (or another client's)"),
-    409: problem("Changed concurrently; read it again"),
+    409: problem(
+        "Changed concurrently (read it again), or the client has as many endpoints as it may"
+    ),
     412: problem("If-Match does not name the endpoint's current etag; nothing changed"),
     **AUTH_ERRORS,
 }

@@ -136,3 +136,14 @@ class ProviderEventRepository:
             .values(woken_at=now)
         )
         return False
+
+    def purge_received_before(self, *, cutoff: datetime, limit: int) -> int:
+        """Delete up to ``limit`` events received before ``cutoff`` (the sweeper's retention,
+        ``PROVIDER_EVENT_RETENTION_DAYS``).  Nothing depends on an old one: an event only
+        woke its payment, which read the provider's truth; and a late retry of a deleted
+        id is stored and handled again, which wakes the payment again and changes nothing."""
+        batch = sa.select(e.id).where(e.received_at < cutoff).order_by(e.received_at).limit(limit)
+        result = self._conn.execute(
+            provider_events.delete().where(e.id.in_(batch.scalar_subquery()))
+        )
+        return result.rowcount
