@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from orchestrator.domain.model import ApiClient
     from orchestrator.providers.base import PaymentProvider, ProviderEvent
     from orchestrator.services.accept import AuthenticatedClaimOnLoop
-    from orchestrator.services.provider_events import ParseEvent
+    from orchestrator.services.provider_events import ParseEvent, ParseNotifications
 
 
 @dataclass
@@ -68,6 +68,11 @@ class Container:
     resolver: Resolver = system_resolver
     # Verifies and reads a provider's webhook (POST /v1/providers/stripe/webhooks).
     parse_provider_event: ParseEvent = field(default_factory=lambda: parse_stripe_event)
+    # Verifies and reads a connector account's notifications, by provider
+    # (POST /v1/providers/adyen/notifications/{ca_id}).
+    parse_notifications: dict[str, ParseNotifications] = field(
+        default_factory=lambda: {"adyen": parse_adyen_notifications}
+    )
     _provider: PaymentProvider | None = field(default=None, repr=False)
     _direct_claim: DirectClaim | None = field(default=None, repr=False)
     _authenticated_claim: DirectAuthenticatedClaim | None = field(default=None, repr=False)
@@ -257,6 +262,13 @@ class Container:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def parse_adyen_notifications(payload: bytes, keys: list[str]) -> list[ProviderEvent]:
+    """Adyen's HMAC-verified notification items, imported on first use."""
+    from orchestrator.providers.adyen_notifications import parse_notifications
+
+    return parse_notifications(payload, keys)
 
 
 def parse_stripe_event(payload: bytes, signature: str | None, secret: str) -> ProviderEvent:

@@ -19,6 +19,7 @@ TITLES: dict[str, str] = {
     "request-header-too-large": "The request headers are too large",
     "unsupported-media-type": "The request body must be JSON",
     "unauthorized": "A valid API key is required",
+    "invalid-signature": "The notification's signature is missing or wrong",
     "forbidden": "This API key may not use this operation",
     "csrf-failed": "The form's CSRF token is missing or wrong",
     "not-found": "Not found",

@@ -14,11 +14,15 @@ Each item becomes one event, identified as Adyen's duplicates are (``pspReferenc
     eventCode                       type (the protocol's vocabulary)      provider payment
     AUTHORISATION  success=true     payment_intent.succeeded              pspReference
                    success=false    payment_intent.payment_failed         pspReference
-    CANCELLATION, TECHNICAL_CANCEL  payment_intent.canceled               originalReference
     CHARGEBACK, NOTIFICATION_OF_    charge.dispute.created (a dispute,    originalReference
     CHARGEBACK, SECOND_CHARGEBACK   with its amount and reason)
-    anything else                   adyen.{eventCode lower-case}           originalReference or
-                                    (stored, wakes the payment)           pspReference
+    anything else (captures,        adyen.{eventCode lower-case}           originalReference or
+    cancellations, refunds, …)      (stored, wakes the payment)           pspReference
+
+Cancellations are not ``payment_intent.canceled``: that type asks for an authorisation
+check, which reads the payment from the provider, and Adyen has no read of a payment's
+modifications yet (decision 0067); until notifications are read as the payment's state they
+are stored and wake the payment, nothing more.
 
 ``merchantReference`` is our record id on a payment's own items (we sent it as
 ``reference``), carried as ``record_id``: an authorisation whose answer was lost finds its
@@ -35,7 +39,6 @@ from typing import Any
 
 from orchestrator.providers.adyen_hmac import verify_item
 from orchestrator.providers.base import (
-    PAYMENT_CANCELED_EVENT,
     DisputeFacts,
     ProviderEvent,
     WebhookSignatureInvalid,
@@ -43,7 +46,6 @@ from orchestrator.providers.base import (
 
 EVENT_ID_PREFIX = "adyen:"
 CHARGEBACKS = frozenset({"CHARGEBACK", "NOTIFICATION_OF_CHARGEBACK", "SECOND_CHARGEBACK"})
-CANCELLATIONS = frozenset({"CANCELLATION", "TECHNICAL_CANCEL"})
 
 
 def parse_notifications(payload: bytes, hmac_keys: str | Iterable[str]) -> list[ProviderEvent]:
@@ -88,8 +90,6 @@ def event_from_item(item: Mapping[str, Any]) -> ProviderEvent:
     if code == "AUTHORISATION":
         kind = "payment_intent.succeeded" if success else "payment_intent.payment_failed"
         payment = psp
-    elif code in CANCELLATIONS:
-        kind = PAYMENT_CANCELED_EVENT
     elif code in CHARGEBACKS:
         kind = "charge.dispute.created"
         object_type = "dispute"

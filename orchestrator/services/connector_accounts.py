@@ -136,6 +136,17 @@ class ConnectorAccountService:
             uow.commit()
         return account
 
+    def notification_keys(self, account_id: str, *, provider: str) -> list[str] | None:
+        """The keys an account's notifications are signed with (Adyen's ``hmac_key``); None
+        when no account of ``provider`` has that id.  A disabled account's are still read:
+        notifications about payments it already made keep arriving."""
+        with self.uow() as uow:
+            account = uow.connector_accounts.get(account_id)
+        if account is None or account.provider != provider:
+            return None
+        key = open_credentials(self.box, account).get("hmac_key")
+        return [key] if key else []
+
     def default_for(self, client_id: str) -> str | None:
         """The merchant's default account (None: the platform's own account)."""
         with self.uow() as uow:

@@ -41,6 +41,15 @@ log = get_logger(__name__)
 ParseEvent = Callable[[bytes, str | None, str], ProviderEvent]
 
 
+# Verifies a connector account's notification request under its keys and reads every item
+# (the adapter's ``parse_notifications``); raises ``WebhookSignatureInvalid``.
+ParseNotifications = Callable[[bytes, list[str]], list[ProviderEvent]]
+
+
+class UnknownAccount(Exception):
+    """The notification URL names no connector account of that provider."""
+
+
 class WebhookSecretMissing(Exception):
     """No signing secret is configured: no event can be verified, so none is accepted."""
 
@@ -68,14 +77,54 @@ def receive_provider_event(
     if not secret:
         raise WebhookSecretMissing(f"no webhook signing secret is configured for {provider}")
     event = parse(payload, signature, secret)
+    return store_event(event, uow=uow, provider=provider)
+
+
+def receive_account_notifications(
+    payload: bytes,
+    connector_account_id: str,
+    *,
+    provider: str,
+    keys_of: Callable[[str], list[str] | None],
+    parse: ParseNotifications,
+    uow: Callable[[], UnitOfWork],
+) -> list[ReceivedEvent]:
+    """A connector account's notifications (Adyen's: several items, each signed with the
+    account's key): verify every item, then store each once and wake its payment, as a
+    Stripe event is.  ``UnknownAccount`` when the account is not this provider's;
+    ``WebhookSignatureInvalid`` before anything is written."""
+    keys = keys_of(connector_account_id)
+    if keys is None:
+        raise UnknownAccount(f"{connector_account_id} is not a {provider} connector account")
+    events = parse(payload, keys)
+    return [
+        store_event(event, uow=uow, provider=provider, connector_account_id=connector_account_id)
+        for event in events
+    ]
+
+
+def store_event(
+    event: ProviderEvent,
+    *,
+    uow: Callable[[], UnitOfWork],
+    provider: str,
+    connector_account_id: str | None = None,
+) -> ReceivedEvent:
+    """Store a verified event once and wake its payment, in one short transaction.  An
+    account's event finds only that account's payments: by the provider's id, or by our
+    record id when the provider carries it back (an authorisation whose answer was lost)."""
     with uow() as unit:
         now = unit.now()
         events = unit.provider_events
         payment_id = (
-            events.payment_for_provider_payment(event.provider_payment_id)
+            events.payment_for_provider_payment(
+                event.provider_payment_id, connector_account_id=connector_account_id
+            )
             if event.provider_payment_id
             else None
         )
+        if payment_id is None and event.record_id and connector_account_id is not None:
+            payment_id = events.payment_on_account(event.record_id, connector_account_id)
         woke = payment_id is not None and events.make_deferred_payment_due(payment_id, now=now)
         try:
             stored = events.insert_once(

@@ -1,12 +1,14 @@
-"""``POST /v1/providers/stripe/webhooks``: Stripe's events in (no API key; the
-``Stripe-Signature`` header is the authentication).  See ``services.provider_events``."""
+"""Providers' events in, with no API key: ``POST /v1/providers/stripe/webhooks`` (the
+``Stripe-Signature`` header is the authentication) and
+``POST /v1/providers/adyen/notifications/{ca_id}`` (each item's HMAC under the account's key
+is).  See ``services.provider_events``."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, Field
 
 from orchestrator.api.body import payload_too_large, read_capped
@@ -14,7 +16,12 @@ from orchestrator.api.deps import ContainerDep
 from orchestrator.api.problems import Problem
 from orchestrator.api.responses import problem
 from orchestrator.providers.base import WebhookSignatureInvalid
-from orchestrator.services.provider_events import WebhookSecretMissing, receive_provider_event
+from orchestrator.services.provider_events import (
+    UnknownAccount,
+    WebhookSecretMissing,
+    receive_account_notifications,
+    receive_provider_event,
+)
 
 router = APIRouter(prefix="/v1/providers", tags=["provider events"])
 
@@ -85,3 +92,56 @@ def receive_stripe_event(
     return JSONResponse(
         ReceivedOut(received=True, id=received.id, duplicate=received.duplicate).model_dump()
     )
+
+
+@router.post(
+    "/adyen/notifications/{connector_account_id}",
+    summary="Receive Adyen notifications for one connector account (each item HMAC-verified)",
+    response_class=PlainTextResponse,
+    responses={
+        200: {
+            "description": "Every item stored (now or before): Adyen's acknowledgement.",
+            "content": {"text/plain": {"schema": {"type": "string", "example": "[accepted]"}}},
+        },
+        401: problem("An item's additionalData.hmacSignature is missing or wrong: nothing stored"),
+        404: problem("No Adyen connector account has this id"),
+        413: problem("The body is larger than any Adyen notification"),
+    },
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "description": "An Adyen notification request (notificationItems), as Adyen sent it.",
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        }
+    },
+)
+def receive_adyen_notifications(
+    container: ContainerDep,
+    connector_account_id: str,
+    body: Annotated[bytes, Depends(read_raw_body)],
+) -> PlainTextResponse:
+    accounts = container.connector_account_service()
+    try:
+        receive_account_notifications(
+            body,
+            connector_account_id,
+            provider="adyen",
+            keys_of=lambda account_id: accounts.notification_keys(account_id, provider="adyen"),
+            parse=container.parse_notifications["adyen"],
+            uow=container.uow,
+        )
+    except UnknownAccount as error:
+        raise Problem(
+            404,
+            "not-found",
+            f"{error}: the notification URL ends with the Adyen account's ca_ id.",
+        ) from error
+    except WebhookSignatureInvalid as error:
+        raise Problem(
+            401,
+            "invalid-signature",
+            f"{error}. Adyen signs each item with the account's HMAC key "
+            "(credentials.hmac_key); nothing was stored.",
+        ) from error
+    # Adyen counts any 2xx as accepted; "[accepted]" is its classic acknowledgement.
+    return PlainTextResponse("[accepted]")

@@ -60,11 +60,25 @@ class ProviderEventRepository:
         )
         return [_to_event(r) for r in self._conn.execute(query)]
 
-    def payment_for_provider_payment(self, provider_payment_id: str) -> str | None:
+    def payment_for_provider_payment(
+        self, provider_payment_id: str, *, connector_account_id: str | None = None
+    ) -> str | None:
+        """Our payment with that provider id (only among an account's, when given)."""
+        query = sa.select(payments.c.id).where(
+            payments.c.provider_payment_id == provider_payment_id
+        )
+        if connector_account_id is not None:
+            query = query.where(payments.c.connector_account_id == connector_account_id)
+        return self._conn.execute(query.limit(1)).scalar_one_or_none()
+
+    def payment_on_account(self, payment_id: str, connector_account_id: str) -> str | None:
+        """``payment_id`` if it runs on that connector account: a provider that carries our
+        id back (Adyen's merchantReference) names only its own account's payments."""
         return self._conn.execute(
-            sa.select(payments.c.id)
-            .where(payments.c.provider_payment_id == provider_payment_id)
-            .limit(1)
+            sa.select(payments.c.id).where(
+                payments.c.id == payment_id,
+                payments.c.connector_account_id == connector_account_id,
+            )
         ).scalar_one_or_none()
 
     def insert_once(
