@@ -90,8 +90,8 @@ def receive_account_notifications(
     uow: Callable[[], UnitOfWork],
 ) -> list[ReceivedEvent]:
     """A connector account's notifications (Adyen's: several items, each signed with the
-    account's key): verify every item, then store each once and wake its payment, as a
-    Stripe event is.  ``UnknownAccount`` when the account is not this provider's;
+    account's key): verify every item, then store each once and wake its payment, as any
+    provider event is.  ``UnknownAccount`` when the account is not this provider's;
     ``WebhookSignatureInvalid`` before anything is written."""
     keys = keys_of(connector_account_id)
     if keys is None:
