@@ -73,11 +73,15 @@ clean-venv:
 	rm -rf $(VENV)
 
 # Provider adapter cassettes (tests/replay, cassettes/README.md).  CI only replays them.
-.PHONY: cassettes cassettes-stripe
+.PHONY: cassettes cassettes-stripe cassettes-adyen
 
 # Re-record every cassette against the in-process provider simulator (offline, seconds).
 cassettes: $(STAMP)
 	PAYORCH_CASSETTES=simulator $(BIN)/python -m pytest tests/replay -q
+
+# Re-record only the Adyen adapter's cassettes against the in-process Adyen simulator.
+cassettes-adyen: $(STAMP)
+	PAYORCH_CASSETTES=simulator $(BIN)/python -m pytest tests/replay/test_adyen_adapter_replay.py -q
 
 # Re-record against Stripe's test mode: make cassettes-stripe STRIPE_TEST_KEY=sk_test_...
 # Scenarios that need an injected fault (409 key in use, 429, 500) keep their simulator

@@ -16,8 +16,8 @@ import pytest
 from devtools.adyen_simulator import AdyenSimulatorConfig, RunningAdyenSimulator, start_in_thread
 from orchestrator.providers.adyen_adapter import AdyenProvider
 from orchestrator.providers.base import Declined, OutcomeUnknown, PaymentOrder
-from tests.integration.adyen_schema import AdyenWatch
 from tests.integration.adyen_simulator_helpers import API_KEY, MERCHANT, card, new_reference
+from tests.replay.adyen_schema import AdyenWatch
 
 
 @dataclass

@@ -29,8 +29,8 @@ from orchestrator.services.api_keys import create_client
 from tests.fakes.publisher import RecordingPublisher
 from tests.harness.containers import build_container
 from tests.harness.server import ServerThread
-from tests.integration.adyen_schema import AdyenWatch
 from tests.integration.adyen_simulator_helpers import API_KEY, HMAC_KEY, MERCHANT
+from tests.replay.adyen_schema import AdyenWatch
 
 BODY = {
     "amount": 4200,

@@ -24,7 +24,6 @@ from devtools.adyen_simulator import (
     start_in_thread,
 )
 from orchestrator.providers.adyen_hmac import verify_item
-from tests.integration.adyen_schema import AdyenWatch, notification_errors
 from tests.integration.adyen_simulator_helpers import (
     API_KEY,
     HMAC_KEY,
@@ -34,6 +33,7 @@ from tests.integration.adyen_simulator_helpers import (
     card,
     payment,
 )
+from tests.replay.adyen_schema import AdyenWatch, notification_errors
 
 STALL_SECONDS = 1.5
 MAX_ATTEMPTS = 5

@@ -20,12 +20,6 @@ from devtools.adyen_simulator import (
     start_in_thread,
 )
 from orchestrator.providers.adyen_hmac import signed_item
-from tests.integration.adyen_schema import (
-    AdyenWatch,
-    notification_errors,
-    request_errors,
-    response_errors,
-)
 from tests.integration.adyen_simulator_helpers import (
     HMAC_KEY,
     MERCHANT,
@@ -33,6 +27,12 @@ from tests.integration.adyen_simulator_helpers import (
     amount_body,
     card,
     payment,
+)
+from tests.replay.adyen_schema import (
+    AdyenWatch,
+    notification_errors,
+    request_errors,
+    response_errors,
 )
 
 ALL_EVENTS = {

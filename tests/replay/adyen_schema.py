@@ -1,6 +1,8 @@
 """Adyen's Checkout v71 and notification schemas (copied from ``../shared/adyen`` into
 ``tests/fixtures/adyen``), as validators: every body the Adyen simulator takes or gives must
-be one the real Adyen could (``AdyenWatch``, an ``answer_observer``)."""
+be one the real Adyen could (``AdyenWatch``, an ``answer_observer``), and so must every body
+of the Adyen cassettes (``test_cassettes_against_adyen_schema.py``).  It lives beside
+``stripe_schema.py`` so the replay suite and the integration tests share it."""
 
 from __future__ import annotations
 
