@@ -8,6 +8,8 @@
                (receiver.py) that verifies every signature
     database   one SQLite file (WAL; writers take turns)
     provider   the Stripe-compatible simulator on a free local port, through the real SDK
+    Adyen      the Adyen-compatible simulator on another port, behind a connector account
+               of a second merchant (EUR), its signed notifications sent to the API
 
 What the embedded mode cannot do: a thread pool cannot enforce Celery's time limits
 (only prefork can), and the in-memory broker dies with the process.  Neither matters to
@@ -23,8 +25,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import httpx
 from celery import Celery
 
+from devtools.adyen_simulator import AdyenSimulatorConfig, RunningAdyenSimulator
+from devtools.adyen_simulator import parse_fault_spec as parse_adyen_fault_spec
+from devtools.adyen_simulator import start_in_thread as start_adyen_in_thread
 from devtools.demo.crash import CrashAfterChargeOnce
 from devtools.demo.receiver import DemoReceiver
 from devtools.demo.servers import ServerThread
@@ -43,6 +49,11 @@ from workers.celery_app import create_celery_app
 from workers.tasks import install_container
 
 SIMULATOR_API_KEY = "sk_test_payorch_demo"
+# The Adyen connector account's credentials at the Adyen simulator (the HMAC key is the
+# Adyen library's public test key, hex as the Customer Area shows it).
+ADYEN_API_KEY = "AQE_payorch_demo"
+ADYEN_MERCHANT_ACCOUNT = "PayorchDemoECOM"
+ADYEN_HMAC_KEY = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056"
 
 # Short leases so a crash is recovered within seconds; the order still holds:
 # provider timeout (1 s) < soft limit (0.6 x 5 s) < lease (5 s).
@@ -71,6 +82,7 @@ DEMO_SETTINGS: dict[str, Any] = {
     "stripe_webhook_secret": "whsec_payorch_demo",
 }
 WEBHOOKS_IN_PATH = "/v1/providers/stripe/webhooks"
+ADYEN_NOTIFICATIONS_PATH = "/v1/providers/adyen/notifications"
 
 
 @dataclass(frozen=True)
@@ -79,6 +91,8 @@ class EmbeddedOptions:
     workers: int = 4
     seed: int = 0
     faults: tuple[str, ...] = ()
+    # The Adyen simulator's fault rules (devtools/adyen_simulator/faults.py).
+    adyen_faults: tuple[str, ...] = ()
     # Crash once, after this many successful confirms; None: never.
     crash_after_confirms: int | None = 10
     # Share of webhook requests the demo's receiver answers 500 (retried by the relay).
@@ -88,7 +102,9 @@ class EmbeddedOptions:
 
 class EmbeddedStack:
     """``with EmbeddedStack(options) as stack:`` gives ``stack.api_url``,
-    ``stack.merchant_key``, ``stack.container`` and ``stack.simulator``."""
+    ``stack.merchant_key``, ``stack.container`` and ``stack.simulator`` (Stripe, USD);
+    ``stack.adyen_merchant_key``, ``stack.adyen_account`` (its ``ca_…``) and
+    ``stack.adyen`` (the Adyen simulator) for the EUR merchant."""
 
     def __init__(self, options: EmbeddedOptions) -> None:
         self.options = options
@@ -101,10 +117,13 @@ class EmbeddedStack:
         self._api: ServerThread | None = None
         self._worker: Any = None
         self.simulator: RunningSimulator | None = None
+        self.adyen: RunningAdyenSimulator | None = None
         self.container: Container | None = None
         self.crasher: CrashAfterChargeOnce | None = None
         self.api_url = ""
         self.merchant_key = ""
+        self.adyen_merchant_key = ""
+        self.adyen_account = ""
 
     def __enter__(self) -> EmbeddedStack:
         try:
@@ -134,12 +153,22 @@ class EmbeddedStack:
                 stall_seconds=stall,
             )
         )
+        self.adyen = start_adyen_in_thread(
+            AdyenSimulatorConfig(
+                seed=options.seed,
+                faults=tuple(parse_adyen_fault_spec(spec) for spec in options.adyen_faults),
+                stall_seconds=stall,
+                api_keys=(ADYEN_API_KEY,),
+                merchant_accounts=(ADYEN_MERCHANT_ACCOUNT,),
+            )
+        )
         settings = Settings(
             env="dev",
             database_url=f"sqlite:///{self.database_path}",
             broker_url="memory://",
             stripe_api_base=self.simulator.url,
             stripe_api_key=SIMULATOR_API_KEY,
+            adyen_api_base=self.adyen.url,
             log_level="ERROR",
             **{**DEMO_SETTINGS, **options.settings},
         )
@@ -187,10 +216,45 @@ class EmbeddedStack:
         endpoint = container.endpoint_service().create(
             merchant.client.id, url=self.receiver.url, events=["*"], description="payorch demo"
         )
-        self.receiver.secret = endpoint.secret
+        self.receiver.secrets.append(endpoint.secret)
+        self._add_adyen_merchant(container)
         relay = container.relay(name="embedded-relay")
         self._relay = relay
         self._spawn("relay", lambda: relay.run(self._stop_relay))
+
+    def _add_adyen_merchant(self, container: Container) -> None:
+        """A second merchant whose only connector account is at Adyen (its default, so all
+        its payments go there; the first merchant keeps the platform's Stripe account),
+        created through the API as a merchant would, and the simulator told where to send
+        its notifications and with which HMAC key."""
+        assert self.adyen is not None and self.receiver is not None
+        merchant = create_client(container.uow, "demo-merchant-eu", Role.MERCHANT)
+        self.adyen_merchant_key = merchant.api_key
+        created = httpx.post(
+            f"{self.api_url}/v1/connector_accounts",
+            headers={"Authorization": f"Bearer {merchant.api_key}"},
+            json={
+                "name": "Adyen EU (simulator)",
+                "provider": "adyen",
+                "credentials": {
+                    "api_key": ADYEN_API_KEY,
+                    "merchant_account": ADYEN_MERCHANT_ACCOUNT,
+                    "hmac_key": ADYEN_HMAC_KEY,
+                },
+            },
+            timeout=30,
+            trust_env=False,
+        )
+        if created.status_code != 201:
+            raise RuntimeError(f"the demo's Adyen account was refused: {created.text}")
+        self.adyen_account = str(created.json()["id"])
+        self.adyen.admin.configure_notifications(
+            f"{self.api_url}{ADYEN_NOTIFICATIONS_PATH}/{self.adyen_account}", ADYEN_HMAC_KEY
+        )
+        endpoint = container.endpoint_service().create(
+            merchant.client.id, url=self.receiver.url, events=["*"], description="payorch demo EU"
+        )
+        self.receiver.secrets.append(endpoint.secret)
 
     def _spawn(self, name: str, target: Any) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)
@@ -212,6 +276,8 @@ class EmbeddedStack:
             self.receiver.__exit__(None, None, None)
         if self.simulator is not None:
             self.simulator.stop()
+        if self.adyen is not None:
+            self.adyen.stop()
         if self.container is not None:
             self.container.close()
 

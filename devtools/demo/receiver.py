@@ -23,7 +23,8 @@ class ReceivedWebhook:
 
 class DemoReceiver:
     def __init__(self, *, fail_rate: float = 0.1, seed: int = 0) -> None:
-        self.secret: str | None = None
+        # One signing secret per endpoint (the demo's merchants each have one, same URL).
+        self.secrets: list[str] = []
         self.received: list[ReceivedWebhook] = []
         self._fail_rate = fail_rate
         self._rng = random.Random(seed)
@@ -62,12 +63,13 @@ class DemoReceiver:
 
     def _answer(self, body: bytes, headers: dict[str, str]) -> ReceivedWebhook:
         verified = False
-        if self.secret is not None:
+        for secret in self.secrets:
             try:
-                Webhook(self.secret).verify(body, headers)
+                Webhook(secret).verify(body, headers)
                 verified = True
+                break
             except WebhookVerificationError:
-                verified = False
+                continue
         with self._lock:
             fail = self._rng.random() < self._fail_rate
         status = 400 if not verified else (500 if fail else 200)

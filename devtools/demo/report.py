@@ -1,13 +1,15 @@
 """The demo's verdict: what happened, and whether every invariant held.
 
 Everything is checked against the two sources of truth, not against what the clients
-believe: the database (records, outcomes, ledger) and the provider's own record of money
-movements.
+believe: the database (records, outcomes, ledger) and each provider's own record of money
+movements (the Stripe simulator's charges for the USD payments, the Adyen simulator's
+authorisations for the EUR payments on the Adyen connector account).
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +37,89 @@ class WebhookTally:
     lost: int  # events never delivered (must be 0)
 
 
+@dataclass(frozen=True)
+class AdyenPayment:
+    """One of payorch's payments on the Adyen connector account, as its row says."""
+
+    id: str
+    status: str
+    amount: int
+    currency: str
+
+
+@dataclass
+class ProviderTally:
+    """One provider's column of the verdict: the storm's payments through it, against the
+    provider's own books."""
+
+    payments: int = 0
+    succeeded: int = 0
+    declined: int = 0
+    canceled: int = 0
+    money_movements: int = 0  # Stripe: charges; Adyen: authorisations (not released)
+    faults_injected: int = 0
+    duplicates: int = 0
+    stuck: int = 0
+    wrong_amounts: int | None = None  # None: not checked (the Stripe simulator's books
+    # count charges per record, not their amounts)
+    violations: list[str] = field(default_factory=list)
+
+
+def judge_adyen(
+    rows: Iterable[AdyenPayment], movements: dict[str, Any], faults_injected: int = 0
+) -> ProviderTally:
+    """payorch's payments on the Adyen account against the Adyen simulator's books
+    (``admin.movements()``): at most one authorisation per payment (its reference is our
+    id), one that stands for each succeeded payment and none (or one released by a
+    cancel) for a failed or canceled one, each for the payment's amount in its currency,
+    and every payment final."""
+    tally = ProviderTally(faults_injected=faults_injected, wrong_amounts=0)
+    authorisations: dict[str, list[dict[str, Any]]] = {}
+    for item in movements.get("authorisations", {}).get("items", []):
+        if not item.get("failed"):
+            authorisations.setdefault(str(item["reference"]), []).append(item)
+    released: Counter[str] = Counter(
+        str(item["reference"])
+        for item in movements.get("cancels", {}).get("items", [])
+        if not item.get("failed")
+    )
+    for row in rows:
+        tally.payments += 1
+        authorised = authorisations.get(row.id, [])
+        standing = max(len(authorised) - released[row.id], 0)
+        if len(authorised) > 1:
+            tally.duplicates += len(authorised) - 1
+            tally.violations.append(f"{row.id} was authorised {len(authorised)} times at Adyen")
+        for item in authorised:
+            amount = item["amount"]
+            if (amount["currency"], amount["value"]) != (row.currency.upper(), row.amount):
+                tally.wrong_amounts = (tally.wrong_amounts or 0) + 1
+                tally.violations.append(
+                    f"{row.id} is {row.amount} {row.currency.upper()} but Adyen authorised "
+                    f"{amount['value']} {amount['currency']}"
+                )
+        if row.status == "succeeded":
+            tally.succeeded += 1
+            tally.money_movements += standing
+            if standing != 1:
+                tally.violations.append(
+                    f"{row.id} succeeded but Adyen holds {standing} authorisations for it"
+                )
+        elif row.status in ("failed", "canceled"):
+            if row.status == "failed":
+                tally.declined += 1
+            else:
+                tally.canceled += 1
+            if standing != 0:
+                tally.violations.append(
+                    f"{row.id} {row.status} but Adyen holds {standing} authorisations for it"
+                )
+        else:
+            tally.stuck += 1
+            tally.violations.append(f"{row.id} (Adyen) did not reach a final state: {row.status}")
+    return tally
+
+
 @dataclass
 class DemoReport:
     logical_payments: int
@@ -59,6 +144,9 @@ class DemoReport:
     three_ds_authenticated: int = 0
     three_ds_abandoned: int = 0
     canceled: int = 0
+    # The storm by provider: USD through Stripe, EUR through the Adyen connector account.
+    stripe: ProviderTally | None = None
+    adyen: ProviderTally | None = None
 
     @property
     def ok(self) -> bool:
@@ -69,7 +157,35 @@ class DemoReport:
         data["webhooks"] = None if self.webhooks is None else dict(self.webhooks.__dict__)
         data["refunds"] = None if self.refunds is None else dict(self.refunds.__dict__)
         data["captures"] = None if self.captures is None else dict(self.captures.__dict__)
+        data["stripe"] = None if self.stripe is None else dict(self.stripe.__dict__)
+        data["adyen"] = None if self.adyen is None else dict(self.adyen.__dict__)
         return data
+
+    def providers_table(self) -> Table:
+        """The storm's payments by provider, side by side."""
+        table = Table(title="by provider", show_header=True)
+        table.add_column("")
+        table.add_column("Stripe (USD)", justify="right")
+        table.add_column("Adyen (EUR)", justify="right")
+        sides = (self.stripe or ProviderTally(), self.adyen or ProviderTally())
+
+        def shown(value: int | None) -> str:
+            return "-" if value is None else str(value)
+
+        rows: list[tuple[str, Any]] = [
+            ("payments", lambda t: t.payments),
+            ("succeeded", lambda t: t.succeeded),
+            ("declined", lambda t: t.declined),
+            ("canceled", lambda t: t.canceled),
+            ("money movements at the provider", lambda t: t.money_movements),
+            ("provider faults injected", lambda t: t.faults_injected),
+            ("duplicates (must be 0)", lambda t: t.duplicates),
+            ("stuck (must be 0)", lambda t: t.stuck),
+            ("wrong amounts (must be 0)", lambda t: t.wrong_amounts),
+        ]
+        for label, value in rows:
+            table.add_row(label, *(shown(value(side)) for side in sides))
+        return table
 
     def table(self) -> Table:
         table = Table(title="payorch demo", show_header=True)
@@ -139,6 +255,8 @@ def build_report(
     webhooks: WebhookTally | None = None,
     refunds: RefundTally | None = None,
     captures: CaptureTally | None = None,
+    adyen_movements: dict[str, Any] | None = None,
+    adyen_requests: list[dict[str, Any]] | None = None,
 ) -> DemoReport:
     violations: list[str] = list(stats.unexpected)
     if refunds is not None:
@@ -160,6 +278,9 @@ def build_report(
                 payments.c.status,
                 payments.c.failure_code,
                 payments.c.capture_method,
+                payments.c.connector_account_id,
+                payments.c.amount,
+                payments.c.currency,
             )
         ).all()
         outcome_count = conn.execute(
@@ -168,7 +289,11 @@ def build_report(
         ledger_balance = conn.execute(
             sa.select(sa.func.coalesce(sa.func.sum(ledger_lines.c.amount), 0))
         ).scalar_one()
-    status_by_id = {r.id: r.status for r in rows}
+    # The Adyen connector account's payments are judged against the Adyen simulator's books
+    # (judge_adyen), the others against the Stripe simulator's.
+    on_adyen = [r for r in rows if r.connector_account_id is not None]
+    adyen_ids = {r.id for r in on_adyen}
+    status_by_id = {r.id: r.status for r in rows if r.id not in adyen_ids}
     records_per_key = Counter(r.idempotency_key for r in rows if r.idempotency_key in keys)
     by_record: dict[str, int] = movements.get("by_record", {})
     # Under manual capture a charge only authorises: the money moves with the capture.
@@ -196,7 +321,18 @@ def build_report(
     stuck = sum(1 for status in status_by_id.values() if status not in FINAL_STATUSES)
     if stuck:
         violations.append(f"{stuck} payments did not reach a final state")
-    completed = sum(1 for s in status_by_id.values() if s in FINAL_STATUSES)
+    adyen_faults = Counter(str(r["fault"]) for r in adyen_requests or [] if r.get("fault"))
+    adyen = judge_adyen(
+        (AdyenPayment(r.id, r.status, r.amount, r.currency) for r in on_adyen),
+        adyen_movements or {},
+        sum(adyen_faults.values()),
+    )
+    if on_adyen and adyen_movements is None:
+        violations.append(f"{len(on_adyen)} payments on Adyen, but no Adyen books to check")
+    violations += adyen.violations
+    duplicates += adyen.duplicates
+    stuck += adyen.stuck
+    completed = sum(1 for r in rows if r.status in FINAL_STATUSES)
     by_key = {r.idempotency_key: r for r in rows}
     authenticated = abandoned = 0
     for logical in plan:
@@ -224,6 +360,18 @@ def build_report(
 
     faults = Counter(str(r["fault"]) for r in provider_requests if r.get("fault"))
     storm_statuses = [r.status for r in rows if r.idempotency_key in keys]
+    stripe_storm = [r for r in rows if r.idempotency_key in keys and r.id not in adyen_ids]
+    stripe_moved = sum(by_record.get(r.id, 0) for r in stripe_storm)
+    stripe = ProviderTally(
+        payments=len(stripe_storm),
+        succeeded=sum(1 for r in stripe_storm if r.status == "succeeded"),
+        declined=sum(1 for r in stripe_storm if r.status == "failed"),
+        canceled=sum(1 for r in stripe_storm if r.status == "canceled"),
+        money_movements=stripe_moved,
+        faults_injected=sum(faults.values()),
+        duplicates=duplicates - adyen.duplicates,
+        stuck=stuck - adyen.stuck,
+    )
     takeovers = sweeper_takeovers()
     return DemoReport(
         logical_payments=len(plan),
@@ -237,9 +385,9 @@ def build_report(
         canceled=sum(1 for s in storm_statuses if s == "canceled"),
         three_ds_authenticated=authenticated,
         three_ds_abandoned=abandoned,
-        money_movements=sum(by_record.get(r.id, 0) for r in rows if r.idempotency_key in keys),
+        money_movements=stripe_moved + adyen.money_movements,
         lease_takeovers=int((takeovers or 0) - takeovers_before),
-        faults_injected=dict(faults),
+        faults_injected=dict(faults + Counter({f"adyen:{k}": v for k, v in adyen_faults.items()})),
         crashed_payment=crashed_payment,
         duplicates=duplicates,
         stuck=stuck,
@@ -247,6 +395,8 @@ def build_report(
         refunds=refunds,
         captures=captures,
         violations=violations,
+        stripe=stripe,
+        adyen=adyen,
     )
 
 

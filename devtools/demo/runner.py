@@ -57,6 +57,19 @@ def fault_specs(options: DemoOptions) -> tuple[str, ...]:
     return tuple(specs)
 
 
+def adyen_fault_specs(options: DemoOptions) -> tuple[str, ...]:
+    """The Adyen side's faults, at the Stripe side's rates: an authorisation whose answer is
+    lost after the effect, one that answers a 5xx after it, one that a 5xx precedes (nothing
+    done).  Adyen's 429s are left out: the adapter does not retry them yet."""
+    specs = []
+    if options.timeout_rate > 0:
+        specs.append(f"payments:timeout_after_effect:p={options.timeout_rate}")
+    if options.saved_500_rate > 0:
+        specs.append(f"payments:error_500_after:p={options.saved_500_rate}")
+        specs.append(f"payments:error_500_before:p={options.saved_500_rate}:status=502")
+    return tuple(specs)
+
+
 def run_demo(options: DemoOptions, console: Console | None = None) -> DemoReport:
     console = console or Console(stderr=True)
     with tempfile.TemporaryDirectory(prefix="payorch-demo-") as scratch:
@@ -67,16 +80,19 @@ def run_demo(options: DemoOptions, console: Console | None = None) -> DemoReport
             workers=options.workers,
             seed=options.seed,
             faults=fault_specs(options),
+            adyen_faults=adyen_fault_specs(options),
             # Crash once, a little into the storm, on a payment the provider charged.
             crash_after_confirms=max(1, options.payments // 20) if options.crash else None,
         )
         console.print(
             f"[bold]payorch demo[/]: {options.payments} payments, {options.workers} worker "
-            f"threads, faults: {', '.join(embedded.faults) or 'none'}; "
+            f"threads, USD through Stripe (faults: {', '.join(embedded.faults) or 'none'}), "
+            f"EUR through Adyen (faults: {', '.join(embedded.adyen_faults) or 'none'}); "
             f"database {directory / 'payorch.sqlite3'}"
         )
         with EmbeddedStack(embedded) as stack:
             assert stack.container is not None and stack.simulator is not None
+            assert stack.adyen is not None
             takeovers_before = sweeper_takeovers()
             plan = plan_payments(
                 options.payments, seed=options.seed, decline_rate=options.decline_rate
@@ -111,6 +127,8 @@ def run_demo(options: DemoOptions, console: Console | None = None) -> DemoReport
                 webhooks,
                 refunds,
                 captures,
+                stack.adyen.admin.movements(),
+                stack.adyen.admin.requests(),
             )
 
 
@@ -130,7 +148,14 @@ def _storm_with_progress(
             progress.advance(task)
 
         assert stack.simulator is not None
-        storm = Storm(stack.api_url, stack.merchant_key, seed=options.seed, on_final=advance)
+        storm = Storm(
+            stack.api_url,
+            stack.merchant_key,
+            seed=options.seed,
+            adyen_key=stack.adyen_merchant_key,
+            adyen_account=stack.adyen_account,
+            on_final=advance,
+        )
         with Customer(stack.simulator.simulator):
             return asyncio.run(storm.run(plan))
 

@@ -5,6 +5,9 @@ once (a client that fired twice, a load balancer that retried), sometimes one af
 another with jitter (a client that timed out and tried again).  A send that meets a 5xx
 or a broken connection is retried with the same key, as a careful client would.  Then
 the client polls the payment until it is final, honouring ``Retry-After``.
+
+Every fourth payment (3-D Secure ones aside) is a second merchant's EUR payment on its Adyen
+connector account, with a card the shopper saved at Adyen; the rest are USD through Stripe.
 """
 
 from __future__ import annotations
@@ -28,6 +31,13 @@ THREE_DS_METHOD = "pm_card_threeDSecure2Required"
 # Every seventh payment asks for 3-D Secure.
 THREE_DS_EVERY = 7
 RETURN_URL = "https://shop.example/checkout/complete"
+# Every fourth payment (when not a 3-D Secure one) is an EUR payment through Adyen.
+ADYEN_EVERY = 4
+# A card the shopper stored at Adyen (sent as storedPaymentMethodId, with the customer as
+# shopperReference); the simulator authorises it.
+ADYEN_STORED_METHOD = "8415718415172200"
+STRIPE = "stripe"
+ADYEN = "adyen"
 FINAL = frozenset({"succeeded", "failed", "canceled"})
 MAX_SEND_RETRIES = 6
 # Polling faster than the server's Retry-After would only load the API; slower would
@@ -44,19 +54,30 @@ class LogicalPayment:
     concurrent: bool
     # 3-D Secure: "authenticate" (the customer completes it) or "abandon"; None: no 3DS.
     three_ds: str | None = None
+    # "stripe" (USD, the platform's Stripe account) or "adyen" (EUR, a connector account).
+    provider: str = STRIPE
 
     @property
     def expect_decline(self) -> bool:
         return self.payment_method in DECLINE_METHODS
 
-    def body(self) -> dict[str, Any]:
+    @property
+    def currency(self) -> str:
+        return "eur" if self.provider == ADYEN else "usd"
+
+    def body(self, connector_account: str | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {
             "amount": self.amount,
-            "currency": "usd",
+            "currency": self.currency,
             "payment_method": self.payment_method,
             "customer_reference": f"customer-{self.amount % 97}",
             "metadata": {"order": self.key},
         }
+        if self.provider == ADYEN:
+            # Adyen needs the shopper's reference for a stored card, and a return URL.
+            body.update(customer=f"cus_demo{self.amount % 97}", return_url=RETURN_URL)
+            if connector_account is not None:
+                body["connector_account"] = connector_account
         if self.three_ds == AUTHENTICATE:
             # The demo's customer (devtools/demo/customer.py) completes this one's challenge.
             body["metadata"][CUSTOMER_METADATA_KEY] = AUTHENTICATE
@@ -78,14 +99,18 @@ def plan_payments(count: int, *, seed: int, decline_rate: float) -> list[Logical
             three_ds = AUTHENTICATE if (index // THREE_DS_EVERY) % 2 == 0 else "abandon"
             declined = False
             methods = SUCCESS_METHODS
+        provider = ADYEN if index % ADYEN_EVERY == 1 and three_ds is None else STRIPE
+        amount = rng.randrange(100, 50_000)
+        method = THREE_DS_METHOD if three_ds else rng.choice(methods)
         plan.append(
             LogicalPayment(
                 key=f"demo-{run_tag}-{index:05d}",
-                amount=rng.randrange(100, 50_000),
-                payment_method=THREE_DS_METHOD if three_ds else rng.choice(methods),
+                amount=amount,
+                payment_method=ADYEN_STORED_METHOD if provider == ADYEN else method,
                 sends=rng.choice((1, 1, 2, 2, 3, 4)),
                 concurrent=rng.random() < 0.5,
                 three_ds=three_ds,
+                provider=provider,
             )
         )
     return plan
@@ -110,12 +135,17 @@ class Storm:
         api_key: str,
         *,
         seed: int,
+        adyen_key: str | None = None,
+        adyen_account: str | None = None,
         concurrency: int = 48,
         poll_timeout: float = 180.0,
         on_final: Callable[[LogicalPayment, dict[str, Any]], None] | None = None,
     ) -> None:
         self._api_url = api_url
         self._api_key = api_key
+        # The EUR merchant's key and its Adyen account (the ``adyen`` payments).
+        self._adyen_key = adyen_key
+        self._adyen_account = adyen_account
         self._rng = random.Random(seed + 1)
         self._concurrency = concurrency
         self._poll_timeout = poll_timeout
@@ -158,15 +188,23 @@ class Storm:
             self.stats.final_by_id[final["id"]] = final
             self._on_final(payment, final)
 
+    def _auth(self, payment: LogicalPayment) -> dict[str, str]:
+        """The merchant's key: an ``adyen`` payment is the EUR merchant's."""
+        if payment.provider == ADYEN:
+            if self._adyen_key is None:
+                raise ValueError("an Adyen payment in the plan, but no Adyen merchant key")
+            return {"Authorization": f"Bearer {self._adyen_key}"}
+        return {"Authorization": f"Bearer {self._api_key}"}
+
     async def _send(
         self, client: httpx.AsyncClient, payment: LogicalPayment
     ) -> dict[str, Any] | None:
+        body = payment.body(self._adyen_account)
+        headers = {**self._auth(payment), "Idempotency-Key": payment.key}
         for attempt in range(MAX_SEND_RETRIES):
             self.stats.posts += 1
             try:
-                response = await client.post(
-                    "/v1/payments", json=payment.body(), headers={"Idempotency-Key": payment.key}
-                )
+                response = await client.post("/v1/payments", json=body, headers=headers)
             except httpx.TransportError:
                 response = None
             if response is not None and response.status_code < 500:
@@ -195,7 +233,9 @@ class Storm:
         deadline = loop.time() + self._poll_timeout
         while loop.time() < deadline:
             try:
-                response = await client.get(f"/v1/payments/{payment_id}")
+                response = await client.get(
+                    f"/v1/payments/{payment_id}", headers=self._auth(payment)
+                )
             except httpx.TransportError:
                 await asyncio.sleep(0.5)
                 continue

@@ -59,6 +59,7 @@ def demo(
         print(runner.report_json(report))
     else:
         console.print(report.table())
+        console.print(report.providers_table())
         for violation in report.violations:
             console.print(f"[red]invariant violated:[/] {violation}")
         console.print(

@@ -1,4 +1,5 @@
-"""``payorch demo`` end to end with a small storm (issue 6)."""
+"""``payorch demo`` end to end with a small storm (issue 6), USD through Stripe beside EUR
+through an Adyen connector account (issue 39)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,23 @@ def test_the_demo_survives_faults_and_a_crash_with_every_invariant_intact(tmp_pa
     assert report.lease_takeovers >= 1  # the crashed run's lease, taken over by the sweeper
     assert sum(report.faults_injected.values()) > 0
     assert report.duplicates == 0 and report.stuck == 0
+    # The two providers side by side: every fourth payment (3-D Secure ones aside) is EUR on
+    # the second merchant's Adyen account, each authorised there exactly once, at its amount
+    # (the verdict's Adyen rows are unit-tested failing in tests/unit/test_demo_adyen_verdict).
+    stripe, adyen = report.stripe, report.adyen
+    assert stripe is not None and adyen is not None
+    assert adyen.payments == 9 and stripe.payments == 31
+    # A stored card the simulator authorises: all succeed unless a loaded machine outlasted
+    # every retry (then the payment fails with its authorisation released, which the
+    # verdict checks), so only the sum is exact.
+    assert adyen.succeeded >= 1
+    assert adyen.succeeded + adyen.declined + adyen.canceled == adyen.payments
+    assert adyen.money_movements == adyen.succeeded
+    assert adyen.duplicates == 0 and adyen.stuck == 0 and adyen.wrong_amounts == 0
+    assert stripe.duplicates == 0 and stripe.stuck == 0
+    assert stripe.money_movements == stripe.succeeded
+    assert stripe.succeeded + adyen.succeeded == report.succeeded
+    assert stripe.faults_injected > 0
     # Every final payment's event reached the demo's receiver, signed (verified there).
     hooks = report.webhooks
     assert hooks is not None
@@ -77,3 +95,7 @@ def test_the_demo_command_prints_its_report_and_exits_zero(tmp_path):
     assert report["webhooks"]["delivered"] == report["webhooks"]["events"] >= 15
     assert report["refunds"]["over_refunds"] == 0 and report["refunds"]["double_refunds"] == 0
     assert report["captures"]["double_captures"] == 0 and report["captures"]["stuck"] == 0
+    adyen = report["adyen"]
+    assert adyen["payments"] == 4 and adyen["succeeded"] >= 1
+    assert adyen["duplicates"] == 0 and adyen["stuck"] == 0 and adyen["wrong_amounts"] == 0
+    assert report["stripe"]["payments"] + adyen["payments"] == 15
