@@ -18,7 +18,7 @@ from orchestrator.domain.states import Outcome, PaymentStatus, RecoveryPoint, Wa
 
 
 def to_payment(row: sa.RowMapping | Any) -> PaymentRecord:
-    m = row._mapping if hasattr(row, "_mapping") else row
+    m = row
     failure = None
     if m["failure_code"] is not None:
         failure = Failure(
@@ -91,7 +91,7 @@ def _utf8(text: str | None) -> bytes | None:
 
 
 def to_client(row: sa.RowMapping | Any) -> ApiClient:
-    m = row._mapping if hasattr(row, "_mapping") else row
+    m = row
     return ApiClient(
         id=m["id"],
         name=m["name"],
@@ -103,7 +103,7 @@ def to_client(row: sa.RowMapping | Any) -> ApiClient:
 
 
 def to_audit(row: sa.RowMapping | Any) -> AuditEntry:
-    m = row._mapping if hasattr(row, "_mapping") else row
+    m = row
     return AuditEntry(
         id=m["id"],
         actor_client_id=m["actor_client_id"],
