@@ -186,6 +186,10 @@ class PostgresSession(Session):
         if failure is not None:
             raise failure
 
+    def rollback(self) -> None:
+        self._held = []  # never sent: they were this transaction's
+        super().rollback()
+
     def close(self) -> None:
         self._held = []  # never sent: the transaction rolls back
         super().close()

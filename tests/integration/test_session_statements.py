@@ -275,6 +275,15 @@ def test_a_unit_that_holds_writes_and_does_not_commit_writes_nothing(
     assert _outcomes(container) == 1
 
 
+def test_a_rollback_drops_the_held_writes(container: Container) -> None:
+    payment_id = _payment(container)
+    with container.database.transaction() as session:
+        session.write(OUTCOME, _outcome(payment_id, "pi_1"))
+        session.rollback()
+        # A held write would be sent before this read, in the transaction that follows.
+        assert session.scalar(OUTCOMES) == 0
+
+
 # -- round trips (libpq's protocol trace: each turn from sending to reading is one) ---------
 
 
