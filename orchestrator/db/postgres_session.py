@@ -5,7 +5,7 @@ pipelined commit, on psycopg itself.
 statements, each built once with bound parameters and marked ``prepare_once``
 (``orchestrator.db.compiled``).  Through SQLAlchemy's execution layer each execution paid
 for an execution context, the result's setup and psycopg's column descriptions
-(SQLAlchemy reads ``cursor.description`` of every result: 55 ``Column`` objects for each
+(SQLAlchemy reads ``cursor.description`` of every result, one object per column of an
 ``UPDATE payments … RETURNING``), a large share of a payment's CPU (``payorch bench`` and
 docs/performance.md measure it).  Here such a statement is compiled once by SQLAlchemy
 and run as a prepared statement on the session's own psycopg connection: same

@@ -44,6 +44,7 @@ class AuditRepository:
             )
             .returning(*audit_log.c)
         )
+        assert row is not None, "an INSERT … RETURNING returns its row"
         return to_audit(row)
 
     def list(self, *, payment_id: str | None = None, limit: int = 100) -> list[AuditEntry]:

@@ -38,6 +38,7 @@ class ClientRepository:
             )
             .returning(*api_clients.c)
         )
+        assert row is not None, "an INSERT … RETURNING returns its row"
         return to_client(row)
 
     def find_by_key_hash(self, key_hash: str) -> tuple[ApiClient, str] | None:

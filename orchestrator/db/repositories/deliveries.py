@@ -23,7 +23,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from orchestrator.db.repositories.events import to_event
 from orchestrator.db.repositories.webhook_endpoints import to_endpoint
-from orchestrator.db.session import Session
+from orchestrator.db.session import Row, Session
 from orchestrator.db.tables import (
     outbox_events,
     payments,
@@ -52,8 +52,7 @@ o = outbox_events.c
 MAX_ATTEMPTS_LISTED = 200
 
 
-def to_delivery(row: Any) -> Delivery:
-    m = row
+def to_delivery(m: Row) -> Delivery:
     return Delivery(
         id=m["id"],
         event_id=m["event_id"],
@@ -73,8 +72,7 @@ def to_delivery(row: Any) -> Delivery:
     )
 
 
-def to_attempt(row: Any) -> DeliveryAttempt:
-    m = row
+def to_attempt(m: Row) -> DeliveryAttempt:
     return DeliveryAttempt(
         id=m["id"],
         delivery_id=m["delivery_id"],

@@ -27,8 +27,7 @@ class DisputeRecord:
     updated_at: datetime
 
 
-def _to_dispute(row: Row) -> DisputeRecord:
-    m = row
+def _to_dispute(m: Row) -> DisputeRecord:
     return DisputeRecord(
         id=m["id"],
         payment_id=m["payment_id"],

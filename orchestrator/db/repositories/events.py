@@ -7,7 +7,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from orchestrator.db.session import Session
+from orchestrator.db.session import Row, Session
 from orchestrator.db.tables import outbox_events, payments
 from orchestrator.domain.webhooks import Event
 
@@ -31,8 +31,7 @@ def _from() -> Any:
     return outbox_events.join(payments, payments.c.id == o.payment_id)
 
 
-def to_event(row: Any) -> Event:
-    m = row
+def to_event(m: Row) -> Event:
     return Event(
         id=m["id"],
         public_id=m["public_id"],

@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from orchestrator.db.repositories.lease_repository_base import LeaseRepositoryBase
+from orchestrator.db.session import Row
 from orchestrator.db.tables import operations
 from orchestrator.db.wake import WAKE_CHANNEL
 from orchestrator.domain.lease_state import NEEDS_ATTENTION, PROCESSING
@@ -24,8 +25,7 @@ def _utf8(text: str | None) -> bytes | None:
     return None if text is None else text.encode("utf-8")
 
 
-def to_operation(row: Any) -> OperationRecord:
-    m = row
+def to_operation(m: Row) -> OperationRecord:
     return OperationRecord(
         id=m["id"],
         kind=OperationKindName(m["kind"]),
@@ -259,6 +259,7 @@ class OperationRepository(LeaseRepositoryBase[OperationRecord]):
     def insert(self, values: dict[str, Any]) -> OperationRecord:
         """A row no client key names (a refund sync, a refund the provider reported)."""
         row = self._db.one(operations.insert().values(**values).returning(*operations.c))
+        assert row is not None, "an INSERT … RETURNING returns its row"
         return to_operation(row)
 
     def find_refund_by_provider_id(self, provider_refund_id: str) -> OperationRecord | None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from orchestrator.db.session import Session
+from orchestrator.db.session import Row, Session
 from orchestrator.db.tables import webhook_endpoints
 from orchestrator.domain.webhooks import EndpointStatus, WebhookEndpoint
 
@@ -17,8 +17,7 @@ c = webhook_endpoints.c
 MAX_ENDPOINTS_LISTED = 100
 
 
-def to_endpoint(row: Any) -> WebhookEndpoint:
-    m = row
+def to_endpoint(m: Row) -> WebhookEndpoint:
     return WebhookEndpoint(
         id=m["id"],
         client_id=m["client_id"],
@@ -69,6 +68,7 @@ class WebhookEndpointRepository:
             )
             .returning(*webhook_endpoints.c)
         )
+        assert row is not None, "an INSERT … RETURNING returns its row"
         return to_endpoint(row)
 
     def get(self, endpoint_id: str, *, client_id: str | None = None) -> WebhookEndpoint | None:
