@@ -11,11 +11,11 @@ Round trips on PostgreSQL with psycopg 3, per kind of event:
     begin           one: psycopg sends ``BEGIN`` on its own before the first statement
                     and waits for it (in pipeline mode too: a sync)
     commit/rollback one each, none when the session is idle by then (a COMMIT sent with
-                    the deferred statements, ``prebuilt.end_deferred``)
+                    the held writes, ``PostgresSession.send_held_with_commit``)
     (none of the last two in autocommit: a unit of one statement, its own transaction)
-    deferred        none per statement sent in pipeline mode, one per unit for all of them
-                    (``orchestrator.db.prebuilt.defer_answers``), and one for each read
-                    in pipeline mode (``prebuilt.first``: a flush and its answer)
+    deferred        none per statement sent in pipeline mode (the writes a session held
+                    back to its commit, ``orchestrator.db.postgres_session``), one per
+                    unit for all of them and its COMMIT
     pre-ping        one per checkout when ``pool_pre_ping`` is on (a ``SELECT 1``)
 
 The statements are also counted by their first word, so the clock reads (``SELECT
@@ -134,27 +134,17 @@ def install() -> None:
             # psycopg sends BEGIN first and waits for it, in pipeline mode too (a sync).
             _bump("begin_round_trips")
 
-    # One round trip collects a unit's deferred statements (orchestrator.db.prebuilt).
-    from orchestrator.db import prebuilt
+    # One round trip sends a unit's held writes with its COMMIT (pipeline mode,
+    # orchestrator.db.postgres_session); nothing is read in pipeline mode otherwise.
+    from orchestrator.db.postgres_session import PostgresSession
 
-    end_deferred = prebuilt.end_deferred
+    send_held_with_commit = PostgresSession.send_held_with_commit
 
-    def _counted_end_deferred(*args: Any, **kwargs: Any) -> None:
+    def _counted_send_held_with_commit(self: PostgresSession) -> None:
         _bump("deferred_syncs")
-        end_deferred(*args, **kwargs)
+        send_held_with_commit(self)
 
-    prebuilt.end_deferred = _counted_end_deferred  # type: ignore[assignment]
-
-    # A statement whose answer is read while the unit defers waits for it: one round trip
-    # (a flush).  The engine defers only writes today; this keeps the count true if not.
-    first = prebuilt.first
-
-    def _counted_first(connection: Any, *args: Any, **kwargs: Any) -> Any:
-        if _deferring(connection):
-            _bump("deferred_reads")
-        return first(connection, *args, **kwargs)
-
-    prebuilt.first = _counted_first  # type: ignore[assignment]
+    PostgresSession.send_held_with_commit = _counted_send_held_with_commit  # type: ignore[method-assign]
 
     @event.listens_for(sa.engine.Engine, "begin")
     def _begin(conn: Any) -> None:
@@ -243,7 +233,6 @@ def per_payment(counts: dict[str, int], payments: int) -> dict[str, float]:
         counts.get("statements", 0)
         - counts.get("statements.deferred", 0)
         + counts.get("deferred_syncs", 0)
-        + counts.get("deferred_reads", 0)
         + counts.get("begin_round_trips", 0)
         + counts.get("commit_round_trips", 0)
         + counts.get("rollback_round_trips", 0)

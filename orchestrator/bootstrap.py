@@ -13,12 +13,12 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from orchestrator.db.clock import Clock, DatabaseClock
+from orchestrator.db.database import Database
 from orchestrator.db.engine import create_engine
 from orchestrator.db.uow import UnitOfWork, UnitOfWorkFactory
 from orchestrator.domain.connector_accounts import ConnectorAccount
@@ -49,7 +49,7 @@ from orchestrator.settings import Settings
 if TYPE_CHECKING:
     from celery import Celery
 
-    from orchestrator.db.direct import DirectAuthenticatedClaim, DirectClaim
+    from orchestrator.db.accept_claims import AuthenticatedClaim
     from orchestrator.domain.model import ApiClient
     from orchestrator.providers.base import PaymentProvider, ProviderEvent
     from orchestrator.services.accept import AuthenticatedClaimOnLoop
@@ -74,8 +74,8 @@ class Container:
         default_factory=lambda: {"adyen": parse_adyen_notifications}
     )
     _provider: PaymentProvider | None = field(default=None, repr=False)
-    _direct_claim: DirectClaim | None = field(default=None, repr=False)
-    _authenticated_claim: DirectAuthenticatedClaim | None = field(default=None, repr=False)
+    _database: Database | None = field(default=None, repr=False)
+    _authenticated_claim: AuthenticatedClaim | None = field(default=None, repr=False)
     _direct_clients: Callable[[str], tuple[ApiClient, str] | None] | None = field(
         default=None, repr=False
     )
@@ -91,8 +91,15 @@ class Container:
         ``single_statement``: on PostgreSQL every statement commits on its own (one round
         trip each); only for units whose statements need no common transaction."""
         return UnitOfWork(
-            self.engine, self.clock, read_only=read_only, single_statement=single_statement
+            self.database, self.clock, read_only=read_only, single_statement=single_statement
         )
+
+    @property
+    def database(self) -> Database:
+        """The engine's sessions: the one way every statement runs (orchestrator.db.session)."""
+        if self._database is None:
+            self._database = Database(self.engine)
+        return self._database
 
     def read_only_uow(self) -> UnitOfWork:
         """``uow(read_only=True)`` as a ``UnitOfWorkFactory``: what the services that only
@@ -109,52 +116,40 @@ class Container:
         return self.uow(read_only=True, single_statement=True)
 
     def find_client(self, key_hash: str) -> tuple[ApiClient, str] | None:
-        """The authentication's read by key hash (api_keys.authenticate_by): on PostgreSQL
-        a prepared statement on the pooled psycopg connection (orchestrator.db.direct),
-        on SQLite the unit of work."""
+        """The authentication's read by key hash (api_keys.authenticate_by), one statement
+        as its own transaction (on PostgreSQL prepared, on a pooled connection in
+        autocommit: ``Database.one``)."""
         if self._direct_clients is None:
-            if self.engine.dialect.name != "postgresql":
-                with self.lookup_uow() as unit:
-                    return unit.clients.find_by_key_hash(key_hash)
-            from orchestrator.db.direct import DirectClientLookup
+            from orchestrator.db.accept_claims import ClientLookup
 
-            self._direct_clients = DirectClientLookup(self.engine)
+            self._direct_clients = ClientLookup(self.database)
         return self._direct_clients(key_hash)
 
     @property
-    def authenticated_claim(self) -> DirectAuthenticatedClaim | None:
+    def authenticated_claim(self) -> AuthenticatedClaim | None:
         """The accept's authentication and claim in one statement
         (services.accept.authenticate_and_accept): PostgreSQL's; None on SQLite, which
         keeps the read and the claim apart."""
         if self.engine.dialect.name != "postgresql":
             return None
         if self._authenticated_claim is None:
-            from orchestrator.db.direct import DirectAuthenticatedClaim
+            from orchestrator.db.accept_claims import AuthenticatedClaim
 
-            self._authenticated_claim = DirectAuthenticatedClaim(self.engine, self.clock)
+            self._authenticated_claim = AuthenticatedClaim(self.database, self.clock)
         return self._authenticated_claim
 
     def async_authenticated_claim(self) -> AuthenticatedClaimOnLoop | None:
-        """A new set of the API's asyncio connections for the accept's statement
-        (orchestrator.db.async_claim): PostgreSQL with ``WAKE_UP=notify`` only (``publish``
-        publishes on the request, which the event loop must not).  The caller closes it."""
+        """The accept's statements on the API's event loop, on a new set of asyncio
+        connections (orchestrator.db.async_session): PostgreSQL with ``WAKE_UP=notify``
+        only (``publish`` publishes on the request, which the event loop must not).  The
+        caller closes it."""
         if self.engine.dialect.name != "postgresql" or self.settings.wake_up_mode != "notify":
             return None
-        from orchestrator.db.async_claim import AsyncAuthenticatedClaim
+        from orchestrator.db.accept_claims import LoopAuthenticatedClaim
+        from orchestrator.db.async_session import PostgresAsyncDatabase
 
-        return AsyncAuthenticatedClaim(self.engine, self.clock, self.settings)
-
-    def claim_insert(self, uow: UnitOfWork, values: dict[str, Any], notify: bool) -> bool:
-        """The accept's ``INSERT … ON CONFLICT DO NOTHING`` (services.accept.InsertIfAbsent):
-        on PostgreSQL on the unit's psycopg connection (orchestrator.db.direct), on SQLite
-        through the repository."""
-        if uow.dialect != "postgresql":
-            return uow.payments.insert_if_absent(values, wake=notify)
-        if self._direct_claim is None:
-            from orchestrator.db.direct import DirectClaim
-
-            self._direct_claim = DirectClaim(self.engine)
-        return self._direct_claim.insert_if_absent(uow.connection, values, wake=notify)
+        database = PostgresAsyncDatabase(self.engine, self.settings)
+        return LoopAuthenticatedClaim(database, self.clock)
 
     @property
     def provider(self) -> PaymentProvider:
@@ -198,11 +193,6 @@ class Container:
         return ConnectorAccountService(
             uow=self.uow, box=credentials_box(self.settings.secret_key.get_secret_value())
         )
-
-    def bound_uow(self, connection: sa.Connection) -> UnitOfWork:
-        """A unit of work on a connection the caller holds (see UnitOfWork; the bench's
-        async accept runs the claim this way on an asyncio connection)."""
-        return UnitOfWork(self.engine, self.clock, connection=connection)
 
     def runner(self) -> Runner:
         """What the engine needs to run an operation: transactions, provider, settings."""

@@ -93,7 +93,7 @@ KEY_REUSE_CONFLICTS = Counter(
     "payorch_idempotency_key_reuse_conflicts_total",
     "Same Idempotency-Key with a different request (422).",
 )
-# orchestrator.db.async_claim: why an accept on the event loop went to the thread path.
+# orchestrator.db.async_session: why an accept on the event loop went to the thread path.
 ACCEPT_LOOP_FALLBACK_REASONS = ("busy", "connect_failed")
 ACCEPT_LOOP_FALLBACKS = Counter(
     "payorch_accept_loop_fallbacks_total",

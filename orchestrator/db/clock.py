@@ -27,6 +27,8 @@ from typing import Protocol
 
 import sqlalchemy as sa
 
+from orchestrator.db.database import Database
+from orchestrator.db.session import Session
 from orchestrator.db.types import UtcDateTime
 
 
@@ -68,16 +70,16 @@ class _Sample:
 _samples: weakref.WeakKeyDictionary[sa.Engine, _Sample] = weakref.WeakKeyDictionary()
 
 
-def read_database_now(connection: sa.Connection, clock: Clock) -> datetime:
+def read_database_now(session: Session, clock: Clock) -> datetime:
     """The database's now: the test seam's instant, or the database clock (sampled)."""
     override = clock.override()
     if override is not None:
         return override
-    engine = connection.engine
+    engine = session.connection.engine
     sample = _samples.get(engine)
     elapsed = _elapsed()
     if sample is None or not 0 <= elapsed - sample.taken_at < SAMPLE_SECONDS:
-        sample = _Sample(query_database_now(connection, None), _elapsed())
+        sample = _Sample(query_database_now(session, None), _elapsed())
         _samples[engine] = sample
         return sample.database_now
     return sample.database_now + timedelta(seconds=elapsed - sample.taken_at)
@@ -96,20 +98,20 @@ def sampled_now(engine: sa.Engine, clock: Clock) -> datetime | None:
     return None
 
 
-def engine_now(engine: sa.Engine, clock: Clock) -> datetime:
+def engine_now(database: Database, clock: Clock) -> datetime:
     """``read_database_now`` without a connection of the caller's: the sample when it is
     fresh (no checkout at all), else one checkout to take a new one.  For statements run
-    outside a unit of work (orchestrator.db.direct's authenticated claim)."""
-    now = sampled_now(engine, clock)
+    outside a unit of work (orchestrator.db.accept_claims's authenticated claim)."""
+    now = sampled_now(database.engine, clock)
     if now is not None:
         return now
-    with engine.connect() as connection:
-        return read_database_now(connection, clock)
+    with database.transaction(read_only=True) as session:
+        return read_database_now(session, clock)
 
 
-def query_database_now(connection: sa.Connection, override: datetime | None) -> datetime:
+def query_database_now(session: Session, override: datetime | None) -> datetime:
     """``SELECT coalesce(:now, clock_timestamp())``: one round trip."""
-    if connection.dialect.name == "sqlite":
+    if session.dialect == "sqlite":
         now_expr = sa.text("strftime('%Y-%m-%d %H:%M:%f', 'now') || '000'")
     else:
         # clock_timestamp(), not now(): now() is the start of this transaction, which a
@@ -120,6 +122,6 @@ def query_database_now(connection: sa.Connection, override: datetime | None) -> 
             sa.bindparam("now", override, type_=UtcDateTime()), now_expr, type_=UtcDateTime()
         )
     )
-    value = connection.execute(query).scalar_one()
+    value = session.scalar(query)
     assert isinstance(value, datetime)
     return value

@@ -10,7 +10,6 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-from orchestrator.db import prebuilt
 from orchestrator.settings import Settings
 
 # Execution option marking a unit of work that only reads (see _sqlite_engine's "begin").
@@ -32,7 +31,6 @@ POOL_RECYCLE_SECONDS = 1800
 def _postgres_engine(settings: Settings) -> Engine:
     engine = sa.create_engine(settings.database_url, **postgres_options(settings))
     event.listen(engine, "checkout", refuse_dead_connection)
-    event.listen(engine, "before_cursor_execute", prebuilt.refuse_statements_while_deferred)
     return engine
 
 

@@ -190,9 +190,8 @@ class Lease(Generic[R]):
                 if written is None:
                     raise Fenced()
                 if calls and not stored:
-                    # Run for their effect only, and the write's last statements: their
-                    # answers come back with the COMMIT, one round trip fewer.
-                    uow.defer_answers()
+                    # The write's last statements, for their effect only: the session
+                    # sends them with the COMMIT.
                     for call in calls:
                         uow.history.add_provider_call(call, now=now)
                 uow.commit()

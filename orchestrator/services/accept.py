@@ -62,15 +62,6 @@ __all__ = [
     "new_payment",
 ]
 
-# (the claim's unit of work, the row's values, notify?) -> inserted?  The claim's INSERT …
-# ON CONFLICT DO NOTHING run another way (orchestrator.db.direct, Container.claim_insert);
-# by default the unit of work's repository runs it.
-InsertIfAbsent = Callable[[UnitOfWork, dict[str, Any], bool], bool]
-
-
-def repository_insert(uow: UnitOfWork, values: dict[str, Any], notify: bool) -> bool:
-    return uow.payments.insert_if_absent(values, wake=notify)
-
 
 @dataclass(frozen=True)
 class Accepted:
@@ -86,14 +77,11 @@ def accept_payment(
     idempotency_key: str,
     request: PaymentRequest,
     fingerprint: str,
-    insert: InsertIfAbsent = repository_insert,
 ) -> Accepted:
     """``uow``: single-statement units (``Container.statement_uow``; one statement per
     step, no BEGIN/COMMIT).  Raises IdempotencyKeyReused when the key names a different
     request."""
-    accepted = claim_payment(
-        uow, settings, client, idempotency_key, request, fingerprint, insert=insert
-    )
+    accepted = claim_payment(uow, settings, client, idempotency_key, request, fingerprint)
     if not accepted.replayed and settings.wake_up_mode == "publish":
         publish_wake_up(publisher, accepted.record)
     return accepted
@@ -106,8 +94,6 @@ def claim_payment(
     idempotency_key: str,
     request: PaymentRequest,
     fingerprint: str,
-    *,
-    insert: InsertIfAbsent = repository_insert,
 ) -> Accepted:
     """The claim on the units of work ``uow`` makes, and the replay's checks; no broker
     (``accept_payment`` publishes in ``publish`` mode).  Raises IdempotencyKeyReused."""
@@ -115,7 +101,7 @@ def claim_payment(
     claimed = claim_key(
         uow,
         insert=lambda unit, now: _insert(
-            unit, now, settings, client, idempotency_key, request, fingerprint, notify, insert
+            unit, now, settings, client, idempotency_key, request, fingerprint, notify
         ),
         find=lambda unit: unit.payments.find_by_key(client.id, idempotency_key),
     )
@@ -145,7 +131,7 @@ def replay_existing(
 
 class AuthenticatedClaim(Protocol):
     """The authentication's read and the claim in one step (PostgreSQL:
-    orchestrator.db.direct.DirectAuthenticatedClaim)."""
+    orchestrator.db.accept_claims.AuthenticatedClaim)."""
 
     def now(self) -> datetime:
         """The database clock, as a unit of work reads it."""
@@ -159,7 +145,7 @@ class AuthenticatedClaim(Protocol):
 
 class AuthenticatedClaimOnLoop(Protocol):
     """``AuthenticatedClaim`` on the API's event loop (PostgreSQL with ``WAKE_UP=notify``:
-    orchestrator.db.async_claim.AsyncAuthenticatedClaim, built by the composition root).
+    orchestrator.db.accept_claims.LoopAuthenticatedClaim, built by the composition root).
     Every answer may be None: no connection or no fresh clock sample in time, and the
     request takes the thread path."""
 
@@ -235,7 +221,6 @@ def authenticate_and_accept(
     idempotency_key: str,
     request: PaymentRequest,
     fingerprint: str,
-    insert: InsertIfAbsent = repository_insert,
     *,
     authenticated: Callable[[ApiClient], None] = lambda _client: None,
 ) -> KeyedAccept:
@@ -266,7 +251,7 @@ def authenticate_and_accept(
             )
         # Gone meanwhile (retention purged its key): claim it anew, as accept_payment does.
         accepted = accept_payment(
-            uow, publisher, settings, client, idempotency_key, request, fingerprint, insert
+            uow, publisher, settings, client, idempotency_key, request, fingerprint
         )
         return KeyedAccept(client, accepted)
     return KeyedAccept(client, new_payment(prepared, client, settings, publisher))
@@ -300,7 +285,6 @@ def _insert(
     request: PaymentRequest,
     fingerprint: str,
     notify: bool,
-    insert: InsertIfAbsent,
 ) -> PaymentRecord | None:
     try:
         # Before the INSERT: a refusal (another merchant's customer or method, an account
@@ -314,7 +298,7 @@ def _insert(
     record, values = _claim(
         now, settings, client.id, idempotency_key, request, fingerprint, account
     )
-    if not insert(uow, values, notify):
+    if not uow.payments.insert_if_absent(values, wake=notify):
         return None
     return record
 

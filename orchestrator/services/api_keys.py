@@ -65,7 +65,7 @@ FindClient = Callable[[str], "tuple[ApiClient, str] | None"]
 
 def authenticate_by(find: FindClient, api_key: str) -> ApiClient | None:
     """As ``authenticate``, with the read given as a function (the accept path's: on
-    PostgreSQL a prepared statement on the pooled connection, orchestrator.db.direct)."""
+    PostgreSQL a prepared statement on the pooled connection, ``Database.one``)."""
     if not plausible_key(api_key):
         return None
     candidate = hash_key(api_key)

@@ -73,7 +73,7 @@ def operation_count(container: Container, payment_id: str) -> int:
 
 def force_operation(container: Container, operation_id: str, **values: Any) -> OperationRecord:
     with container.uow() as uow:
-        uow._connection.execute(  # type: ignore[union-attr]
+        uow.session.execute(
             operations.update().where(operations.c.id == operation_id).values(**values)
         )
         uow.commit()

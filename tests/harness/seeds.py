@@ -72,9 +72,7 @@ def accept(
 def force(container: Container, payment_id: str, **values: Any) -> PaymentRecord:
     """Write columns directly (a test's way to put a record at a recovery point)."""
     with container.uow() as uow:
-        uow._connection.execute(  # type: ignore[union-attr]
-            payments.update().where(payments.c.id == payment_id).values(**values)
-        )
+        uow.session.execute(payments.update().where(payments.c.id == payment_id).values(**values))
         uow.commit()
     return reload(container, payment_id)
 

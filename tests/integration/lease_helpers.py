@@ -29,7 +29,7 @@ def expire_leases(container: Container, ids: list[str], *, ago: timedelta) -> No
     """Move the leases of ``ids`` into the past by the database's own clock."""
     with container.uow() as uow:
         now = uow.now()
-        uow._connection.execute(  # type: ignore[union-attr]
+        uow.session.execute(
             payments.update().where(payments.c.id.in_(ids)).values(locked_until=now - ago)
         )
         uow.commit()

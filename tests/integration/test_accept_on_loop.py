@@ -1,4 +1,4 @@
-"""``POST /v1/payments`` on the event loop (orchestrator.db.async_claim): an active merchant's
+"""``POST /v1/payments`` on the event loop (orchestrator.db.accept_claims): an active merchant's
 new key is answered there, and so is its replay (or 422); everything else by the thread
 path with the same answers as before; dead connections are not reused; a request that finds
 every connection busy waits for one, for a bounded time, then takes the thread path.  Real
@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from orchestrator.api.app import create_app
 from orchestrator.bootstrap import Container
-from orchestrator.db import async_claim
+from orchestrator.db import async_session
 from orchestrator.db.tables import payments
 from orchestrator.domain.model import Role
 from orchestrator.metrics import ACCEPT_LOOP_FALLBACKS
@@ -171,14 +171,14 @@ def test_connections_the_server_closed_are_not_reused(served: Served) -> None:
 def one_connection(monkeypatch: pytest.MonkeyPatch) -> None:
     """The app's loop claim (made when ``served`` starts it) has one connection and waits
     for it as long as a test may take."""
-    monkeypatch.setattr(async_claim, "CONNECTIONS", 1)
-    monkeypatch.setattr(async_claim, "SLOT_WAIT_SECONDS", 60.0)
+    monkeypatch.setattr(async_session, "CONNECTIONS", 1)
+    monkeypatch.setattr(async_session, "SLOT_WAIT_SECONDS", 60.0)
 
 
 @pytest.fixture
 def no_connection(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(async_claim, "CONNECTIONS", 0)
-    monkeypatch.setattr(async_claim, "SLOT_WAIT_SECONDS", 0.0)
+    monkeypatch.setattr(async_session, "CONNECTIONS", 0)
+    monkeypatch.setattr(async_session, "SLOT_WAIT_SECONDS", 0.0)
 
 
 def wait_until(condition: Callable[[], bool], what: str) -> None:
@@ -196,7 +196,7 @@ def test_a_request_that_finds_every_connection_busy_waits_for_one(
     served.recording.answers.clear()
     waiting_on_lock = sa.text(
         "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-        f"AND application_name = '{async_claim.APPLICATION_NAME}' AND wait_event_type = 'Lock'"
+        f"AND application_name = '{async_session.APPLICATION_NAME}' AND wait_event_type = 'Lock'"
     )
     with ThreadPoolExecutor(max_workers=2) as clients:
         with served.container.engine.connect() as blocker:
@@ -238,7 +238,7 @@ def test_the_loops_connections_close_when_the_app_stops(make_postgres_database) 
     app = create_app(container)
     loop_backends = sa.text(
         "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-        f"AND application_name = '{async_claim.APPLICATION_NAME}'"
+        f"AND application_name = '{async_session.APPLICATION_NAME}'"
     )
     try:
         with ServerThread(app) as server:

@@ -27,7 +27,7 @@ def test_a_second_writer_waits_for_the_first_and_takes_the_next_sequence(
     first = container.uow().__enter__()
     try:
         # The finish: it updates the payment (taking its row lock), then writes its event.
-        first._connection.execute(  # type: ignore[union-attr]
+        first.session.execute(
             payments.update().where(payments.c.id == payment_id).values(attempts=1)
         )
         first.outcomes.add_outbox_event(payment_id, "payment.succeeded", {}, now=first.now())

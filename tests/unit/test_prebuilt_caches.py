@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import psycopg as pg_psycopg
 from sqlalchemy.ext.compiler import compiles
 
-from orchestrator.db import prebuilt
+from orchestrator.db import compiled as compiled_statements
 from orchestrator.db.repositories import lease_statements
 from orchestrator.db.repositories.leases import LeaseRepository
 from orchestrator.db.tables import payments
@@ -109,6 +109,6 @@ def test_a_statement_is_compiled_once_by_threads_asking_together() -> None:
     )
     dialect = pg_psycopg.dialect()
 
-    compiled = all_at_once(lambda: prebuilt._compiled(statement, dialect, {"p_id": "x"}))
+    compiled = all_at_once(lambda: compiled_statements.compiled(statement, dialect, {"p_id": "x"}))
 
     assert len({id(entry) for entry in compiled}) == 1

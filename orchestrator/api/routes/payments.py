@@ -101,7 +101,6 @@ def accept(container: Container, client: ApiClient, idempotency_key: str, body: 
             idempotency_key,
             payload.to_domain(),
             fingerprint,
-            container.claim_insert,
         )
     except IdempotencyKeyReused as reused:
         raise key_reused(reused) from None
@@ -141,7 +140,6 @@ def serve_accept(container: Container, request: Request, raw: RawBody) -> Respon
             key,
             payload.to_domain(),
             fingerprint,
-            container.claim_insert,
             authenticated=lambda client: bind_client(request, client),
         )
     except IdempotencyKeyReused as reused:
@@ -161,7 +159,7 @@ _serve_separately = serve_with(accept)
 async def accept_on_loop(container: Container, request: Request, raw: RawBody) -> Response | None:
     """``serve_accept``'s common cases on the event loop, without a thread: a request that
     passes every check, from an active merchant, with a new key or a taken one (its replay
-    or its 422; orchestrator.db.async_claim).  None for anything else, and ``serve_accept``
+    or its 422; orchestrator.db.accept_claims).  None for anything else, and ``serve_accept``
     answers it from the start: a refusal, a purged key, no connection free in time, a stale
     clock sample, SQLite or ``WAKE_UP=publish``."""
     claim: AuthenticatedClaimOnLoop | None = request.app.state.async_claim

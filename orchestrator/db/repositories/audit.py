@@ -7,13 +7,14 @@ from datetime import datetime
 import sqlalchemy as sa
 
 from orchestrator.db.repositories.rows import to_audit
+from orchestrator.db.session import Session
 from orchestrator.db.tables import audit_log
 from orchestrator.domain.model import AuditEntry
 
 
 class AuditRepository:
-    def __init__(self, connection: sa.Connection) -> None:
-        self._conn = connection
+    def __init__(self, session: Session) -> None:
+        self._db = session
 
     def add(
         self,
@@ -28,7 +29,7 @@ class AuditRepository:
         now: datetime,
         operation_id: str | None = None,
     ) -> AuditEntry:
-        row = self._conn.execute(
+        row = self._db.one(
             audit_log.insert()
             .values(
                 actor_client_id=actor_client_id,
@@ -42,11 +43,12 @@ class AuditRepository:
                 created_at=now,
             )
             .returning(*audit_log.c)
-        ).one()
+        )
+        assert row is not None, "an INSERT … RETURNING returns its row"
         return to_audit(row)
 
     def list(self, *, payment_id: str | None = None, limit: int = 100) -> list[AuditEntry]:
         query = sa.select(audit_log).order_by(audit_log.c.id.desc()).limit(limit)
         if payment_id is not None:
             query = query.where(audit_log.c.payment_id == payment_id)
-        return [to_audit(r) for r in self._conn.execute(query)]
+        return [to_audit(r) for r in self._db.all(query)]

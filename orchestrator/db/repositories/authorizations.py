@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 
 from orchestrator.db.repositories.rows import to_payment
+from orchestrator.db.session import Session
 from orchestrator.db.tables import operations, payments
 from orchestrator.domain.encoding import encode_representation
 from orchestrator.domain.model import Failure, PaymentRecord
@@ -48,12 +49,12 @@ def hold_owner(operation_id: str) -> str:
 
 
 class AuthorizationRepository:
-    def __init__(self, connection: sa.Connection) -> None:
-        self._conn = connection
+    def __init__(self, session: Session) -> None:
+        self._db = session
 
     def unfinished_operation(self, payment_id: str) -> str | None:
         """The id of a capture or cancel of the payment that has not finished, if any."""
-        return self._conn.execute(
+        found: str | None = self._db.scalar(
             sa.select(o.id)
             .where(
                 o.payment_id == payment_id,
@@ -61,14 +62,15 @@ class AuthorizationRepository:
                 o.status.in_(_UNFINISHED),
             )
             .limit(1)
-        ).scalar_one_or_none()
+        )
+        return found
 
     def hold_charge(
         self, payment: PaymentRecord, *, operation_id: str, now: datetime
     ) -> PaymentRecord | None:
         """Fence out the payment's unfinished charge for a cancel (see the module
         docstring).  None: the charge moved on (a confirm was sent, it finished)."""
-        row = self._conn.execute(
+        row = self._db.one(
             payments.update()
             .where(
                 c.id == payment.id,
@@ -83,13 +85,13 @@ class AuthorizationRepository:
                 next_attempt_at=None,
             )
             .returning(*payments.c)
-        ).first()
+        )
         return None if row is None else to_payment(row)
 
     def release_charge(self, payment_id: str, *, operation_id: str, now: datetime) -> None:
         """The cancel failed (the payment moved on at the provider): the held charge is due
         at once, and the sweeper's takeover resumes it with a query-first read."""
-        self._conn.execute(
+        self._db.execute(
             payments.update()
             .where(
                 c.id == payment_id,
@@ -138,7 +140,7 @@ class AuthorizationRepository:
     def _finish(
         self, payment_id: str, guard: sa.ColumnElement[bool], now: datetime, **values: object
     ) -> PaymentRecord | None:
-        row = self._conn.execute(
+        row = self._db.one(
             payments.update()
             .where(c.id == payment_id, guard)
             .values(
@@ -155,7 +157,7 @@ class AuthorizationRepository:
                 **values,
             )
             .returning(*payments.c)
-        ).first()
+        )
         return None if row is None else to_payment(row)
 
     def store_answer(self, record: PaymentRecord) -> bytes:
@@ -163,7 +165,7 @@ class AuthorizationRepository:
         by the finish that made it final; returns the bytes."""
         document = payment_representation(record)
         encoded = encode_representation(document)
-        self._conn.execute(
+        self._db.execute(
             payments.update()
             .where(c.id == record.id)
             .values(response_body=document, final_response=encoded.decode("utf-8"))

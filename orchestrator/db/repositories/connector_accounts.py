@@ -12,6 +12,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from orchestrator.db.session import Row, Session
 from orchestrator.db.tables import api_clients, connector_accounts, payments
 from orchestrator.domain.connector_accounts import AccountStatus, ConnectorAccount
 
@@ -20,8 +21,7 @@ c = connector_accounts.c
 MAX_ACCOUNTS_LISTED = 200
 
 
-def to_account(row: Any) -> ConnectorAccount:
-    m = row._mapping
+def to_account(m: Row) -> ConnectorAccount:
     return ConnectorAccount(
         id=m["id"],
         client_id=m["client_id"],
@@ -38,8 +38,8 @@ def to_account(row: Any) -> ConnectorAccount:
 
 
 class ConnectorAccountRepository:
-    def __init__(self, connection: sa.Connection) -> None:
-        self._conn = connection
+    def __init__(self, session: Session) -> None:
+        self._db = session
 
     def add(
         self,
@@ -52,7 +52,7 @@ class ConnectorAccountRepository:
         credential_hints: dict[str, str],
         now: datetime,
     ) -> ConnectorAccount:
-        row = self._conn.execute(
+        row = self._db.one(
             connector_accounts.insert()
             .values(
                 id=account_id,
@@ -67,7 +67,8 @@ class ConnectorAccountRepository:
                 updated_at=now,
             )
             .returning(*connector_accounts.c)
-        ).one()
+        )
+        assert row is not None, "INSERT … RETURNING returns its row"
         return to_account(row)
 
     def get(self, account_id: str, *, client_id: str | None = None) -> ConnectorAccount | None:
@@ -75,11 +76,11 @@ class ConnectorAccountRepository:
         query = sa.select(connector_accounts).where(c.id == account_id)
         if client_id is not None:
             query = query.where(c.client_id == client_id)
-        row = self._conn.execute(query).first()
+        row = self._db.one(query)
         return None if row is None else to_account(row)
 
     def list_for_client(self, client_id: str) -> list[ConnectorAccount]:
-        rows = self._conn.execute(
+        rows = self._db.all(
             sa.select(connector_accounts)
             .where(c.client_id == client_id)
             .order_by(c.created_at, c.id)
@@ -94,18 +95,18 @@ class ConnectorAccountRepository:
         query = sa.select(connector_accounts).order_by(c.client_id, c.created_at, c.id)
         if client_id is not None:
             query = query.where(c.client_id == client_id)
-        return [to_account(r) for r in self._conn.execute(query.limit(limit))]
+        return [to_account(r) for r in self._db.all(query.limit(limit))]
 
     def update(
         self, account_id: str, *, expected_version: int, now: datetime, **values: Any
     ) -> ConnectorAccount | None:
         """Compare-and-set on ``version``; None when it moved."""
-        row = self._conn.execute(
+        row = self._db.one(
             connector_accounts.update()
             .where(c.id == account_id, c.version == expected_version)
             .values(version=c.version + 1, updated_at=now, **values)
             .returning(*connector_accounts.c)
-        ).first()
+        )
         return None if row is None else to_account(row)
 
     def refresh_default(self, client_id: str) -> str | None:
@@ -119,7 +120,7 @@ class ConnectorAccountRepository:
         statement of its own first (FOR NO KEY UPDATE: the inserted accounts' foreign keys
         hold KEY SHARE locks on it, which a FOR UPDATE would deadlock with) makes the
         UPDATE's snapshot include the other's row."""
-        self._conn.execute(
+        self._db.execute(
             sa.select(api_clients.c.id)
             .where(api_clients.c.id == client_id)
             .with_for_update(key_share=True)
@@ -131,7 +132,7 @@ class ConnectorAccountRepository:
             .limit(1)
             .scalar_subquery()
         )
-        self._conn.execute(
+        self._db.execute(
             api_clients.update()
             .where(api_clients.c.id == client_id)
             .values(default_connector_account_id=oldest)
@@ -139,17 +140,17 @@ class ConnectorAccountRepository:
         return self.default_for(client_id)
 
     def default_for(self, client_id: str) -> str | None:
-        value = self._conn.execute(
+        value = self._db.scalar(
             sa.select(api_clients.c.default_connector_account_id).where(
                 api_clients.c.id == client_id
             )
-        ).scalar_one_or_none()
+        )
         return None if value is None else str(value)
 
     def account_of_payment(self, payment_id: str) -> str | None:
         """The connector account a payment runs on (its refunds, captures and cancels use
         it too); None: the platform's Stripe account."""
-        value = self._conn.execute(
+        value = self._db.scalar(
             sa.select(payments.c.connector_account_id).where(payments.c.id == payment_id)
-        ).scalar_one_or_none()
+        )
         return None if value is None else str(value)

@@ -23,6 +23,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from orchestrator.db.repositories.events import to_event
 from orchestrator.db.repositories.webhook_endpoints import to_endpoint
+from orchestrator.db.session import Row, Session
 from orchestrator.db.tables import (
     outbox_events,
     payments,
@@ -51,8 +52,7 @@ o = outbox_events.c
 MAX_ATTEMPTS_LISTED = 200
 
 
-def to_delivery(row: Any) -> Delivery:
-    m = row._mapping
+def to_delivery(m: Row) -> Delivery:
     return Delivery(
         id=m["id"],
         event_id=m["event_id"],
@@ -72,8 +72,7 @@ def to_delivery(row: Any) -> Delivery:
     )
 
 
-def to_attempt(row: Any) -> DeliveryAttempt:
-    m = row._mapping
+def to_attempt(m: Row) -> DeliveryAttempt:
     return DeliveryAttempt(
         id=m["id"],
         delivery_id=m["delivery_id"],
@@ -112,14 +111,14 @@ class DeliveryView:
 
 
 class DeliveryRepository:
-    def __init__(self, connection: sa.Connection) -> None:
-        self._conn = connection
+    def __init__(self, session: Session) -> None:
+        self._db = session
 
     # -- fan-out ------------------------------------------------------------------------
 
     def fan_out(self, *, limit: int, now: datetime) -> tuple[int, int]:
         """Publish up to ``limit`` outbox rows: (events published, deliveries created)."""
-        rows = self._conn.execute(
+        rows = self._db.all(
             sa.select(
                 o.id,
                 o.public_id,
@@ -135,14 +134,14 @@ class DeliveryRepository:
             .order_by(o.id)
             .limit(limit)
             .with_for_update(skip_locked=True, of=outbox_events)
-        ).all()
+        )
         if not rows:
             return 0, 0
         events = [to_event(r) for r in rows]
         clients = {event.client_id for event in events}
         endpoints = [
             to_endpoint(r)
-            for r in self._conn.execute(
+            for r in self._db.all(
                 sa.select(webhook_endpoints).where(
                     e.client_id.in_(clients),
                     e.status == EndpointStatus.ENABLED.value,
@@ -158,7 +157,7 @@ class DeliveryRepository:
             and subscribes_to(endpoint.events, event.event_type)
         ]
         created = self._insert_deliveries(values)
-        self._conn.execute(
+        self._db.execute(
             outbox_events.update()
             .where(o.id.in_([event.id for event in events]))
             .values(published_at=now)
@@ -184,17 +183,17 @@ class DeliveryRepository:
             return 0
         insert = (
             sqlite.insert(webhook_deliveries)
-            if self._conn.dialect.name == "sqlite"
+            if self._db.dialect == "sqlite"
             else postgresql.insert(webhook_deliveries)
         )
         # RETURNING counts what was inserted (rowcount of a batch is not reliable).
-        result = self._conn.execute(
+        inserted = self._db.all(
             insert.on_conflict_do_nothing(index_elements=["event_id", "endpoint_id"]).returning(
                 d.id
             ),
             values,
         )
-        return len(result.all())
+        return len(inserted)
 
     # -- claim and record ---------------------------------------------------------------
 
@@ -217,7 +216,7 @@ class DeliveryRepository:
         )
         claimed = [
             to_delivery(r)
-            for r in self._conn.execute(
+            for r in self._db.all(
                 webhook_deliveries.update()
                 .where(d.id.in_(due.scalar_subquery()))
                 .values(
@@ -231,7 +230,7 @@ class DeliveryRepository:
         ]
         if not claimed:
             return []
-        event_rows = self._conn.execute(
+        event_rows = self._db.all(
             sa.select(
                 o.id,
                 o.public_id,
@@ -245,11 +244,13 @@ class DeliveryRepository:
             .select_from(outbox_events.join(payments, payments.c.id == o.payment_id))
             .where(o.id.in_({x.event_id for x in claimed}))
         )
-        events = {row.id: to_event(row) for row in event_rows}
-        endpoint_rows = self._conn.execute(
+        events = {row["id"]: to_event(row) for row in event_rows}
+        endpoint_rows = self._db.all(
             sa.select(webhook_endpoints).where(e.id.in_({x.endpoint_id for x in claimed}))
         )
-        endpoints: dict[str, WebhookEndpoint] = {row.id: to_endpoint(row) for row in endpoint_rows}
+        endpoints: dict[str, WebhookEndpoint] = {
+            row["id"]: to_endpoint(row) for row in endpoint_rows
+        }
         return [
             ClaimedDelivery(x, events[x.event_id], endpoints[x.endpoint_id], now)
             for x in sorted(claimed, key=lambda x: x.id)
@@ -260,7 +261,7 @@ class DeliveryRepository:
     ) -> bool:
         """The attempt row always (it happened); the delivery's state only while ``owner``
         still holds the lease it claimed.  False when fenced out."""
-        self._conn.execute(
+        self._db.execute(
             webhook_delivery_attempts.insert().values(
                 delivery_id=claimed.id,
                 attempt=claimed.attempts + 1,
@@ -276,7 +277,7 @@ class DeliveryRepository:
             )
         )
         delivered = record.new_status is DeliveryStatus.DELIVERED
-        result = self._conn.execute(
+        result = self._db.execute(
             webhook_deliveries.update()
             .where(d.id == claimed.id, d.lease_token == claimed.lease_token)
             .values(
@@ -291,32 +292,32 @@ class DeliveryRepository:
                 updated_at=now,
             )
         )
-        return result.rowcount > 0
+        return result > 0
 
     # -- ops ----------------------------------------------------------------------------
 
     def for_event(self, event_id: int, *, with_attempts: bool = True) -> list[DeliveryView]:
-        rows = self._conn.execute(
+        rows = self._db.all(
             sa.select(webhook_deliveries, e.url.label("endpoint_url"))
             .select_from(webhook_deliveries.join(webhook_endpoints, e.id == d.endpoint_id))
             .where(d.event_id == event_id)
             .order_by(d.id)
-        ).all()
+        )
         views = []
         for row in rows:
             if not with_attempts:
-                views.append(DeliveryView(to_delivery(row), row.endpoint_url, []))
+                views.append(DeliveryView(to_delivery(row), row["endpoint_url"], []))
                 continue
             attempts = [
                 to_attempt(r)
-                for r in self._conn.execute(
+                for r in self._db.all(
                     sa.select(webhook_delivery_attempts)
-                    .where(a.delivery_id == row.id)
+                    .where(a.delivery_id == row["id"])
                     .order_by(a.id)
                     .limit(MAX_ATTEMPTS_LISTED)
                 )
             ]
-            views.append(DeliveryView(to_delivery(row), row.endpoint_url, attempts))
+            views.append(DeliveryView(to_delivery(row), row["endpoint_url"], attempts))
         return views
 
     def redeliver_event(
@@ -326,7 +327,7 @@ class DeliveryRepository:
         each enabled subscribed endpoint that has none (registered after the fan-out)."""
         endpoints = [
             to_endpoint(r)
-            for r in self._conn.execute(
+            for r in self._db.all(
                 sa.select(webhook_endpoints).where(
                     e.client_id == client_id,
                     e.status == EndpointStatus.ENABLED.value,
@@ -341,7 +342,7 @@ class DeliveryRepository:
                 if subscribes_to(endpoint.events, event_type)
             ]
         )
-        result = self._conn.execute(
+        result = self._db.execute(
             webhook_deliveries.update()
             .where(d.event_id == event_id, d.endpoint_id.in_([x.id for x in endpoints]))
             .values(
@@ -351,23 +352,25 @@ class DeliveryRepository:
                 updated_at=now,
             )
         )
-        return max(result.rowcount, 0)
+        return max(result, 0)
 
     def stats(self) -> WebhookStats:
-        backlog, oldest = self._conn.execute(
-            sa.select(sa.func.count(), sa.func.min(d.created_at))
+        found = self._db.one(
+            sa.select(sa.func.count().label("backlog"), sa.func.min(d.created_at).label("oldest"))
             .select_from(webhook_deliveries.join(webhook_endpoints, e.id == d.endpoint_id))
             .where(
                 d.status == DeliveryStatus.PENDING.value,
                 e.status == EndpointStatus.ENABLED.value,
                 e.deleted_at.is_(None),
             )
-        ).one()
-        disabled = self._conn.execute(
+        )
+        assert found is not None, "an aggregate returns one row"
+        backlog, oldest = found["backlog"], found["oldest"]
+        disabled = self._db.scalar(
             sa.select(sa.func.count()).where(
                 e.status == EndpointStatus.DISABLED.value, e.deleted_at.is_(None)
             )
-        ).scalar_one()
+        )
         return WebhookStats(
             backlog=int(backlog), oldest_pending_created_at=oldest, disabled_endpoints=int(disabled)
         )
@@ -398,8 +401,9 @@ class DeliveryRepository:
         )
         later = outbox_events.alias("later")
         newer = sa.exists().where(later.c.payment_id == o.payment_id, later.c.id > o.id)
-        ids = list(
-            self._conn.execute(
+        ids = [
+            row["id"]
+            for row in self._db.all(
                 sa.select(o.id)
                 .where(
                     o.created_at < cutoff,
@@ -409,14 +413,12 @@ class DeliveryRepository:
                 )
                 .order_by(o.id)
                 .limit(limit)
-            ).scalars()
-        )
+            )
+        ]
         if not ids:
             return 0
         delivery_ids = sa.select(d.id).where(d.event_id.in_(ids)).scalar_subquery()
-        self._conn.execute(
-            webhook_delivery_attempts.delete().where(a.delivery_id.in_(delivery_ids))
-        )
-        self._conn.execute(webhook_deliveries.delete().where(d.event_id.in_(ids)))
-        self._conn.execute(outbox_events.delete().where(o.id.in_(ids), newer))
+        self._db.execute(webhook_delivery_attempts.delete().where(a.delivery_id.in_(delivery_ids)))
+        self._db.execute(webhook_deliveries.delete().where(d.event_id.in_(ids)))
+        self._db.execute(outbox_events.delete().where(o.id.in_(ids), newer))
         return len(ids)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 import sqlalchemy as sa
 
+from orchestrator.db.session import Row, Session
 from orchestrator.db.tables import payment_disputes
 
 d = payment_disputes.c
@@ -27,8 +27,7 @@ class DisputeRecord:
     updated_at: datetime
 
 
-def _to_dispute(row: sa.Row[Any]) -> DisputeRecord:
-    m = row._mapping
+def _to_dispute(m: Row) -> DisputeRecord:
     return DisputeRecord(
         id=m["id"],
         payment_id=m["payment_id"],
@@ -44,16 +43,16 @@ def _to_dispute(row: sa.Row[Any]) -> DisputeRecord:
 
 
 class DisputeRepository:
-    def __init__(self, connection: sa.Connection) -> None:
-        self._conn = connection
+    def __init__(self, session: Session) -> None:
+        self._db = session
 
     def get(self, dispute_id: str) -> DisputeRecord | None:
-        row = self._conn.execute(sa.select(payment_disputes).where(d.id == dispute_id)).first()
+        row = self._db.one(sa.select(payment_disputes).where(d.id == dispute_id))
         return None if row is None else _to_dispute(row)
 
     def for_payment(self, payment_id: str) -> list[DisputeRecord]:
         query = sa.select(payment_disputes).where(d.payment_id == payment_id).order_by(d.created_at)
-        return [_to_dispute(r) for r in self._conn.execute(query)]
+        return [_to_dispute(r) for r in self._db.all(query)]
 
     def record(
         self,
@@ -73,7 +72,7 @@ class DisputeRepository:
         event id is already stored once), so a replayed event never gets here."""
         existing = self.get(dispute_id)
         if existing is None:
-            self._conn.execute(
+            self._db.execute(
                 payment_disputes.insert().values(
                     id=dispute_id,
                     payment_id=payment_id,
@@ -91,7 +90,7 @@ class DisputeRepository:
             assert created is not None
             return created, True
         if event_created >= existing.last_event_created and status != existing.status:
-            self._conn.execute(
+            self._db.execute(
                 payment_disputes.update()
                 .where(d.id == dispute_id, d.last_event_created <= event_created)
                 .values(

@@ -7,6 +7,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from orchestrator.db.session import Row, Session
 from orchestrator.db.tables import outbox_events, payments
 from orchestrator.domain.webhooks import Event
 
@@ -30,8 +31,7 @@ def _from() -> Any:
     return outbox_events.join(payments, payments.c.id == o.payment_id)
 
 
-def to_event(row: Any) -> Event:
-    m = row._mapping
+def to_event(m: Row) -> Event:
     return Event(
         id=m["id"],
         public_id=m["public_id"],
@@ -45,14 +45,14 @@ def to_event(row: Any) -> Event:
 
 
 class EventRepository:
-    def __init__(self, connection: sa.Connection) -> None:
-        self._conn = connection
+    def __init__(self, session: Session) -> None:
+        self._db = session
 
     def get(self, public_id: str, *, client_id: str | None = None) -> Event | None:
         query = sa.select(*_columns()).select_from(_from()).where(o.public_id == public_id)
         if client_id is not None:
             query = query.where(payments.c.client_id == client_id)
-        row = self._conn.execute(query).first()
+        row = self._db.one(query)
         return None if row is None else to_event(row)
 
     def list_for_client(
@@ -70,7 +70,7 @@ class EventRepository:
             query = query.where(o.id > after_id)
         if event_type is not None:
             query = query.where(o.event_type == event_type)
-        return [to_event(r) for r in self._conn.execute(query)]
+        return [to_event(r) for r in self._db.all(query)]
 
     def for_payment(self, payment_id: str) -> list[Event]:
         query = (
@@ -79,4 +79,4 @@ class EventRepository:
             .where(o.payment_id == payment_id)
             .order_by(o.id)
         )
-        return [to_event(r) for r in self._conn.execute(query)]
+        return [to_event(r) for r in self._db.all(query)]

@@ -18,9 +18,9 @@ from typing import Any, Generic, TypeVar
 
 import sqlalchemy as sa
 
-from orchestrator.db import prebuilt
 from orchestrator.db.repositories import lease_statements as statements
 from orchestrator.db.repositories.carried_calls import CarriedCalls
+from orchestrator.db.session import Session
 from orchestrator.domain.lease_state import NEEDS_ATTENTION, PROCESSING, Leased, LeaseState
 
 R = TypeVar("R", bound=Leased)
@@ -31,8 +31,8 @@ class LeaseRepositoryBase(Generic[R]):
 
     table: sa.Table
 
-    def __init__(self, connection: sa.Connection, carried: CarriedCalls | None = None) -> None:
-        self._conn = connection
+    def __init__(self, session: Session, carried: CarriedCalls | None = None) -> None:
+        self._db = session
         # The unit of work's provider-call rows for its next prebuilt UPDATE, if it
         # carries any (``carried_calls``).
         self._carried = carried
@@ -69,7 +69,7 @@ class LeaseRepositoryBase(Generic[R]):
         self, history: str | None, where: sa.ColumnElement[bool], **values: Any
     ) -> R | None:
         """One fenced UPDATE; ``history`` names the lease event to record (None: none)."""
-        row = self._conn.execute(statements.fenced_update(self.table, where, values)).first()
+        row = self._db.one(statements.fenced_update(self.table, where, values))
         if row is None:
             return None
         record = self._to_record(row)
@@ -85,21 +85,21 @@ class LeaseRepositoryBase(Generic[R]):
     def _update_prebuilt(
         self, history: str | None, statement: sa.Update, params: dict[str, Any]
     ) -> R | None:
-        """``_update_one`` for a prebuilt statement and its parameters (on psycopg itself on
-        PostgreSQL: ``orchestrator.db.prebuilt``)."""
-        if history is not None and self._conn.dialect.name == "postgresql":
+        """``_update_one`` for a prebuilt statement and its parameters (compiled once and run
+        prepared on PostgreSQL: ``orchestrator.db.postgres_session``)."""
+        if history is not None and self._db.dialect == "postgresql":
             with_history = statements.with_history(statement, self._history_id_columns)
-            row = prebuilt.first(self._conn, with_history, {**params, "p_event": history})
+            row = self._db.one(with_history, {**params, "p_event": history})
             return None if row is None else self._to_record(row)
         carrier = self._carried
         if carrier is not None and carrier.armed:
             # The held provider-call rows ride in this statement (``carried_calls``).
             count, calls = carrier.take()
             composed = statements.with_calls(statement, count)
-            row = prebuilt.first(self._conn, composed, {**params, **calls})
+            row = self._db.one(composed, {**params, **calls})
             carrier.written = True
         else:
-            row = prebuilt.first(self._conn, statement, params)
+            row = self._db.one(statement, params)
         if row is None:
             return None
         record = self._to_record(row)
@@ -112,8 +112,7 @@ class LeaseRepositoryBase(Generic[R]):
         commits or rolls back with it, so the history never shows a change that did not
         happen (a fenced-out finish leaves no ``finish`` row)."""
         ids = self._history_ids(record)
-        prebuilt.execute(
-            self._conn,
+        self._db.execute(
             statements.HISTORY_INSERT,
             {
                 "payment_id": ids.get("payment_id"),
@@ -165,9 +164,7 @@ class LeaseRepositoryBase(Generic[R]):
         """Extend our lease before a provider call.  A renewal is a heartbeat, not a change:
         it leaves ``updated_at`` alone, so a representation (and its ETag) stays the same
         while a worker merely holds on.  ``locked_until`` records the heartbeat."""
-        row = self._conn.execute(
-            statements.renewal(self.table, record_id, token, lease_until)
-        ).first()
+        row = self._db.one(statements.renewal(self.table, record_id, token, lease_until))
         return None if row is None else self._to_record(row)
 
     def defer(
@@ -203,13 +200,13 @@ class LeaseRepositoryBase(Generic[R]):
         """The record, if a write under ``token`` ended it: no later holder can have
         finished it, since every claim and takeover bumps the token."""
         c = self.table.c
-        row = self._conn.execute(
+        row = self._db.one(
             sa.select(self.table).where(
                 c.id == record_id,
                 c.lease_token == token,
                 c.status.not_in((PROCESSING, NEEDS_ATTENTION)),
             )
-        ).first()
+        )
         return None if row is None else self._to_record(row)
 
     # -- takeover (sweeper and operator) ----------------------------------------------------
@@ -227,13 +224,13 @@ class LeaseRepositoryBase(Generic[R]):
             .limit(limit)
             .with_for_update(skip_locked=True)
         )
-        return [self._to_record(r) for r in self._conn.execute(query)]
+        return [self._to_record(r) for r in self._db.all(query)]
 
     def lock_for_takeover(self, record_id: str) -> R | None:
         """The record, row-locked (waits for a concurrent takeover to commit)."""
-        row = self._conn.execute(
+        row = self._db.one(
             sa.select(self.table).where(self.table.c.id == record_id).with_for_update()
-        ).first()
+        )
         return None if row is None else self._to_record(row)
 
     def take_over(
@@ -325,4 +322,4 @@ class LeaseRepositoryBase(Generic[R]):
         else:
             query = query.where(processing, sa.not_(expired), sa.not_(deferred))
             query = query.order_by(c.locked_until)
-        return [self._to_record(r) for r in self._conn.execute(query.limit(limit))]
+        return [self._to_record(r) for r in self._db.all(query.limit(limit))]

@@ -2,9 +2,9 @@
 
 Every write under a lease is one ``UPDATE … RETURNING`` on the leased table (``payments``
 or ``operations``) fenced by the lease token.  The functions below build them; the
-repositories (``lease_repository_base``, ``leases``, ``operations``) run them, the hot ones
-built once and run prepared (``prebuilt_update``, ``db.prebuilt``).  The SQL PostgreSQL
-receives, for a payment (``%(p_…)s`` are the bound parameters; the constants shown inline
+repositories (``lease_repository_base``, ``leases``, ``operations``) run them, the hot
+ones built once and run prepared (``prebuilt_update``, ``db.postgres_session``).  The SQL
+PostgreSQL receives, for a payment (``%(p_…)s`` are the bound parameters; the constants shown inline
 are bound parameters too, and the casts are left out; SET lists are in the table's column
 order, and every UPDATE returns every column of its row)::
 
@@ -94,6 +94,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from orchestrator.db.compiled import prepare_once
 from orchestrator.db.repositories import carried_calls
 from orchestrator.db.tables import lease_events, payments
 from orchestrator.domain.lease_state import PROCESSING
@@ -119,7 +120,7 @@ _PREBUILT_WITH_CALLS: dict[tuple[int, int], tuple[sa.Update, sa.Update]] = {}
 
 # Held while one of the caches above is filled.  A worker starts with every thread
 # claiming at once: without it, each thread built its own copy of every statement (and
-# ``prebuilt`` compiled each copy, keyed by its identity), a visible share of a whole
+# ``db.compiled`` compiled each copy, keyed by its identity), a visible share of a whole
 # run's CPU.  Reads take no lock; a build happens once per process.
 _BUILDING = threading.Lock()
 
@@ -127,7 +128,7 @@ _BUILDING = threading.Lock()
 _HISTORY_COPIED = ("lease_owner", "lease_token", "locked_until", "status", "recovery_point")
 
 # The lease event row, one statement for every table (where ``with_history`` cannot ride).
-HISTORY_INSERT = lease_events.insert()
+HISTORY_INSERT = prepare_once(lease_events.insert())
 
 
 def param(name: str, column: sa.ColumnElement[Any]) -> sa.BindParameter[Any]:
@@ -224,7 +225,7 @@ def prebuilt_update(table: sa.Table, name: str, build: Callable[[], sa.Update]) 
         with _BUILDING:
             statement = _PREBUILT.get(key)
             if statement is None:
-                statement = _PREBUILT[key] = build()
+                statement = _PREBUILT[key] = prepare_once(build())
     return statement
 
 
@@ -269,7 +270,7 @@ def _build_with_history(
     }
     names = ["owner" if name == "lease_owner" else name for name in columns]
     history = lease_events.insert().from_select(names, sa.select(*columns.values()))
-    return sa.select(*updated.c).add_cte(history.cte("h"))
+    return prepare_once(sa.select(*updated.c).add_cte(history.cte("h")))
 
 
 def with_calls(statement: sa.Update, count: int) -> sa.Update:
@@ -281,7 +282,7 @@ def with_calls(statement: sa.Update, count: int) -> sa.Update:
         with _BUILDING:
             entry = _PREBUILT_WITH_CALLS.get(key)
             if entry is None:
-                composed = statement.add_cte(carried_calls.rows_cte(count))
+                composed = prepare_once(statement.add_cte(carried_calls.rows_cte(count)))
                 entry = _PREBUILT_WITH_CALLS[key] = (statement, composed)
     return entry[1]
 
@@ -294,7 +295,7 @@ def payment_guard(event: Event) -> sa.ColumnElement[bool]:
     c = payments.c
     status, points = allowed_sources(event)
     # ``=`` joined by OR, not ``IN (…)``: an IN list of literals is an expanding parameter,
-    # rendered per execution, which a prebuilt statement cannot be (``db.prebuilt``).
+    # rendered per execution, which a prebuilt statement cannot be (``db.compiled``).
     point = sa.or_(*(c.recovery_point == p.value for p in points))
     return sa.and_(c.status == status.value, point)
 

@@ -12,6 +12,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
+from orchestrator.db.session import Session
 from orchestrator.db.tables import payment_method_owners
 from orchestrator.domain.method_ownership import OwnedKind
 
@@ -25,8 +26,8 @@ class Owner:
 
 
 class MethodOwnerRepository:
-    def __init__(self, connection: sa.Connection) -> None:
-        self._conn = connection
+    def __init__(self, session: Session) -> None:
+        self._db = session
 
     def claim(
         self,
@@ -38,8 +39,8 @@ class MethodOwnerRepository:
         now: datetime,
     ) -> Owner:
         """Record ``client_id`` as the owner unless someone is already; the owner."""
-        insert = postgresql.insert if self._conn.dialect.name == "postgresql" else sqlite.insert
-        self._conn.execute(
+        insert = postgresql.insert if self._db.dialect == "postgresql" else sqlite.insert
+        self._db.execute(
             insert(payment_method_owners)
             .values(
                 kind=kind.value,
@@ -55,9 +56,9 @@ class MethodOwnerRepository:
         return owner
 
     def owner_of(self, kind: OwnedKind, external_id: str) -> Owner | None:
-        row = self._conn.execute(
+        row = self._db.one(
             sa.select(c.client_id, c.customer).where(
                 c.kind == kind.value, c.external_id == external_id
             )
-        ).first()
-        return None if row is None else Owner(row.client_id, row.customer)
+        )
+        return None if row is None else Owner(row["client_id"], row["customer"])

@@ -14,6 +14,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from orchestrator.db.repositories.rows import to_payment
+from orchestrator.db.session import Session
 from orchestrator.db.tables import payments
 from orchestrator.domain.model import PaymentRecord
 from orchestrator.domain.states import PaymentStatus
@@ -22,23 +23,23 @@ c = payments.c
 
 
 class MoneyRepository:
-    def __init__(self, connection: sa.Connection) -> None:
-        self._conn = connection
+    def __init__(self, session: Session) -> None:
+        self._db = session
 
     def lock_payment(self, client_id: str, payment_id: str) -> PaymentRecord | None:
         """The client's payment, row-locked until the transaction ends (SQLite: its single
         writer already serialises us)."""
-        row = self._conn.execute(
+        row = self._db.one(
             sa.select(payments)
             .where(c.id == payment_id, c.client_id == client_id)
             .with_for_update()
-        ).first()
+        )
         return None if row is None else to_payment(row)
 
     def reserve_refund(self, payment_id: str, amount: int) -> PaymentRecord | None:
         """Hold ``amount`` for a refund if it fits; None (nothing changed) if it does not or
         the payment is not succeeded."""
-        row = self._conn.execute(
+        row = self._db.one(
             payments.update()
             .where(
                 c.id == payment_id,
@@ -47,12 +48,12 @@ class MoneyRepository:
             )
             .values(amount_refund_reserved=c.amount_refund_reserved + amount)
             .returning(*payments.c)
-        ).first()
+        )
         return None if row is None else to_payment(row)
 
     def book_refund(self, payment_id: str, amount: int) -> None:
         """A refund succeeded: it stays reserved and counts as refunded."""
-        self._conn.execute(
+        self._db.execute(
             payments.update()
             .where(c.id == payment_id)
             .values(amount_refunded=c.amount_refunded + amount)
@@ -60,7 +61,7 @@ class MoneyRepository:
 
     def release_refund(self, payment_id: str, amount: int) -> None:
         """A refund failed: what it held is free again."""
-        self._conn.execute(
+        self._db.execute(
             payments.update()
             .where(c.id == payment_id)
             .values(amount_refund_reserved=c.amount_refund_reserved - amount)

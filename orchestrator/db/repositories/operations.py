@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from orchestrator.db.repositories.lease_repository_base import LeaseRepositoryBase
+from orchestrator.db.session import Row
 from orchestrator.db.tables import operations
 from orchestrator.db.wake import WAKE_CHANNEL
 from orchestrator.domain.lease_state import NEEDS_ATTENTION, PROCESSING
@@ -24,8 +25,7 @@ def _utf8(text: str | None) -> bytes | None:
     return None if text is None else text.encode("utf-8")
 
 
-def to_operation(row: Any) -> OperationRecord:
-    m = row._mapping if hasattr(row, "_mapping") else row
+def to_operation(m: Row) -> OperationRecord:
     return OperationRecord(
         id=m["id"],
         kind=OperationKindName(m["kind"]),
@@ -91,7 +91,7 @@ class OperationRepository(LeaseRepositoryBase[OperationRecord]):
         (``db.wake``: ``'<operation id>:<lease token>'``) for the row it inserted,
         delivered only when the accept commits; a taken key inserts nothing and notifies
         nothing."""
-        insert = postgresql.insert if self._conn.dialect.name == "postgresql" else sqlite.insert
+        insert = postgresql.insert if self._db.dialect == "postgresql" else sqlite.insert
         claim = (
             insert(operations)
             .values(**values)
@@ -99,34 +99,34 @@ class OperationRepository(LeaseRepositoryBase[OperationRecord]):
             .returning(*operations.c)
         )
         if not wake:
-            row = self._conn.execute(claim).first()
+            row = self._db.one(claim)
             return None if row is None else to_operation(row)
         claimed = claim.cte("claimed")
         notify = sa.func.pg_notify(
             sa.literal(WAKE_CHANNEL),
             claimed.c.id + sa.literal(":") + sa.cast(claimed.c.lease_token, sa.Text),
         )
-        row = self._conn.execute(sa.select(claimed, notify.label("payorch_wake"))).first()
+        row = self._db.one(sa.select(claimed, notify.label("payorch_wake")))
         return None if row is None else to_operation(row)
 
     def find_by_key(
         self, client_id: str, kind: OperationKindName, idempotency_key: str
     ) -> OperationRecord | None:
-        row = self._conn.execute(
+        row = self._db.one(
             sa.select(operations).where(
                 c.client_id == client_id, c.kind == kind.value, c.idempotency_key == idempotency_key
             )
-        ).first()
+        )
         return None if row is None else to_operation(row)
 
     def get(self, operation_id: str) -> OperationRecord | None:
-        row = self._conn.execute(sa.select(operations).where(c.id == operation_id)).first()
+        row = self._db.one(sa.select(operations).where(c.id == operation_id))
         return None if row is None else to_operation(row)
 
     def get_for_client(self, client_id: str, operation_id: str) -> OperationRecord | None:
-        row = self._conn.execute(
+        row = self._db.one(
             sa.select(operations).where(c.id == operation_id, c.client_id == client_id)
-        ).first()
+        )
         return None if row is None else to_operation(row)
 
     def list_for_payment(
@@ -137,7 +137,7 @@ class OperationRepository(LeaseRepositoryBase[OperationRecord]):
         if kind is not None:
             query = query.where(c.kind == kind.value)
         query = query.order_by(c.created_at, c.id)
-        return [to_operation(r) for r in self._conn.execute(query)]
+        return [to_operation(r) for r in self._db.all(query)]
 
     def wait(
         self,
@@ -258,24 +258,23 @@ class OperationRepository(LeaseRepositoryBase[OperationRecord]):
 
     def insert(self, values: dict[str, Any]) -> OperationRecord:
         """A row no client key names (a refund sync, a refund the provider reported)."""
-        row = self._conn.execute(
-            operations.insert().values(**values).returning(*operations.c)
-        ).one()
+        row = self._db.one(operations.insert().values(**values).returning(*operations.c))
+        assert row is not None, "an INSERT … RETURNING returns its row"
         return to_operation(row)
 
     def find_refund_by_provider_id(self, provider_refund_id: str) -> OperationRecord | None:
-        row = self._conn.execute(
+        row = self._db.one(
             sa.select(operations).where(
                 c.kind == OperationKindName.REFUND.value,
                 c.provider_object_id == provider_refund_id,
             )
-        ).first()
+        )
         return None if row is None else to_operation(row)
 
     def unclaimed_sync(self, payment_id: str) -> OperationRecord | None:
         """A refund sync of the payment that no worker has claimed yet: it will list the
         provider's refunds after now, so a new hint needs no second sync."""
-        row = self._conn.execute(
+        row = self._db.one(
             sa.select(operations)
             .where(
                 c.payment_id == payment_id,
@@ -285,14 +284,14 @@ class OperationRepository(LeaseRepositoryBase[OperationRecord]):
                 c.lease_owner.is_(None),
             )
             .limit(1)
-        ).first()
+        )
         return None if row is None else to_operation(row)
 
     def make_waiting_due(self, operation_id: str, *, now: datetime) -> bool:
         """A waiting operation (no holder, re-check later) is due now: the sweeper's next pass
         dispatches it and it reads the provider's truth.  Nothing else changes: no token, so
         nothing is fenced and nothing is decided here."""
-        result = self._conn.execute(
+        result = self._db.execute(
             operations.update()
             .where(
                 c.id == operation_id,
@@ -303,4 +302,4 @@ class OperationRepository(LeaseRepositoryBase[OperationRecord]):
             )
             .values(next_attempt_at=now, locked_until=now)
         )
-        return result.rowcount == 1
+        return result == 1

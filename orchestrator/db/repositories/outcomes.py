@@ -7,7 +7,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from orchestrator.db import prebuilt
+from orchestrator.db.compiled import prepare_once
+from orchestrator.db.session import Session
 from orchestrator.db.tables import ledger_lines, outbox_events, payment_outcomes, payments
 from orchestrator.domain.ids import new_event_id
 from orchestrator.domain.ledger import LedgerLine
@@ -15,13 +16,13 @@ from orchestrator.domain.model import PaymentRecord
 
 # Built once with bound parameters (see ``lease_statements.prebuilt_update``): the finish
 # runs them for every payment.
-_OUTCOME_INSERT = payment_outcomes.insert()
-_OUTBOX_INSERT = outbox_events.insert()
-_LEDGER_INSERT = ledger_lines.insert()
+_OUTCOME_INSERT = prepare_once(payment_outcomes.insert())
+_OUTBOX_INSERT = prepare_once(outbox_events.insert())
+_LEDGER_INSERT = prepare_once(ledger_lines.insert())
 # The next event number, raised in the row itself: the UPDATE takes the payment's row lock
 # (or finds it held by this transaction) and, in read committed, raises the newest
 # committed value once the lock is granted.
-_NEXT_SEQUENCE = (
+_NEXT_SEQUENCE = prepare_once(
     payments.update()
     .where(payments.c.id == sa.bindparam("p_id"))
     .values(latest_event_sequence=payments.c.latest_event_sequence + 1)
@@ -30,13 +31,12 @@ _NEXT_SEQUENCE = (
 
 
 class OutcomeRepository:
-    def __init__(self, connection: sa.Connection) -> None:
-        self._conn = connection
+    def __init__(self, session: Session) -> None:
+        self._db = session
 
     def add_outcome(self, record: PaymentRecord, *, now: datetime) -> None:
         assert record.provider_outcome is not None, "finish needs a settled outcome"
-        prebuilt.execute(
-            self._conn,
+        self._db.write(
             _OUTCOME_INSERT,
             {
                 "payment_id": record.id,
@@ -59,14 +59,14 @@ class OutcomeRepository:
         """The payment's business result after a capture or cancel: the charge's
         ``requires_capture`` row becomes ``succeeded`` (what was captured) or ``canceled``;
         a payment canceled before its charge finished gets its first row."""
-        updated = self._conn.execute(
+        updated = self._db.execute(
             payment_outcomes.update()
             .where(payment_outcomes.c.payment_id == record.id)
             .values(outcome=outcome, amount=amount)
         )
-        if updated.rowcount:
+        if updated:
             return
-        self._conn.execute(
+        self._db.execute(
             payment_outcomes.insert().values(
                 payment_id=record.id,
                 client_id=record.client_id,
@@ -85,8 +85,7 @@ class OutcomeRepository:
     def add_ledger_lines(self, payment_id: str, lines: list[LedgerLine], *, now: datetime) -> None:
         if not lines:
             return
-        prebuilt.execute_many(
-            self._conn,
+        self._db.write(
             _LEDGER_INSERT,
             [
                 {
@@ -109,7 +108,7 @@ class OutcomeRepository:
         writers never take the same number.  A finish that already holds the lock and read
         the number with its settlement sets it in its own ``UPDATE`` instead
         (``LeaseRepository.finish``)."""
-        return int(prebuilt.scalar(self._conn, _NEXT_SEQUENCE, {"p_id": payment_id}))
+        return int(self._db.scalar(_NEXT_SEQUENCE, {"p_id": payment_id}))
 
     def add_outbox_event(
         self,
@@ -130,8 +129,7 @@ class OutcomeRepository:
             sequence = self.next_event_sequence(payment_id)
         if payload.get("object") == "payment" and "latest_event_sequence" in payload:
             payload = {**payload, "latest_event_sequence": sequence}
-        prebuilt.execute(
-            self._conn,
+        self._db.write(
             _OUTBOX_INSERT,
             {
                 "payment_id": payment_id,

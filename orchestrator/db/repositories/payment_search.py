@@ -9,6 +9,7 @@ from datetime import datetime
 import sqlalchemy as sa
 
 from orchestrator.db.repositories.rows import to_payment
+from orchestrator.db.session import Session
 from orchestrator.db.tables import payments
 from orchestrator.domain.model import PaymentRecord
 from orchestrator.domain.payment_filters import PaymentFilters
@@ -35,8 +36,8 @@ class StatusCounts:
 
 
 class PaymentSearchRepository:
-    def __init__(self, connection: sa.Connection) -> None:
-        self._conn = connection
+    def __init__(self, session: Session) -> None:
+        self._db = session
 
     def search(
         self,
@@ -84,17 +85,17 @@ class PaymentSearchRepository:
                 )
             )
         query = query.order_by(c.created_at.desc(), c.id.desc()).limit(limit)
-        return [to_payment(r) for r in self._conn.execute(query)]
+        return [to_payment(r) for r in self._db.all(query)]
 
     def waiting_for_customer_since_before(self, cutoff: datetime) -> int:
         """Payments in requires_action (waiting for their customer) since before ``cutoff``."""
-        count = self._conn.execute(
+        count = self._db.scalar(
             sa.select(sa.func.count()).where(
                 c.status == PaymentStatus.PROCESSING.value,
                 c.waiting_for == WaitingFor.CUSTOMER.value,
                 c.waiting_since < cutoff,
             )
-        ).scalar_one()
+        )
         return int(count)
 
     def status_counts(self, *, now: datetime) -> StatusCounts:
@@ -111,30 +112,31 @@ class PaymentSearchRepository:
             else_=c.status,
         )
         by_status = {
-            status: int(count)
-            for status, count in self._conn.execute(
-                sa.select(shown, sa.func.count()).group_by(shown)
+            row["status"]: int(row["count"])
+            for row in self._db.all(
+                sa.select(shown.label("status"), sa.func.count().label("count")).group_by(shown)
             )
         }
         processing = c.status == PaymentStatus.PROCESSING.value
         deferral = c.next_attempt_at.is_not(None)
-        row = self._conn.execute(
+        row = self._db.one(
             sa.select(
-                sa.func.min(c.created_at),
-                _count(sa.and_(~deferral, c.locked_until > now)),
-                _count(sa.and_(~deferral, c.locked_until <= now)),
-                _count(sa.and_(deferral, c.next_attempt_at > now)),
-                _count(sa.and_(deferral, c.next_attempt_at <= now)),
+                sa.func.min(c.created_at).label("oldest"),
+                _count(sa.and_(~deferral, c.locked_until > now)).label("active"),
+                _count(sa.and_(~deferral, c.locked_until <= now)).label("expired"),
+                _count(sa.and_(deferral, c.next_attempt_at > now)).label("deferred"),
+                _count(sa.and_(deferral, c.next_attempt_at <= now)).label("due"),
             ).where(processing)
-        ).one()
+        )
+        assert row is not None, "an aggregate returns one row"
         return StatusCounts(
             by_status=by_status,
-            oldest_processing_created_at=row[0],
+            oldest_processing_created_at=row["oldest"],
             leases=LeaseCounts(
-                active=int(row[1] or 0),
-                expired=int(row[2] or 0),
-                deferred=int(row[3] or 0),
-                due_retries=int(row[4] or 0),
+                active=int(row["active"] or 0),
+                expired=int(row["expired"] or 0),
+                deferred=int(row["deferred"] or 0),
+                due_retries=int(row["due"] or 0),
             ),
         )
 

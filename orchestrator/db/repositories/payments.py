@@ -9,7 +9,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
+from orchestrator.db.compiled import prepare_once
 from orchestrator.db.repositories.rows import to_payment
+from orchestrator.db.session import Session
 from orchestrator.db.tables import api_clients, payments
 from orchestrator.db.wake import WAKE_CHANNEL
 from orchestrator.domain.model import PaymentRecord, Role
@@ -38,17 +40,13 @@ def _insert_if_absent(dialect: str, columns: tuple[str, ...], wake: bool) -> sa.
         .returning(payments.c.id, payments.c.lease_token)
     )
     if not wake:
-        return claim
+        return prepare_once(claim)
     claimed = claim.cte("claimed")
     notify = sa.func.pg_notify(
         sa.literal(WAKE_CHANNEL),
         claimed.c.id + sa.literal(":") + sa.cast(claimed.c.lease_token, sa.Text),
     )
-    return sa.select(claimed.c.id, notify.label("payorch_wake"))
-
-
-# The claim's statement, for orchestrator.db.direct (the same SQL on psycopg itself).
-insert_if_absent_statement = _insert_if_absent
+    return prepare_once(sa.select(claimed.c.id, notify.label("payorch_wake")))
 
 
 @functools.cache
@@ -99,7 +97,7 @@ def authenticated_claim_statement(columns: tuple[str, ...], wake: bool) -> sa.Ex
         )
         counted = sa.select(claimed.c.id, notify.label("payorch_wake")).cte("woken")
     claimed_rows = sa.select(sa.func.count()).select_from(counted).scalar_subquery()
-    return sa.select(*client.c, claimed_rows.label("claimed_rows"))
+    return prepare_once(sa.select(*client.c, claimed_rows.label("claimed_rows")))
 
 
 def _with_latest_event_sequence() -> sa.Select[Any]:
@@ -109,16 +107,18 @@ def _with_latest_event_sequence() -> sa.Select[Any]:
 
 
 # The replay's read (every duplicate POST): built once, with bound parameters.
-# The record holding a client's key (also run on the API's event loop: db.async_claim).
-BY_KEY = _with_latest_event_sequence().where(
-    payments.c.client_id == sa.bindparam("client_id"),
-    payments.c.idempotency_key == sa.bindparam("idempotency_key"),
+# The record holding a client's key (also run on the API's event loop: accept_claims).
+BY_KEY = prepare_once(
+    _with_latest_event_sequence().where(
+        payments.c.client_id == sa.bindparam("client_id"),
+        payments.c.idempotency_key == sa.bindparam("idempotency_key"),
+    )
 )
 
 
 class PaymentRepository:
-    def __init__(self, connection: sa.Connection) -> None:
-        self._conn = connection
+    def __init__(self, session: Session) -> None:
+        self._db = session
 
     def insert_if_absent(self, values: dict[str, Any], *, wake: bool = False) -> bool:
         """``INSERT … ON CONFLICT (client_id, idempotency_key) DO NOTHING RETURNING id``;
@@ -130,45 +130,41 @@ class PaymentRepository:
         never create a second record, and there is no window between a check and an insert
         because there is no check.
         """
-        assert not wake or self._conn.dialect.name == "postgresql", "NOTIFY needs PostgreSQL"
-        statement = _insert_if_absent(self._conn.dialect.name, tuple(sorted(values)), wake)
-        return self._conn.execute(statement, values).first() is not None
+        assert not wake or self._db.dialect == "postgresql", "NOTIFY needs PostgreSQL"
+        statement = _insert_if_absent(self._db.dialect, tuple(sorted(values)), wake)
+        return self._db.one(statement, values) is not None
 
     def find_by_key(self, client_id: str, idempotency_key: str) -> PaymentRecord | None:
-        row = self._conn.execute(
-            BY_KEY, {"client_id": client_id, "idempotency_key": idempotency_key}
-        ).first()
+        row = self._db.one(BY_KEY, {"client_id": client_id, "idempotency_key": idempotency_key})
         return None if row is None else to_payment(row)
 
     def get(self, payment_id: str) -> PaymentRecord | None:
-        row = self._conn.execute(
-            _with_latest_event_sequence().where(payments.c.id == payment_id)
-        ).first()
+        row = self._db.one(_with_latest_event_sequence().where(payments.c.id == payment_id))
         return None if row is None else to_payment(row)
 
     def get_for_client(self, client_id: str, payment_id: str) -> PaymentRecord | None:
         """Scoped read: another client's payment is indistinguishable from a missing one."""
-        row = self._conn.execute(
+        row = self._db.one(
             _with_latest_event_sequence().where(
                 payments.c.id == payment_id, payments.c.client_id == client_id
             )
-        ).first()
+        )
         return None if row is None else to_payment(row)
 
     def count_by_status(self) -> dict[str, int]:
-        rows = self._conn.execute(
-            sa.select(payments.c.status, sa.func.count()).group_by(payments.c.status)
+        rows = self._db.all(
+            sa.select(payments.c.status, sa.func.count().label("count")).group_by(payments.c.status)
         )
         counts = {status.value: 0 for status in PaymentStatus}
-        counts.update({status: count for status, count in rows})
+        counts.update({row["status"]: int(row["count"]) for row in rows})
         return counts
 
     def oldest_processing_created_at(self) -> datetime | None:
-        value = self._conn.execute(
+        value = self._db.scalar(
             sa.select(sa.func.min(payments.c.created_at)).where(
                 payments.c.status == PaymentStatus.PROCESSING.value
             )
-        ).scalar_one_or_none()
+        )
         return value if isinstance(value, datetime) else None
 
     def purge_idempotency_data(self, *, cutoff: datetime, limit: int, now: datetime) -> int:
@@ -190,9 +186,9 @@ class PaymentRepository:
             .order_by(payments.c.created_at)
             .limit(limit)
         )
-        if self._conn.dialect.name == "postgresql":
+        if self._db.dialect == "postgresql":
             batch = batch.with_for_update(skip_locked=True)
-        result = self._conn.execute(
+        result = self._db.execute(
             payments.update()
             .where(payments.c.id.in_(batch.scalar_subquery()))
             .values(
@@ -205,4 +201,4 @@ class PaymentRepository:
                 updated_at=now,
             )
         )
-        return result.rowcount
+        return result

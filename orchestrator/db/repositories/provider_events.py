@@ -9,6 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from orchestrator.db.session import Row, Session
 from orchestrator.db.tables import payments, provider_events
 from orchestrator.domain.states import PaymentStatus
 
@@ -29,27 +30,27 @@ class StoredProviderEvent:
     woke_payment: bool
 
 
-def _to_event(row: sa.Row[Any]) -> StoredProviderEvent:
+def _to_event(row: Row) -> StoredProviderEvent:
     return StoredProviderEvent(
-        id=row.id,
-        provider=row.provider,
-        type=row.type,
-        provider_created=row.provider_created,
-        object_type=row.object_type,
-        object_id=row.object_id,
-        provider_payment_id=row.provider_payment_id,
-        payment_id=row.payment_id,
-        received_at=row.received_at,
-        woke_payment=row.woke_payment,
+        id=row["id"],
+        provider=row["provider"],
+        type=row["type"],
+        provider_created=row["provider_created"],
+        object_type=row["object_type"],
+        object_id=row["object_id"],
+        provider_payment_id=row["provider_payment_id"],
+        payment_id=row["payment_id"],
+        received_at=row["received_at"],
+        woke_payment=row["woke_payment"],
     )
 
 
 class ProviderEventRepository:
-    def __init__(self, connection: sa.Connection) -> None:
-        self._conn = connection
+    def __init__(self, session: Session) -> None:
+        self._db = session
 
     def get(self, event_id: str) -> StoredProviderEvent | None:
-        row = self._conn.execute(sa.select(provider_events).where(e.id == event_id)).first()
+        row = self._db.one(sa.select(provider_events).where(e.id == event_id))
         return None if row is None else _to_event(row)
 
     def for_payment(self, payment_id: str) -> list[StoredProviderEvent]:
@@ -58,7 +59,7 @@ class ProviderEventRepository:
             .where(e.payment_id == payment_id)
             .order_by(e.received_at, e.provider_created)
         )
-        return [_to_event(r) for r in self._conn.execute(query)]
+        return [_to_event(r) for r in self._db.all(query)]
 
     def payment_for_provider_payment(
         self, provider_payment_id: str, *, connector_account_id: str | None = None
@@ -69,17 +70,19 @@ class ProviderEventRepository:
         )
         if connector_account_id is not None:
             query = query.where(payments.c.connector_account_id == connector_account_id)
-        return self._conn.execute(query.limit(1)).scalar_one_or_none()
+        found: str | None = self._db.scalar(query.limit(1))
+        return found
 
     def payment_on_account(self, payment_id: str, connector_account_id: str) -> str | None:
         """``payment_id`` if it runs on that connector account: a provider that carries our
         id back (Adyen's merchantReference) names only its own account's payments."""
-        return self._conn.execute(
+        found: str | None = self._db.scalar(
             sa.select(payments.c.id).where(
                 payments.c.id == payment_id,
                 payments.c.connector_account_id == connector_account_id,
             )
-        ).scalar_one_or_none()
+        )
+        return found
 
     def insert_once(
         self,
@@ -101,7 +104,7 @@ class ProviderEventRepository:
         primary key: the caller's unit of work rolls back and answers as a replay."""
         if self.get(event_id) is not None:
             return False
-        self._conn.execute(
+        self._db.execute(
             provider_events.insert().values(
                 id=event_id,
                 provider=provider,
@@ -124,7 +127,7 @@ class ProviderEventRepository:
         Never touches a payment a worker holds or one that is finished: no token changes,
         so nothing is fenced and nothing is decided here."""
         c = payments.c
-        result = self._conn.execute(
+        result = self._db.execute(
             payments.update()
             .where(
                 c.id == payment_id,
@@ -135,12 +138,12 @@ class ProviderEventRepository:
             )
             .values(next_attempt_at=now, locked_until=now, updated_at=now)
         )
-        if result.rowcount == 1:
+        if result == 1:
             return True
         # A worker holds it (it may be about to write a wait after reading the provider just
         # before this event's change): leave ``woken_at`` so that wait ends at once instead
         # of at its re-check (``LeaseRepository.wait``; each claim clears it).
-        self._conn.execute(
+        self._db.execute(
             payments.update()
             .where(
                 c.id == payment_id,
@@ -157,7 +160,4 @@ class ProviderEventRepository:
         woke its payment, which read the provider's truth; and a late retry of a deleted
         id is stored and handled again, which wakes the payment again and changes nothing."""
         batch = sa.select(e.id).where(e.received_at < cutoff).order_by(e.received_at).limit(limit)
-        result = self._conn.execute(
-            provider_events.delete().where(e.id.in_(batch.scalar_subquery()))
-        )
-        return result.rowcount
+        return self._db.execute(provider_events.delete().where(e.id.in_(batch.scalar_subquery())))

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import sqlalchemy as sa
-
+from orchestrator.db.session import Row
 from orchestrator.domain.model import (
     ApiClient,
     AuditEntry,
@@ -17,8 +14,7 @@ from orchestrator.domain.model import (
 from orchestrator.domain.states import Outcome, PaymentStatus, RecoveryPoint, WaitingFor
 
 
-def to_payment(row: sa.RowMapping | Any) -> PaymentRecord:
-    m = row._mapping if hasattr(row, "_mapping") else row
+def to_payment(m: Row) -> PaymentRecord:
     failure = None
     if m["failure_code"] is not None:
         failure = Failure(
@@ -91,8 +87,7 @@ def _utf8(text: str | None) -> bytes | None:
     return None if text is None else text.encode("utf-8")
 
 
-def to_client(row: sa.RowMapping | Any) -> ApiClient:
-    m = row._mapping if hasattr(row, "_mapping") else row
+def to_client(m: Row) -> ApiClient:
     return ApiClient(
         id=m["id"],
         name=m["name"],
@@ -104,8 +99,7 @@ def to_client(row: sa.RowMapping | Any) -> ApiClient:
     )
 
 
-def to_audit(row: sa.RowMapping | Any) -> AuditEntry:
-    m = row._mapping if hasattr(row, "_mapping") else row
+def to_audit(m: Row) -> AuditEntry:
     return AuditEntry(
         id=m["id"],
         actor_client_id=m["actor_client_id"],

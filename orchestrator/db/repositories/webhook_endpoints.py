@@ -8,6 +8,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from orchestrator.db.session import Row, Session
 from orchestrator.db.tables import webhook_endpoints
 from orchestrator.domain.webhooks import EndpointStatus, WebhookEndpoint
 
@@ -16,8 +17,7 @@ c = webhook_endpoints.c
 MAX_ENDPOINTS_LISTED = 100
 
 
-def to_endpoint(row: Any) -> WebhookEndpoint:
-    m = row._mapping
+def to_endpoint(m: Row) -> WebhookEndpoint:
     return WebhookEndpoint(
         id=m["id"],
         client_id=m["client_id"],
@@ -38,8 +38,8 @@ def to_endpoint(row: Any) -> WebhookEndpoint:
 
 
 class WebhookEndpointRepository:
-    def __init__(self, connection: sa.Connection) -> None:
-        self._conn = connection
+    def __init__(self, session: Session) -> None:
+        self._db = session
 
     def add(
         self,
@@ -52,7 +52,7 @@ class WebhookEndpointRepository:
         secret_encrypted: str,
         now: datetime,
     ) -> WebhookEndpoint:
-        row = self._conn.execute(
+        row = self._db.one(
             webhook_endpoints.insert()
             .values(
                 id=endpoint_id,
@@ -67,7 +67,8 @@ class WebhookEndpointRepository:
                 updated_at=now,
             )
             .returning(*webhook_endpoints.c)
-        ).one()
+        )
+        assert row is not None, "an INSERT … RETURNING returns its row"
         return to_endpoint(row)
 
     def get(self, endpoint_id: str, *, client_id: str | None = None) -> WebhookEndpoint | None:
@@ -75,11 +76,11 @@ class WebhookEndpointRepository:
         query = sa.select(webhook_endpoints).where(c.id == endpoint_id, c.deleted_at.is_(None))
         if client_id is not None:
             query = query.where(c.client_id == client_id)
-        row = self._conn.execute(query).first()
+        row = self._db.one(query)
         return None if row is None else to_endpoint(row)
 
     def list_for_client(self, client_id: str) -> list[WebhookEndpoint]:
-        rows = self._conn.execute(
+        rows = self._db.all(
             sa.select(webhook_endpoints)
             .where(c.client_id == client_id, c.deleted_at.is_(None))
             .order_by(c.created_at, c.id)
@@ -89,7 +90,7 @@ class WebhookEndpointRepository:
 
     def list_all(self, *, limit: int = MAX_ENDPOINTS_LISTED) -> list[WebhookEndpoint]:
         """Every live endpoint (ops), disabled ones first."""
-        rows = self._conn.execute(
+        rows = self._db.all(
             sa.select(webhook_endpoints)
             .where(c.deleted_at.is_(None))
             .order_by(c.status.desc(), c.created_at, c.id)
@@ -101,7 +102,7 @@ class WebhookEndpointRepository:
         self, endpoint_id: str, *, expected_version: int, now: datetime, **values: Any
     ) -> WebhookEndpoint | None:
         """Compare-and-set on ``version``; None when it moved (or the endpoint is gone)."""
-        row = self._conn.execute(
+        row = self._db.one(
             webhook_endpoints.update()
             .where(
                 c.id == endpoint_id,
@@ -110,21 +111,21 @@ class WebhookEndpointRepository:
             )
             .values(version=c.version + 1, updated_at=now, **values)
             .returning(*webhook_endpoints.c)
-        ).first()
+        )
         return None if row is None else to_endpoint(row)
 
     def record_failure(self, endpoint_id: str, *, now: datetime) -> WebhookEndpoint | None:
         """Start the failing clock unless it runs already (not a version change)."""
-        row = self._conn.execute(
+        row = self._db.one(
             webhook_endpoints.update()
             .where(c.id == endpoint_id)
             .values(failing_since=sa.func.coalesce(c.failing_since, now))
             .returning(*webhook_endpoints.c)
-        ).first()
+        )
         return None if row is None else to_endpoint(row)
 
     def record_success(self, endpoint_id: str) -> None:
-        self._conn.execute(
+        self._db.execute(
             webhook_endpoints.update()
             .where(c.id == endpoint_id, c.failing_since.is_not(None))
             .values(failing_since=None)
@@ -132,7 +133,7 @@ class WebhookEndpointRepository:
 
     def disable(self, endpoint_id: str, *, reason: str, now: datetime) -> bool:
         """Disable an enabled endpoint (the relay's verdict); False when it was not."""
-        result = self._conn.execute(
+        result = self._db.execute(
             webhook_endpoints.update()
             .where(c.id == endpoint_id, c.status == EndpointStatus.ENABLED.value)
             .values(
@@ -142,13 +143,13 @@ class WebhookEndpointRepository:
                 updated_at=now,
             )
         )
-        return result.rowcount > 0
+        return result > 0
 
     def count_disabled(self) -> int:
         return int(
-            self._conn.execute(
+            self._db.scalar(
                 sa.select(sa.func.count()).where(
                     c.status == EndpointStatus.DISABLED.value, c.deleted_at.is_(None)
                 )
-            ).scalar_one()
+            )
         )

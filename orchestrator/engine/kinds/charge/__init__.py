@@ -66,8 +66,8 @@ inserting the call row in a CTE (``Lease.write(one_statement=True)``,
 ``db.repositories.carried_calls``); T3 is BEGIN, the settlement (its ``UPDATE`` takes the
 row lock and returns the payment's event number, ``latest_event_sequence``), the finish's
 ``UPDATE`` with its lease event, then the rows that need no answer (outcome, ledger,
-outbox, the call row) with the COMMIT, in one round trip (``UnitOfWork.defer_answers``,
-which every other ``Lease.write`` with call rows uses;
+outbox, the call row) with the COMMIT, in one round trip (the session sends the writes
+left after a unit's last read with its COMMIT, ``db.postgres_session``;
 tests/integration/test_provider_call_rows.py counts them).
 
 The settlement is not committed before the finish on the happy path: a worker that dies

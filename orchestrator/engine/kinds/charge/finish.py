@@ -176,9 +176,8 @@ def _write_finish(
     )
     if finished is None:
         return None
-    # The rest only writes (and the provider-call rows after it, ``Lease.write``): their
-    # answers come back together with the COMMIT's, in one round trip.
-    uow.defer_answers()
+    # The rest only writes (and the provider-call rows after it, ``Lease.write``): the
+    # session sends them with the COMMIT (``orchestrator.db.postgres_session``).
     uow.outcomes.add_outcome(finished, now=now)
     uow.outcomes.add_ledger_lines(
         record.id,

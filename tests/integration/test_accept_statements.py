@@ -1,14 +1,15 @@
-"""The accept path's authentication on the pooled psycopg connection (orchestrator.db.direct)
-answers exactly as the unit of work's read: active, revoked, unknown; and gives its
-connection back to the pool.  The authenticated claim (authentication and claim in one
-statement) inserts only for an active merchant.  Real PostgreSQL."""
+"""The accept path's authentication as one statement of its own (``Database.one``, on
+PostgreSQL prepared on a pooled psycopg connection in autocommit) answers exactly as the
+unit of work's read: active, revoked, unknown; and gives its connection back to the pool.
+The authenticated claim (authentication and claim in one statement) inserts only for an
+active merchant.  Real PostgreSQL."""
 
 from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
 
-from orchestrator.db.direct import fetch_one_autocommit
+from orchestrator.db.compiled import prepare_once
 from orchestrator.db.tables import payments
 from orchestrator.domain.model import PaymentRequest, Role
 from orchestrator.services.accept import _claim
@@ -21,6 +22,11 @@ from orchestrator.services.api_keys import (
 )
 from tests.harness.containers import build_container
 
+# Fails on the server, after its parameter was sent.
+ONE, NOUGHT = sa.literal(1, sa.Integer), sa.literal(0, sa.Integer)
+FAILS = prepare_once(
+    sa.select((ONE // NOUGHT).label("x")).where(sa.bindparam("k", type_=sa.String()).is_not(None))
+)
 REQUEST = PaymentRequest(amount=1999, currency="usd", payment_method="pm_card_visa")
 
 
@@ -96,15 +102,13 @@ def test_sqlite_has_no_authenticated_claim(tmp_path) -> None:
         container.close()
 
 
-def test_a_failed_direct_statement_hides_its_parameters(make_postgres_database) -> None:
+def test_a_failed_statement_of_its_own_hides_its_parameters(make_postgres_database) -> None:
     """Its parameters hold key hashes and idempotency keys: an error (and so a logged
     traceback) names the statement, never them, as the engine's own errors do."""
     container = build_container(make_postgres_database())
     try:
         with pytest.raises(sa.exc.DBAPIError) as raised:
-            fetch_one_autocommit(
-                container.engine, "SELECT 1 / 0 WHERE %(k)s IS NOT NULL", {"k": "SECRETKEY"}
-            )
+            container.database.one(FAILS, {"k": "SECRETKEY"})
         assert "SECRETKEY" not in str(raised.value)
         assert container.engine.pool.checkedout() == 0  # type: ignore[attr-defined]
     finally:
