@@ -31,6 +31,7 @@ from orchestrator.api.body import parse_model
 from orchestrator.api.deps import IdempotencyKey, JsonBody
 from orchestrator.api.routes.payments import create_payment, serve_accept
 from orchestrator.api.schemas import PaymentCreate
+from orchestrator.cli.http_protocol import server_options
 
 BARE_PATH = "/_bench/bare"
 # ``POST /v1/payments`` served by its thread path only (no statement on the event loop):
@@ -94,6 +95,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         log_level="warning",
         log_config=None,
         timeout_keep_alive=30,
+        **server_options(),  # h11 with the request-head limit, as `payorch api` serves
     )
 
 
