@@ -44,8 +44,10 @@ from orchestrator.providers.adyen_objects import (
     parse_payment,
     payment_request,
     placeholder,
+    refused_payment,
 )
 from orchestrator.providers.base import (
+    Declined,
     PaymentOrder,
     Permanent,
     ProviderPayment,
@@ -173,7 +175,13 @@ class AdyenProvider:
             )
         if confirm_attempt < 1:
             return placeholder(order)
-        return self._authorise(order, confirm_attempt)
+        try:
+            return self._authorise(order, confirm_attempt)
+        except Declined as declined:
+            # A read answers what the payment is, never raises its outcome: a refusal read
+            # back is a payment that needs another method, with the decline on it (the
+            # protocol's shape of a declined confirm), so query-first settles it failed.
+            return refused_payment(declined, order)
 
     def _authorise(self, order: PaymentOrder, attempt: int) -> ProviderPayment:
         if not order.return_url:

@@ -18,11 +18,13 @@ outcome is the notification's (not read by this adapter yet).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from orchestrator.providers.adyen_declines import refusal
 from orchestrator.providers.base import (
     Declined,
+    PaymentError,
     PaymentOrder,
     ProviderPayment,
 )
@@ -129,6 +131,19 @@ def parse_payment(answer: dict[str, Any], order: PaymentOrder) -> ProviderPaymen
     if code == "Cancelled":
         return _payment(answer, order, status="canceled", cancellation_reason="abandoned")
     raise UnexpectedAnswer(f"Adyen answered resultCode {code or '(none)'}")
+
+
+def refused_payment(declined: Declined, order: PaymentOrder) -> ProviderPayment:
+    """A refusal as a read returns it: ``requires_payment_method`` with the decline as its
+    last payment error (what a provider payment whose confirm was declined looks like)."""
+    base = placeholder(order, status="requires_payment_method")
+    return replace(
+        base,
+        id=declined.provider_payment_id or base.id,
+        last_payment_error=PaymentError(
+            code=declined.code, decline_code=declined.decline_code, message=declined.message
+        ),
+    )
 
 
 def _payment(answer: dict[str, Any], order: PaymentOrder, **fields: Any) -> ProviderPayment:

@@ -154,3 +154,20 @@ def test_a_3ds2_card_asks_for_the_shoppers_challenge(adyen: Adyen) -> None:
     assert payment.status == "requires_action"
     assert payment.next_action is not None
     assert payment.next_action["adyen_action"]["type"] == "threeDS2"
+
+
+def test_a_refusal_lost_after_the_effect_reads_back_as_declined_with_no_authorisation(
+    adyen: Adyen,
+) -> None:
+    reference = new_reference()
+    refused = order(reference, payment_method=card(holder="NOT_ENOUGH_BALANCE"))
+    adyen.simulator.admin.add_fault("payments:timeout_after_effect:times=1")
+
+    with pytest.raises(OutcomeUnknown):
+        adyen.provider.confirm_payment("x", record_id=reference, attempt=1, order=refused)
+    found = adyen.provider.retrieve_payment("x", order=refused, confirm_attempt=1)
+
+    assert found.status == "requires_payment_method"
+    assert found.last_payment_error is not None
+    assert found.last_payment_error.code == "not_enough_balance"
+    assert adyen.authorisations(reference) == []

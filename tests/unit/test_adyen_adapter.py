@@ -13,6 +13,8 @@ import httpx
 import pytest
 import urllib3
 
+from orchestrator.domain.states import Outcome
+from orchestrator.engine.kinds.payment_reading import Next, read_payment
 from orchestrator.providers.adyen_adapter import AdyenProvider, checkout_base_url
 from orchestrator.providers.adyen_declines import REFUSALS, refusal
 from orchestrator.providers.adyen_errors import ProviderBug
@@ -457,3 +459,25 @@ def test_an_order_without_a_return_url_is_refused_before_anything_is_sent(build:
 
     assert raised.value.code == "return_url_required"
     assert transport.requests == []
+
+
+def test_a_refusal_whose_answer_was_lost_reads_back_as_a_declined_payment_not_an_error(
+    build: Build,
+) -> None:
+    provider, fake, _ = build("timeout_after_effect")
+    refused = order(payment_method=card(holder="NOT_ENOUGH_BALANCE"))
+
+    with pytest.raises(OutcomeUnknown):
+        provider.confirm_payment("x", record_id="pay_01adyen", attempt=1, order=refused)
+    found = provider.retrieve_payment("x", order=refused, confirm_attempt=1)
+
+    assert found.status == "requires_payment_method"
+    assert found.last_payment_error is not None
+    assert (found.last_payment_error.code, found.last_payment_error.decline_code) == (
+        "not_enough_balance",
+        "12",
+    )
+    reading = read_payment(found)
+    assert (reading.next, reading.outcome) == (Next.SETTLE, Outcome.FAILED)
+    assert reading.failure is not None and reading.failure.code == "not_enough_balance"
+    assert fake.authorisations == []
