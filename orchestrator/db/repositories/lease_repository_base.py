@@ -12,6 +12,7 @@ table adds (its record type, its lease event ids, its guards, what its claim als
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Generic, TypeVar
@@ -26,7 +27,7 @@ from orchestrator.domain.lease_state import NEEDS_ATTENTION, PROCESSING, Leased,
 R = TypeVar("R", bound=Leased)
 
 
-class LeaseRepositoryBase(Generic[R]):
+class LeaseRepositoryBase(ABC, Generic[R]):
     """Every lease write, as one fenced UPDATE on ``table`` (``lease_statements``)."""
 
     table: sa.Table
@@ -39,24 +40,25 @@ class LeaseRepositoryBase(Generic[R]):
 
     # -- what a table says about itself ---------------------------------------------------
 
+    @abstractmethod
     def _to_record(self, row: Any) -> R:
-        raise NotImplementedError
+        """The table's row as its record."""
 
+    @abstractmethod
     def _history_ids(self, record: R) -> dict[str, str | None]:
         """``payment_id`` (and ``operation_id``) of the lease history row."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _history_id_columns(self, updated: sa.CTE) -> dict[str, sa.ColumnElement[Any]]:
         """``_history_ids`` in SQL, from the columns of the row an UPDATE returned."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _parkable(self) -> sa.ColumnElement[bool]:
         """Where a park may start: processing, not finished."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _retryable(self) -> sa.ColumnElement[bool]:
         """Where an operator's retry may start: needs_attention, not finished."""
-        raise NotImplementedError
 
     def _claim_values(self, now: sa.ColumnElement[datetime]) -> dict[str, Any]:
         """Columns of this table a claim also sets (in the claim's one statement); ``now``

@@ -5,6 +5,7 @@ those steps holds (``OperationSteps``)."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +29,7 @@ class OperationRowKind:
 
 
 @dataclass
-class OperationSteps:
+class OperationSteps(ABC):
     """One run of a kind's steps: the lease it holds and the provider it calls.  The steps
     subclass this and write ``run``, from the record's recovery point to its finish."""
 
@@ -39,5 +40,6 @@ class OperationSteps:
     def record(self) -> OperationRecord:
         return self.lease.record
 
+    @abstractmethod
     def run(self) -> None:
-        raise NotImplementedError
+        """The kind's steps, from the record's recovery point to its finish."""
