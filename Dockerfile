@@ -14,10 +14,16 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 WORKDIR /app
+# The runtime lock first (its own layer, rebuilt only when the lock changes): exactly the
+# pinned versions, each file checked against its hash; then the project with --no-deps, so
+# pyproject.toml's ranges never pull anything the lock does not name
+# (docs/decisions/0084-hashed-lock-files.md).
+COPY requirements.lock ./
+RUN pip install --require-hashes -r requirements.lock
 COPY pyproject.toml README.md ./
 COPY orchestrator ./orchestrator
 COPY workers ./workers
-RUN pip install . \
+RUN pip install --no-deps . \
     && useradd --system --create-home --home-dir /home/payorch payorch
 
 USER payorch

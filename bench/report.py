@@ -15,6 +15,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from bench import outage_verdict
+
 # (1) >= 0.5 of bare throughput, (2) >= 0.5 of the no-op rate, (3) storm p99 <= 2x distinct
 # p99, (4) kill -> completion within LEASE_SECONDS + SWEEP_INTERVAL_SECONDS.
 ACCEPT_TARGET = 0.5
@@ -26,6 +28,10 @@ LATENCY_TARGET = 0.5
 LATENCY_RATE_TARGET = 100.0
 # Worker CPU per payment at zero provider latency, over the steady window (issue 14, goal 2).
 CPU_TARGET_MS = 5.0
+# (8) a backlog of any age: <= 1.2 broker messages per payment, and the deep one drains at
+# >= 0.9 of the shallow one's rate (issue 41).
+BACKLOG_MESSAGES_TARGET = 1.2
+BACKLOG_DRAIN_TARGET = 0.9
 
 
 def machine() -> dict[str, Any]:
@@ -148,10 +154,20 @@ def verdicts(results: dict[str, Any]) -> dict[str, bool]:
                 latency["ratio"] >= LATENCY_TARGET
                 and latency["payments"]["per_second"] >= LATENCY_RATE_TARGET
             )
+    backlog = results.get("backlog", {}).get("postgres")
+    if backlog:
+        met["backlog.postgres"] = (
+            max(backlog[d]["messages_per_payment"] for d in ("shallow", "deep"))
+            <= BACKLOG_MESSAGES_TARGET
+            and (backlog["deep_to_shallow_drain"] or 0) >= BACKLOG_DRAIN_TARGET
+        )
     cpu = results.get("cpu", {}).get("postgres")
     cpu_ms = cpu_per_payment(cpu) if cpu else None
     if cpu_ms is not None:
         met["cpu.postgres"] = cpu_ms <= CPU_TARGET_MS
+    for variant, outage in results.get("outage", {}).items():
+        for criterion, ok in outage_verdict.verdict(outage).items():
+            met[f"outage.{variant}.{criterion}"] = ok
     return met
 
 
@@ -313,6 +329,20 @@ def render(results: dict[str, Any], console: Console) -> None:
             f">= {LATENCY_TARGET} and\n>= {LATENCY_RATE_TARGET:.0f}/s",
             _verdict(met.get(f"latency.{tag}")),
         )
+    for setup, backlog in results.get("backlog", {}).items():
+        shallow, deep = backlog["shallow"], backlog["deep"]
+        table.add_row(
+            f"8. backlog of {backlog['payments']}, {backlog['deep_leases']} dispatch leases "
+            f"deep ({backlog['dispatch_lease_seconds']:.0f} s each)",
+            SETUPS[setup],
+            f"deep: {deep['payments']['per_second']:.1f} payments/s"
+            f"\n{deep['messages_per_payment']:.3f} messages/payment",
+            f"shallow: {shallow['payments']['per_second']:.1f} payments/s"
+            f"\n{shallow['messages_per_payment']:.3f} messages/payment",
+            _number(backlog["deep_to_shallow_drain"]),
+            f">= {BACKLOG_DRAIN_TARGET} and\n<= {BACKLOG_MESSAGES_TARGET} messages",
+            _verdict(met.get(f"backlog.{setup}")),
+        )
     cpu = results.get("cpu", {}).get("postgres")
     if cpu and cpu.get("rounds"):
         rounds = cpu["rounds"]
@@ -335,6 +365,8 @@ def render(results: dict[str, Any], console: Console) -> None:
             f"<= {CPU_TARGET_MS:.1f} ms",
             _verdict(met.get("cpu.postgres")),
         )
+    for variant, outage in results.get("outage", {}).items():
+        _outage_rows(table, variant, outage, met)
     console.print(table)
     for note in notes(results):
         console.print(f"[yellow]note:[/] {note}")
@@ -345,3 +377,59 @@ def render(results: dict[str, Any], console: Console) -> None:
         f"{info['cpu_model']}, {info['cpus_usable']} CPUs usable, {info['memory_gib']} GiB, "
         f"Python {info['python']}; load average at start {info['load_average_at_start']}"
     )
+
+
+def _outage_rows(table: Table, variant: str, outage: dict[str, Any], met: dict[str, bool]) -> None:
+    """Scenario 9, one row per acceptance criterion of one variant."""
+    title = (
+        f"9. provider outage ({variant}), {outage['outage_seconds']:.0f} s at "
+        f"{outage['rate']:g} payments/s"
+    )
+    calls, drain = outage["provider_calls"], outage["drain"]
+    rows = (
+        ("parked", f"{outage['parked']['max_seen']} parked of {outage['accepted']}", "-", "0"),
+        (
+            "succeeded",
+            f"{outage['succeeded']} succeeded of {outage['accepted']}",
+            "-",
+            "all",
+        ),
+        (
+            "charged_twice",
+            f"{outage['charged_twice']} charged twice, {outage['not_charged']} succeeded uncharged",
+            "-",
+            "0 and 0",
+        ),
+        (
+            "calls_within_probes",
+            f"{calls['after_open']} calls after the circuit opened\n"
+            f"({calls['during_outage']} during the outage, {calls['before_open']} before it "
+            "opened)",
+            f"probes allowed: {calls['probes_allowed']}",
+            f"<= {calls['probes_allowed']}",
+        ),
+        (
+            "drain",
+            f"{drain['per_second']:.1f} payments/s after recovery\nrecovery -> last done "
+            f"{_number(outage['recovery_to_last_done_seconds'])} s",
+            f"pool (healthy): {outage['pool_per_second']:.1f} payments/s",
+            f">= {outage_verdict.DRAIN_TARGET}",
+        ),
+        (
+            "messages",
+            f"{outage['messages_per_payment']:.3f} messages/payment",
+            "-",
+            f"<= {outage_verdict.MESSAGES_TARGET}",
+        ),
+    )
+    for criterion, ours, baseline, target in rows:
+        ratio = _number(drain.get("ratio")) if criterion == "drain" else "-"
+        table.add_row(
+            title,
+            "PostgreSQL + RabbitMQ",
+            ours,
+            baseline,
+            ratio,
+            target,
+            _verdict(met.get(f"outage.{variant}.{criterion}")),
+        )

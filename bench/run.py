@@ -10,6 +10,11 @@
     7  cpu              PostgreSQL + RabbitMQ, the default worker's CPU per payment with a
                         simulator answering at once (issue 14's goal 2), three rounds,
                         a fresh stack each
+    8  backlog          PostgreSQL + RabbitMQ, a backlog drained at once and one that waited
+                        several dispatch leases: messages per payment, drain ratio
+    9  outage           PostgreSQL + RabbitMQ, the provider down for --outage-seconds under
+                        --outage-rate payments/s, per variant (5xx, timeout), a fresh stack
+                        each; minutes long, so run only when named (--only outage)
 
 PostgreSQL and RabbitMQ are shared with every test session on the machine.  While a
 scenario measures, the bench holds the test suite's service lock, so an outage test of
@@ -36,7 +41,10 @@ from rich.console import Console
 
 from bench import calibrate, report, services
 from bench.accept import measure_accept
+from bench.backlog import measure_backlog
 from bench.latency import measure_latency, parse_worker_args
+from bench.outage import measure_outage
+from bench.outage_verdict import VARIANTS, parse_variants
 from bench.polling import measure_polling
 from bench.stack import ROOT, production_stack, sqlite_stack
 from bench.storm import measure_storm
@@ -44,7 +52,19 @@ from bench.takeover import measure_takeover
 from bench.throughput import measure_embedded, measure_production
 from tests.support.locking import SERVICE_LOCK
 
-SCENARIOS = ("accept", "storm", "end_to_end", "takeover", "polling", "latency", "cpu")
+SCENARIOS = (
+    "accept",
+    "storm",
+    "end_to_end",
+    "takeover",
+    "polling",
+    "latency",
+    "cpu",
+    "backlog",
+)
+# Scenarios a plain ``payorch bench`` leaves out: each takes minutes (``--only`` runs them).
+ON_REQUEST = ("outage",)
+KNOWN = SCENARIOS + ON_REQUEST
 RESULTS = ROOT / "bench" / "results"
 
 
@@ -74,6 +94,17 @@ class BenchOptions:
     # Rounds of the CPU run, each on a fresh stack; the verdict takes their median: one
     # round's figure moves with the host's slow spells (docs/performance.md).
     cpu_rounds: int = 3
+    # The deep-backlog scenario: payments per backlog, how many dispatch leases the deep one
+    # waits before a worker starts, and the provider's latency.
+    backlog_payments: int = 3000
+    backlog_deep_leases: int = 5
+    backlog_latency_seconds: float = 0.3
+    # The provider outage (issue 41's acceptance): its variants, arrival rate, length, and
+    # the healthy backlog that measures the pool's speed beside it.
+    outage_variants: tuple[str, ...] = tuple(VARIANTS)
+    outage_rate: float = 10.0
+    outage_seconds: float = 180.0
+    outage_reference_payments: int = 1000
     output: Path = field(default=RESULTS / "latest.json")
 
     def quick(self) -> BenchOptions:
@@ -91,6 +122,9 @@ class BenchOptions:
             latency_payments=min(self.latency_payments, 300),
             cpu_payments=min(self.cpu_payments, 500),
             cpu_rounds=1,
+            backlog_payments=min(self.backlog_payments, 500),
+            outage_seconds=min(self.outage_seconds, 30.0),
+            outage_reference_payments=min(self.outage_reference_payments, 300),
         )
 
 
@@ -107,12 +141,15 @@ def options_from_cli(
     latency_workers: list[str] | None = None,
     cpu_payments: int = 3000,
     cpu_rounds: int = 3,
+    outage_variants: list[str] | None = None,
+    outage_rate: float = 10.0,
+    outage_seconds: float = 180.0,
 ) -> BenchOptions:
     """The options of ``payorch bench`` (orchestrator/cli/bench.py).  ValueError for an
-    unknown scenario."""
-    unknown = set(only or ()) - set(SCENARIOS)
+    unknown scenario or outage variant."""
+    unknown = set(only or ()) - set(KNOWN)
     if unknown:
-        raise ValueError(f"unknown scenarios {sorted(unknown)}; known: {', '.join(SCENARIOS)}")
+        raise ValueError(f"unknown scenarios {sorted(unknown)}; known: {', '.join(KNOWN)}")
     options = BenchOptions(
         scenarios=tuple(only) if only else SCENARIOS,
         embedded=embedded,
@@ -123,6 +160,9 @@ def options_from_cli(
         latency_workers=parse_worker_args(latency_workers),
         cpu_payments=cpu_payments,
         cpu_rounds=cpu_rounds,
+        outage_variants=parse_variants(outage_variants),
+        outage_rate=outage_rate,
+        outage_seconds=outage_seconds,
         output=output or RESULTS / "latest.json",
     )
     return options.quick() if quick else options
@@ -277,6 +317,27 @@ def _cpu(options: BenchOptions, logs: Path) -> Figures:
     return {"cpu": {"postgres": {"worker": rounds[0]["worker"], "rounds": rounds}}}
 
 
+def _backlog(options: BenchOptions, logs: Path) -> Figures:
+    figures = measure_backlog(
+        logs,
+        payments_count=options.backlog_payments,
+        latency_seconds=options.backlog_latency_seconds,
+        deep_leases=options.backlog_deep_leases,
+    )
+    return {"backlog": {"postgres": figures}}
+
+
+def _outage(options: BenchOptions, logs: Path) -> Figures:
+    figures = measure_outage(
+        logs,
+        variants=options.outage_variants,
+        rate=options.outage_rate,
+        outage_seconds=options.outage_seconds,
+        reference_payments=options.outage_reference_payments,
+    )
+    return {"outage": figures}
+
+
 def _print_latency_run(done: dict[str, Any]) -> None:
     """Each run as it ends: a long bench stopped halfway keeps what it measured."""
     print(
@@ -346,6 +407,21 @@ def _steps(options: BenchOptions, logs: Path, scratch: Path) -> list[Step]:
             Step(
                 "worker CPU per payment at zero provider latency, PostgreSQL + RabbitMQ",
                 lambda: _cpu(options, logs),
+            )
+        )
+    if "backlog" in wanted:
+        steps.append(
+            Step(
+                "deep backlog, PostgreSQL + RabbitMQ",
+                lambda: _backlog(options, logs / "backlog"),
+            )
+        )
+    if "outage" in wanted:
+        steps.append(
+            Step(
+                f"provider outage {options.outage_seconds:.0f} s at {options.outage_rate:g} "
+                f"payments/s ({', '.join(options.outage_variants)}), PostgreSQL + RabbitMQ",
+                lambda: _outage(options, logs / "outage"),
             )
         )
     return steps

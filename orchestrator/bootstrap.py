@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Engine
 
@@ -21,13 +21,16 @@ from orchestrator.db.clock import Clock, DatabaseClock
 from orchestrator.db.database import Database
 from orchestrator.db.engine import create_engine
 from orchestrator.db.uow import UnitOfWork, UnitOfWorkFactory
+from orchestrator.domain.circuit import PLATFORM_CIRCUIT_KEY
 from orchestrator.domain.connector_accounts import ConnectorAccount
 from orchestrator.domain.history import ProviderCallRecord
 from orchestrator.domain.lease_state import Leased
 from orchestrator.domain.model import PaymentRecord
 from orchestrator.domain.operations import OperationRecord
 from orchestrator.engine import call_log
+from orchestrator.engine.circuits import CircuitBoard, policy_of, release_waiting
 from orchestrator.engine.publisher import TaskPublisher
+from orchestrator.engine.reconcile import Account, Reconciler
 from orchestrator.engine.runner import Runner
 from orchestrator.engine.sweep import Sweeper
 from orchestrator.events.endpoints import EndpointService
@@ -36,7 +39,12 @@ from orchestrator.events.retention import purge_delivered_events
 from orchestrator.events.secret_box import SecretBox
 from orchestrator.events.url_rules import Resolver, system_resolver
 from orchestrator.logging import configure_logging
-from orchestrator.providers.base import Permanent
+from orchestrator.providers.base import (
+    Permanent,
+    ProviderEventLog,
+    ReconciliationSource,
+    RecordedPayment,
+)
 from orchestrator.providers.observed import ObservedProvider
 from orchestrator.services.connector_accounts import (
     ConnectorAccountService,
@@ -44,6 +52,7 @@ from orchestrator.services.connector_accounts import (
     credentials_box,
     open_credentials,
 )
+from orchestrator.services.routing import RoutingService
 from orchestrator.settings import Settings
 
 if TYPE_CHECKING:
@@ -85,6 +94,10 @@ class Container:
     # parks its payments with "no adapter for provider … yet".
     provider_factories: dict[str, AccountProviderFactory] = field(default_factory=dict)
     _registry: ProviderRegistry | None = field(default=None, repr=False)
+    # Every connector account's circuit as this process sees it (decision 0082).
+    _circuits: CircuitBoard | None = field(default=None, repr=False)
+    # Its own lock: the board is first built while ``_provider_lock`` is held.
+    _circuits_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def uow(self, *, read_only: bool = False, single_statement: bool = False) -> UnitOfWork:
         """A unit of work; ``read_only`` ones take no write lock on SQLite.
@@ -161,7 +174,8 @@ class Container:
             # of their own otherwise, an SSL context and a connection pool apiece.
             with self._provider_lock:
                 if self._provider is None:
-                    self._provider = self.observed(self.provider_factory())
+                    observed = self.observed(self.provider_factory())
+                    self._provider = self.guarded(observed, PLATFORM_CIRCUIT_KEY)
         return self._provider
 
     def observed(self, built: PaymentProvider) -> PaymentProvider:
@@ -171,6 +185,25 @@ class Container:
         return ObservedProvider(built, self.record_provider_call)
 
     @property
+    def circuits(self) -> CircuitBoard:
+        if self._circuits is None:
+            with self._circuits_lock:
+                if self._circuits is None:
+                    # The views are read in autocommit (no ROLLBACK on a pooled
+                    # connection: decision 0091); transitions in transactions.
+                    self._circuits = CircuitBoard(
+                        self.uow, policy_of(self.settings), read_uow=self.lookup_uow
+                    )
+        return self._circuits
+
+    def guarded(self, provider: PaymentProvider, circuit_key: str) -> PaymentProvider:
+        """An observed provider behind its connector account's circuit (``circuit_key``:
+        ``domain.circuit.circuit_key``); any other provider unchanged."""
+        if isinstance(provider, ObservedProvider):
+            return provider.gated(self.circuits.gate(circuit_key))
+        return provider
+
+    @property
     def providers(self) -> ProviderRegistry:
         """The provider of each connector account (``ProviderRegistry``)."""
         if self._registry is None:
@@ -178,10 +211,14 @@ class Container:
                 if self._registry is None:
                     self._registry = ProviderRegistry(
                         platform=lambda: self.provider,
-                        uow=self.read_only_uow,
-                        box=credentials_box(self.settings.secret_key.get_secret_value()),
+                        # Its reads run on every claimed record of a connector account,
+                        # each one statement: in autocommit, so no ROLLBACK makes psycopg
+                        # deallocate the pooled connection's prepared statements (0091).
+                        uow=self.lookup_uow,
+                        box=credentials_box(self.settings.secret_key_ring),
                         factories=self.provider_factories,
                         observe=self.observed,
+                        guard=self.guarded,
                     )
         return self._registry
 
@@ -191,8 +228,72 @@ class Container:
 
     def connector_account_service(self) -> ConnectorAccountService:
         return ConnectorAccountService(
-            uow=self.uow, box=credentials_box(self.settings.secret_key.get_secret_value())
+            uow=self.uow, box=credentials_box(self.settings.secret_key_ring)
         )
+
+    def routing_service(self) -> RoutingService:
+        return RoutingService(uow=self.uow)
+
+    def reconciliation_targets(self, connector: str | None = None) -> list[ReconcileTarget]:
+        """The accounts ``payorch reconcile`` compares: ``connector`` alone (``ca_…``, or
+        ``ca_platform_stripe``), else the platform's Stripe account and every enabled
+        connector account.  Each comes with its source, or why it has none: Adyen's source
+        (the settlement details report) is a later slice; unreadable credentials."""
+        if connector == PLATFORM_CIRCUIT_KEY:
+            accounts: list[ConnectorAccount] = []
+        else:
+            with self.read_only_uow() as uow:
+                if connector is None:
+                    accounts = [a for a in uow.connector_accounts.list_all() if a.enabled]
+                else:
+                    found = uow.connector_accounts.get(connector)
+                    if found is None:
+                        raise UnknownConnectorAccount(connector)
+                    accounts = [found]
+        targets: list[ReconcileTarget] = []
+        if connector in (None, PLATFORM_CIRCUIT_KEY):
+            platform = Account(PLATFORM_CIRCUIT_KEY, None, "stripe")
+            targets.append(ReconcileTarget(platform, self._platform_source(), None))
+        box = credentials_box(self.settings.secret_key_ring)
+        for account in accounts:
+            target = Account(account.id, account.id, account.provider)
+            if account.provider != "stripe":
+                targets.append(
+                    ReconcileTarget(
+                        target,
+                        None,
+                        f"no reconciliation source for {account.provider} yet (its "
+                        "settlement details report is a later slice)",
+                    )
+                )
+                continue
+            try:
+                credentials = open_credentials(box, account)
+            except UnreadableCredentials as error:
+                targets.append(ReconcileTarget(target, None, error.message))
+                continue
+            from orchestrator.providers.stripe_adapter import StripeProvider
+
+            source = StripeProvider.from_settings(
+                self.settings,
+                api_key=credentials.get("api_key"),
+                stripe_account=credentials.get("stripe_account"),
+            )
+            targets.append(ReconcileTarget(target, source, None))
+        return targets
+
+    def _platform_source(self) -> ReconciliationSource:
+        from orchestrator.providers.stripe_adapter import StripeProvider
+
+        # Not the workers' provider: reconciliation's reads are no payment's calls (no
+        # provider_calls rows) and must not count against the account's circuit.
+        return StripeProvider.from_settings(self.settings)
+
+    def reconciler(
+        self, target: ReconcileTarget, *, owner: str, max_pages: int | None = None
+    ) -> Reconciler:
+        assert target.source is not None, target.skipped
+        return Reconciler(self.uow, target.source, target.account, owner=owner, max_pages=max_pages)
 
     def runner(self) -> Runner:
         """What the engine needs to run an operation: transactions, provider, settings."""
@@ -211,6 +312,7 @@ class Container:
             self.settings,
             purge_events=partial(purge_delivered_events, self.uow, self.settings),
             name=name,
+            release_waits=partial(release_waiting, self.uow, self.settings),
         )
 
     def relay(self, name: str | None = None) -> Relay:
@@ -236,7 +338,7 @@ class Container:
             uow.commit()
 
     def secret_box(self) -> SecretBox:
-        return SecretBox(self.settings.secret_key.get_secret_value())
+        return SecretBox(self.settings.secret_key_ring)
 
     def endpoint_service(self) -> EndpointService:
         return EndpointService(
@@ -269,8 +371,57 @@ def parse_stripe_event(payload: bytes, signature: str | None, secret: str) -> Pr
     return parse_webhook_event(payload, signature, secret)
 
 
-# (the account, its decrypted credentials) -> its provider, unobserved.
-AccountProviderFactory = Callable[[ConnectorAccount, dict[str, str]], "PaymentProvider"]
+# (the account, its decrypted credentials, its provider's stored events) -> its provider,
+# unobserved.
+AccountProviderFactory = Callable[
+    [ConnectorAccount, dict[str, str], ProviderEventLog], "PaymentProvider"
+]
+
+
+class StoredEventLog:
+    """``ProviderEventLog`` over the provider_events table: one provider's stored events,
+    read in a short read-only transaction of their own (never inside a caller's)."""
+
+    def __init__(self, uow: UnitOfWorkFactory, provider: str) -> None:
+        self._uow = uow
+        self._provider = provider
+
+    def payloads(
+        self, *, provider_payment_id: str | None = None, record_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        if provider_payment_id is None and record_id is None:
+            return []
+        with self._uow() as uow:
+            return uow.provider_events.payloads_about(
+                self._provider, provider_payment_id=provider_payment_id, payment_id=record_id
+            )
+
+    def recorded_payment(self, provider_payment_id: str) -> RecordedPayment | None:
+        with self._uow() as uow:
+            row = uow.provider_events.recorded_payment(provider_payment_id)
+        if row is None:
+            return None
+        return RecordedPayment(
+            record_id=row["id"],
+            amount=row["amount"],
+            currency=row["currency"],
+            capture_method=row["capture_method"],
+        )
+
+
+class UnknownConnectorAccount(Exception):
+    def __init__(self, account_id: str) -> None:
+        super().__init__(f"no connector account {account_id}")
+        self.account_id = account_id
+
+
+@dataclass(frozen=True)
+class ReconcileTarget:
+    """One account to reconcile: its source, or why it has none (``skipped``)."""
+
+    account: Account
+    source: ReconciliationSource | None
+    skipped: str | None
 
 
 class ProviderRegistry:
@@ -292,8 +443,11 @@ class ProviderRegistry:
         box: SecretBox,
         factories: dict[str, AccountProviderFactory],
         observe: Callable[[PaymentProvider], PaymentProvider],
+        guard: Callable[[PaymentProvider, str], PaymentProvider] | None = None,
     ) -> None:
         self._platform = platform
+        # An account's provider behind its circuit (``Container.guarded``; None: unguarded).
+        self._guard = guard
         self._uow = uow
         self._box = box
         self._factories = factories
@@ -321,7 +475,12 @@ class ProviderRegistry:
         with self._lock:
             cached = self._cache.get(account.id)
             if cached is None or cached[0] != account.version:
-                cached = (account.version, self._observe(factory(account, credentials)))
+                events = StoredEventLog(self._uow, account.provider)
+                built = factory(account, credentials, events)
+                observed = self._observe(built)
+                if self._guard is not None:
+                    observed = self._guard(observed, account.id)
+                cached = (account.version, observed)
                 self._cache[account.id] = cached
         return cached[1]
 
@@ -338,7 +497,9 @@ class ProviderRegistry:
 
 
 def _stripe_account_factory(settings: Settings) -> AccountProviderFactory:
-    def build(account: ConnectorAccount, credentials: dict[str, str]) -> PaymentProvider:
+    def build(
+        account: ConnectorAccount, credentials: dict[str, str], events: ProviderEventLog
+    ) -> PaymentProvider:
         from orchestrator.providers.stripe_adapter import StripeProvider
 
         # Its own key, or the platform's key with the connected account's id.
@@ -352,7 +513,9 @@ def _stripe_account_factory(settings: Settings) -> AccountProviderFactory:
 
 
 def _adyen_account_factory(settings: Settings) -> AccountProviderFactory:
-    def build(account: ConnectorAccount, credentials: dict[str, str]) -> PaymentProvider:
+    def build(
+        account: ConnectorAccount, credentials: dict[str, str], events: ProviderEventLog
+    ) -> PaymentProvider:
         from orchestrator.providers.adyen_adapter import AdyenProvider
 
         # The account's live prefix when it has one, else the configured Checkout root.
@@ -363,6 +526,8 @@ def _adyen_account_factory(settings: Settings) -> AccountProviderFactory:
             live_url_prefix=credentials.get("live_url_prefix") or None,
             connect_timeout=settings.provider_connect_timeout_seconds,
             read_timeout=settings.provider_timeout_seconds,
+            events=events,
+            technical_cancel_after=settings.technical_cancel_threshold,
         )
 
     return build

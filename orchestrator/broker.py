@@ -14,29 +14,42 @@ real work; these settings keep the broker from fighting it.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from celery import Celery
 
-from orchestrator.engine.publisher import PublishFailed
+from orchestrator import tracing
+from orchestrator.engine.publisher import PublishFailed, QueueState
 from orchestrator.settings import Settings
 
 if TYPE_CHECKING:
     from orchestrator.broker_batch import BatchPublisher
 
 PAYMENTS_QUEUE = "payorch.payments"
+# AMQP's reply code to a passive declare of a queue that does not exist.
+QUEUE_NOT_FOUND = 404
 PROCESS_PAYMENT = "payorch.process_payment"
 PROCESS_OPERATION = "payorch.process_operation"
 SWEEP = "payorch.sweep"
 # The consumer's task module, named, not imported (see the module docstring).
 TASK_MODULE = "workers.tasks"
+# A consumer that stops answering (a frozen or partitioned worker) is declared dead by
+# RabbitMQ after about two missed heartbeats; the messages it had taken and not acknowledged
+# then go back to the queue.
+BROKER_HEARTBEAT_SECONDS = 30
 # The consumer step of a threads-pool worker that sets its prefetch count from the
 # provider's latency (``workers.prefetch_limit``), named as data like TASK_MODULE.
 ADAPTIVE_PREFETCH_STEP = "workers.prefetch_limit:AdaptivePrefetch"
 # Where that step finds its floor (Settings.worker_prefetch_floor) in the app's conf.
 PREFETCH_FLOOR_CONF = "payorch_prefetch_floor"
+# The worker's consumer: Celery's, except that a broker refusing the worker's login or
+# virtual host ends the worker instead of a restart loop (``workers.consumer``), named as
+# data like TASK_MODULE.
+CONSUMER_CLASS = "workers.consumer:Consumer"
 # Celery's threads pool with an executor that reuses the thread idle the shortest
 # (``workers.thread_pool``), under a pool name of its own.
 THREADS_POOL_ALIAS = "payorch-threads"
@@ -80,8 +93,9 @@ def create_celery_app(settings: Settings) -> Celery:
         },
         broker_connection_timeout=settings.publish_timeout_seconds,
         broker_connection_retry_on_startup=True,
-        broker_heartbeat=30,
+        broker_heartbeat=BROKER_HEARTBEAT_SECONDS,
         worker_hijack_root_logger=False,
+        worker_consumer=CONSUMER_CLASS,
         worker_send_task_events=False,
         task_send_sent_event=False,
     )
@@ -124,7 +138,9 @@ class CeleryPublisher:
         if batch is not None:
             batch.close()
 
-    def publish_process_payment(self, payment_id: str, lease_token: int) -> None:
+    def publish_process_payment(
+        self, payment_id: str, lease_token: int, *, traceparent: str | None = None
+    ) -> None:
         try:
             # No publish retries here: the API must answer quickly even with the broker
             # down, and the sweeper is the retry for a lost wake-up.
@@ -132,6 +148,9 @@ class CeleryPublisher:
                 PROCESS_PAYMENT,
                 args=[payment_id, lease_token],
                 retry=False,
+                # The payment's trace context, when the publisher has it (decision 0102):
+                # the task's span joins it without the worker's read of the row.
+                headers=tracing.message_headers(traceparent),
             )
         except Exception as error:  # kombu raises a zoo of transport errors
             raise PublishFailed(f"{type(error).__name__}: {error}") from error
@@ -142,10 +161,86 @@ class CeleryPublisher:
         except Exception as error:
             raise PublishFailed(f"{type(error).__name__}: {error}") from error
 
-    def broker_reachable(self) -> bool:
+    def wake_up_queue(self) -> QueueState | None:
+        """The wake-up queue's ready messages and consumers (a passive declare: one round
+        trip, creates nothing).  Empty when the queue does not exist yet (nothing was ever
+        queued); None when the broker cannot be asked."""
         try:
             with self._app.connection_for_write() as connection:
                 connection.ensure_connection(max_retries=1, timeout=2)
-            return True
-        except Exception:
+                channel = connection.channel()
+                try:
+                    declared = channel.queue_declare(queue=PAYMENTS_QUEUE, passive=True)
+                except Exception as error:
+                    # amqp's NotFound (untyped, so matched by its reply code).
+                    if getattr(error, "reply_code", None) == QUEUE_NOT_FOUND:
+                        return QueueState(ready=0, consumers=0)
+                    raise
+                finally:
+                    with contextlib.suppress(Exception):
+                        channel.close()
+                return QueueState(
+                    ready=int(declared.message_count), consumers=int(declared.consumer_count)
+                )
+        except Exception:  # kombu and amqp raise a zoo of transport errors
+            return None
+
+    def broker_reachable(self) -> bool:
+        return self._probe.reachable()
+
+    @functools.cached_property
+    def _probe(self) -> BrokerProbe:
+        return BrokerProbe(self._app)
+
+
+class BrokerProbe:
+    """``/readyz``'s broker check on one connection kept open between checks.
+
+    A new AMQP connection per check (TCP, AMQP handshake, login) cost the broker a
+    connection churn per load-balancer poll.  The kept connection answers a passive
+    declare of ``amq.direct`` (every RabbitMQ has it): one round trip that fails when the
+    broker is gone, even while the socket still looks open.  After a failure the connection
+    is dropped and the next check opens a new one.  Checks are serialised: a burst of
+    polls shares one connection and never opens several."""
+
+    # The exchange every RabbitMQ declares (AMQP 0-9-1 §3.1.3.1): a passive declare of it is
+    # a round trip that changes nothing.
+    PROBE_EXCHANGE = "amq.direct"
+
+    def __init__(self, app: Celery, *, timeout: float = 2.0) -> None:
+        self._app = app
+        self._timeout = timeout
+        self._lock = threading.Lock()
+        self._connection: Any = None
+
+    def reachable(self) -> bool:
+        # A check still running after the timeout (a broker that accepted the socket and
+        # stopped answering) means "not reachable" to the checks behind it: they return
+        # instead of queueing on the lock, so a hung broker cannot use up the API's threads.
+        if not self._lock.acquire(timeout=self._timeout):
             return False
+        try:
+            try:
+                if self._connection is None:
+                    self._connection = self._app.connection_for_write()
+                connection = self._connection
+                connection.ensure_connection(max_retries=1, timeout=self._timeout)
+                connection.default_channel.exchange_declare(
+                    exchange=self.PROBE_EXCHANGE, type="direct", passive=True
+                )
+                return True
+            except Exception:  # kombu raises a zoo of transport errors
+                self._drop()
+                return False
+        finally:
+            self._lock.release()
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()
+
+    def _drop(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            with contextlib.suppress(Exception):
+                connection.release()

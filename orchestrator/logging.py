@@ -8,12 +8,13 @@ carry their bound parameters into a log line either (the engine hides them): a f
 insert would otherwise print the key, and a failed finish the stored response holding it.
 
 Every line is one JSON object with ``timestamp``, ``level`` and ``event``; the API adds
-``request_id`` and, once authenticated, ``client_id``.  ``capture_standard_logging`` sends
-the standard library's loggers (uvicorn, Celery, kombu) through the same renderer, so a
-long-running process writes nothing but JSON lines.  Both write through
-``orchestrator.log_output``: one ``write`` per complete line, serialised across the
-processes and threads sharing stderr, so records from a pool's processes never run into
-one another on a line.  Every process role configures its logging with these two
+``request_id`` and, once authenticated, ``client_id``; while traces are on and a span is
+current, ``trace_id`` and ``span_id`` (``orchestrator.tracing``).
+``capture_standard_logging`` sends the standard library's loggers (uvicorn, Celery, kombu)
+through the same renderer, so a long-running process writes nothing but JSON lines.  Both
+write through ``orchestrator.log_output``: one ``write`` per complete line, serialised
+across the processes and threads sharing stderr, so records from a pool's processes never
+run into one another on a line.  Every process role configures its logging with these two
 functions, so every role gets that guarantee.
 """
 
@@ -29,6 +30,7 @@ import structlog
 
 from orchestrator.log_output import LineHandler, LineLoggerFactory
 from orchestrator.settings import Settings
+from orchestrator.tracing import add_trace_ids
 
 _configured = False
 
@@ -48,6 +50,8 @@ def configure_logging(settings: Settings, *, force: bool = False) -> None:
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
+            # trace_id and span_id while a span is current (traces on: orchestrator.tracing).
+            add_trace_ids,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
@@ -68,6 +72,7 @@ def capture_standard_logging(settings: Settings) -> None:
         foreign_pre_chain=[
             structlog.stdlib.add_log_level,
             structlog.stdlib.add_logger_name,
+            add_trace_ids,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
         ],
         processors=[

@@ -4,9 +4,9 @@ Each series belongs to the process roles that can move it (``ROLE_SERIES``); a p
 exports its role's series and nothing else, so the API's ``/metrics`` does not show the
 workers' provider calls at a reassuring 0:
 
-* ``api``: ``GET /metrics`` on the API's port; accepts, replays, HTTP requests, operator
-  takeovers, and the database gauges (records by status, oldest processing age), sampled at
-  each scrape.
+* ``api``: ``payorch api --metrics-port P`` (never on the API's own port, which the
+  internet may reach); accepts, replays, HTTP requests, operator takeovers, and the database
+  gauges (unfinished records by status, oldest processing age), sampled at each scrape.
 * ``worker``: ``payorch worker --metrics-port P``; provider calls, finished payments,
   fenced writes, and what a beat-driven sweep does.  Celery's prefork pool runs tasks in
   child processes, so the worker runs prometheus_client's multiprocess mode
@@ -26,7 +26,8 @@ double the exposition and no alert or dashboard here uses them.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from prometheus_client import (
@@ -41,7 +42,7 @@ from prometheus_client import (
     multiprocess,
     start_http_server,
 )
-from prometheus_client.metrics_core import Metric
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 disable_created_metrics()  # type: ignore[no-untyped-call]
@@ -64,6 +65,7 @@ PROVIDER_OPERATIONS = (
     "confirm",
     "retrieve",
     "lookup",
+    "details",
     "capture",
     "cancel",
     "refund",
@@ -109,6 +111,13 @@ PUBLISH_FAILURES = Counter(
     "payorch_task_publish_failures_total",
     "Task publishes that failed after the record was committed (the sweeper recovers them).",
 )
+WAKE_UPS_QUEUED = Gauge(
+    "payorch_wake_ups_queued",
+    "Wake-ups ready in the broker's queue, as the sweeper last read it (its re-dispatch "
+    "leaves alone the payments whose wake-up may still be among them).",
+    # A worker's sweeps (payorch beat) run in its children: the latest read wins.
+    multiprocess_mode="livemostrecent",
+)
 PROVIDER_CALLS = Counter(
     "payorch_provider_calls_total",
     "Provider calls by operation and outcome.",
@@ -151,19 +160,38 @@ WORKER_PREFETCH_LIMIT = Gauge(
     "(summed over the worker's processes).",
     multiprocess_mode="livesum",
 )
-# Sampled by the API at each scrape.  With several API processes (multiprocess mode) the
-# value of the process that sampled last is the one to report.
-RECORDS_BY_STATUS = Gauge(
-    "payorch_payment_records",
-    "Payment records by status (sampled at scrape).",
-    ["status"],
-    multiprocess_mode="livemostrecent",
+# The database gauges (unfinished records by status, oldest processing age) are not
+# Gauges of this process: the API's metrics server samples them at each scrape
+# (``DatabaseGauges``), so several API processes never report several samples.
+RECORDS_SERIES = "payorch_payment_records"
+OLDEST_PROCESSING_SERIES = "payorch_oldest_processing_age_seconds"
+CIRCUIT_STATE_SERIES = "payorch_circuit_state"
+RECONCILIATION_FINDINGS_SERIES = "payorch_reconciliation_findings"
+# Reconciliation's finding kinds (domain.reconciliation.FindingKind), each a series from the
+# start so an alert on any of them sees its first finding.
+FINDING_KINDS = (
+    "orphan_at_provider",
+    "missing_at_provider",
+    "amount_mismatch",
+    "status_mismatch",
+    "refund_mismatch",
+    "ledger_imbalance",
 )
-OLDEST_PROCESSING_AGE = Gauge(
-    "payorch_oldest_processing_age_seconds",
-    "Age of the oldest payment still processing (sampled at scrape); 0 when none.",
-    multiprocess_mode="livemostrecent",
-)
+# The stored statuses counted: the unfinished ones, each a small and indexed set (a count of
+# every succeeded payment would be a scan of the table's history at every scrape).
+UNFINISHED_STATUSES = ("processing", "requires_capture", "needs_attention")
+# Series a role's metrics server adds from a collector of its own (sampled at scrape), not
+# from this process's registry.
+SAMPLED_SERIES: dict[str, frozenset[str]] = {
+    "api": frozenset(
+        {
+            RECORDS_SERIES,
+            OLDEST_PROCESSING_SERIES,
+            CIRCUIT_STATE_SERIES,
+            RECONCILIATION_FINDINGS_SERIES,
+        }
+    )
+}
 RETENTION_PURGED = Counter(
     "payorch_idempotency_keys_purged_total", "Idempotency keys purged by retention."
 )
@@ -214,6 +242,29 @@ WEBHOOK_DISABLED_ENDPOINTS = Gauge(
     multiprocess_mode="livemostrecent",
 )
 
+# Connector accounts' circuits (decision 0082): the state is sampled by the API's metrics
+# server at each scrape from the circuits table (every host's truth; ``DatabaseGauges``);
+# transitions are counted by the worker whose call made them.
+CIRCUIT_STATES = ("closed", "half_open", "open")
+CIRCUIT_TRANSITIONS = Counter(
+    "payorch_circuit_transitions_total",
+    "Circuit state changes, by connector account and the state entered.",
+    ["connector_account", "to"],
+)
+# Failover (decision 0086): each attempt of a route that ended, by its connector account and
+# how it ended (``failed_over``, or the payment's final status), and each failover by the
+# account it left and why.  Counted by the worker whose transaction ended the attempt.
+ROUTE_ATTEMPTS = Counter(
+    "payorch_route_attempts_total",
+    "Attempts of a payment at one connector account that ended, by account and outcome.",
+    ["connector_account", "outcome"],
+)
+FAILOVERS = Counter(
+    "payorch_failovers_total",
+    "Payments moved to the next account of their route, by the account left and the reason.",
+    ["connector_account", "reason"],
+)
+
 # Who moves what.  The sweep runs in the sweeper loop and, under ``payorch beat``, inside
 # workers, so workers export the sweep's series too.
 _SWEEP_SERIES = (
@@ -221,6 +272,7 @@ _SWEEP_SERIES = (
     "payorch_payments_needs_attention_total",
     "payorch_task_publish_failures_total",
     "payorch_idempotency_keys_purged_total",
+    "payorch_wake_ups_queued",
 )
 ROLE_SERIES: dict[Role, frozenset[str]] = {
     Role.API: frozenset(
@@ -232,8 +284,6 @@ ROLE_SERIES: dict[Role, frozenset[str]] = {
             "payorch_task_publish_failures_total",
             "payorch_lease_takeovers_total",  # operator takeovers through the ops API
             "payorch_payments_needs_attention_total",  # a takeover that parks
-            "payorch_payment_records",
-            "payorch_oldest_processing_age_seconds",
             "payorch_http_requests_total",
             "payorch_http_request_duration_seconds",
             "payorch_operations_accepted_total",  # refunds, captures and cancels accepted
@@ -248,6 +298,9 @@ ROLE_SERIES: dict[Role, frozenset[str]] = {
             "payorch_operations_accepted_total",  # a refund the refund sync found
             "payorch_operations_finished_total",
             "payorch_worker_prefetch_limit",
+            "payorch_circuit_transitions_total",
+            "payorch_route_attempts_total",
+            "payorch_failovers_total",
             *_SWEEP_SERIES,
         }
     ),
@@ -329,9 +382,72 @@ def _only(families: Iterable[Metric], allowed: frozenset[str]) -> Iterator[Metri
             yield family
 
 
-def exposition_registry(role: Role) -> CollectorRegistry:
+@dataclass(frozen=True)
+class DatabaseSample:
+    """What the database gauges show: unfinished records by stored status, and how long
+    the oldest ``processing`` one not waiting for its customer has waited (seconds; 0 when
+    none)."""
+
+    records: dict[str, int]
+    oldest_processing_age: float
+    # Each circuit's state by its key (connector account, or the platform's own).
+    circuits: dict[str, str] = field(default_factory=dict)
+    # Open reconciliation findings by kind (decision 0092).
+    findings: dict[str, int] = field(default_factory=dict)
+
+
+class DatabaseGauges(Collector):
+    """``payorch_payment_records`` and ``payorch_oldest_processing_age_seconds``, sampled at
+    each scrape by ``sample`` (None: the database did not answer; the scrape still returns
+    the process's own series, and these are left out rather than reported as 0)."""
+
+    def __init__(self, sample: Callable[[], DatabaseSample | None]) -> None:
+        self._sample = sample
+
+    def collect(self) -> Iterable[Metric]:
+        sampled = self._sample()
+        if sampled is None:
+            return []
+        records = GaugeMetricFamily(
+            RECORDS_SERIES,
+            "Unfinished payment records by stored status (sampled at scrape).",
+            labels=["status"],
+        )
+        for status in UNFINISHED_STATUSES:
+            records.add_metric([status], sampled.records.get(status, 0))
+        oldest = GaugeMetricFamily(
+            OLDEST_PROCESSING_SERIES,
+            "Age of the oldest payment still processing, as payorch status counts it (one "
+            "waiting for its customer is requires_action, not processing; sampled at "
+            "scrape); 0 when none.",
+            value=max(sampled.oldest_processing_age, 0.0),
+        )
+        circuits = GaugeMetricFamily(
+            CIRCUIT_STATE_SERIES,
+            "A connector account's circuit: 0 closed, 1 half-open, 2 open (sampled at scrape; "
+            "the platform's own account is ca_platform_stripe).",
+            labels=["connector_account"],
+        )
+        for key, state in sorted(sampled.circuits.items()):
+            circuits.add_metric([key], CIRCUIT_STATES.index(state))
+        findings = GaugeMetricFamily(
+            RECONCILIATION_FINDINGS_SERIES,
+            "Open reconciliation findings by kind (sampled at scrape; a finding leaves the "
+            "count when an operator resolves it).",
+            labels=["kind"],
+        )
+        for kind in FINDING_KINDS:
+            findings.add_metric([kind], sampled.findings.get(kind, 0))
+        return [records, oldest, circuits, findings]
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+
+def exposition_registry(role: Role, *extra: Collector) -> CollectorRegistry:
     """The role's series from this process, or in multiprocess mode the sum over every
-    process that shares the directory (a prefork worker's children, ``api --workers N``)."""
+    process that shares the directory (a prefork worker's children, ``api --workers N``),
+    plus ``extra`` collectors (the API's database gauges)."""
     source: Collector
     if multiprocess_mode():
         source = CollectorRegistry()
@@ -340,14 +456,18 @@ def exposition_registry(role: Role) -> CollectorRegistry:
         source = REGISTRY
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_RoleFilter(source, role))
+    for collector in extra:
+        registry.register(collector)
     return registry
 
 
-def render(role: Role) -> tuple[bytes, str]:
+def render(role: Role, *extra: Collector) -> tuple[bytes, str]:
     """The text exposition format and its content type (for ``GET /metrics``)."""
-    return generate_latest(exposition_registry(role)), CONTENT_TYPE_LATEST
+    return generate_latest(exposition_registry(role, *extra)), CONTENT_TYPE_LATEST
 
 
-def start_metrics_server(port: int, host: str, role: Role) -> None:
-    """Serve ``/metrics`` of ``role`` on ``host:port`` from a daemon thread of this process."""
-    start_http_server(port, addr=host, registry=exposition_registry(role))
+def start_metrics_server(port: int, host: str, role: Role, *extra: Collector) -> int:
+    """Serve ``/metrics`` of ``role`` on ``host:port`` from a daemon thread of this process;
+    the port it listens on (``port`` 0: one the system chose)."""
+    server, _thread = start_http_server(port, addr=host, registry=exposition_registry(role, *extra))
+    return int(server.server_port)

@@ -132,6 +132,19 @@ class Settings(BaseSettings):
             "(`live_url_prefix` in its credentials) always wins."
         ),
     )
+    adyen_technical_cancel_after: int = Field(
+        default=3,
+        ge=1,
+        description=(
+            "Unknown outcomes (timeouts, 5xx) of an Adyen authorisation after which its "
+            "idempotency key is no longer replayed: a technical cancel by our reference "
+            "resolves it, and its TECHNICAL_CANCEL notification settles the payment. The "
+            "attempts left below `MAX_ATTEMPTS` are the time that notification has to arrive "
+            "before the payment parks, so at most `MAX_ATTEMPTS` - 1 takes effect. Too low: "
+            "a brief Adyen outage ends payments failed that one more replay would have "
+            "completed; too high: little time is left for the notification."
+        ),
+    )
     provider_timeout_seconds: float = Field(
         default=10.0,
         gt=0,
@@ -252,6 +265,70 @@ class Settings(BaseSettings):
         ),
     )
 
+    # A circuit per connector account (decision 0082): a provider that keeps failing is
+    # waited out instead of called, and its payments wait without spending attempts.
+    circuit_failures: int = Field(
+        default=20,
+        ge=1,
+        description=(
+            "Provider failures (unknown outcomes, 5xx, timeouts; not declines, 4xx or 429) "
+            "within `PAYORCH_CIRCUIT_WINDOW_SECONDS` that open a connector account's circuit. "
+            "Too low: a few slow calls stop an account; too high: more payments spend "
+            "attempts on a provider that is down."
+        ),
+    )
+    circuit_window_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="The window in which `PAYORCH_CIRCUIT_FAILURES` failures open the circuit.",
+    )
+    circuit_open_seconds: float = Field(
+        default=15.0,
+        gt=0,
+        description=(
+            "How long an open circuit refuses calls before it lets probes through "
+            "(half-open); a failed probe opens it for this long again. Too short: more "
+            "calls to a provider that is down; too long: payments wait longer after it "
+            "recovered."
+        ),
+    )
+    circuit_probes: int = Field(
+        default=2,
+        ge=1,
+        description=(
+            "Calls a half-open circuit lets through at a time, across every worker and "
+            "host; the first success closes it."
+        ),
+    )
+    reconcile_every_seconds: float = Field(
+        default=86400.0,
+        ge=0,
+        description=(
+            "How often the sweeper reconciles every account with its provider (`payorch "
+            "reconcile` over the last two days, decision 0092), counted from the last "
+            "completed run in the database, whichever host ran it. 0: never (run `payorch "
+            "reconcile` from a scheduler instead)."
+        ),
+    )
+    circuit_resume_per_second: float = Field(
+        default=200.0,
+        ge=0,
+        description=(
+            "After a circuit closes, how many of its waiting payments the sweeper makes due "
+            "per second, oldest first (0: all at once). Bounds the burst a recovering "
+            "provider sees; set it near the worker pool's speed."
+        ),
+    )
+    circuit_wait_recheck_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        description=(
+            "The safety net of a payment waiting out an open circuit: re-checked this long "
+            "after it started waiting if the sweeper has not released it before (it does "
+            "when the circuit half-opens or closes)."
+        ),
+    )
+
     # Retries owned by the worker: exponential backoff with full jitter and a cap.
     retry_base_seconds: float = Field(
         default=0.5,
@@ -300,6 +377,18 @@ class Settings(BaseSettings):
             "signs the console's cookies and encrypts webhook endpoint secrets at rest. "
             "Refused outside `dev` when missing, a placeholder or shorter than "
             f"{MIN_SECRET_LENGTH} characters."
+        ),
+    )
+
+    previous_secret_keys: list[SecretStr] = Field(
+        default_factory=list,
+        description=(
+            "Earlier root secrets, still accepted while they are rotated out (a JSON list, "
+            'such as `["old-key"]`): stored secrets sealed under them still open, and console '
+            "cookies signed with them still verify; everything new is sealed and signed with "
+            "`PAYORCH_SECRET_KEY`. `payorch secrets reencrypt` moves stored secrets to the "
+            "current key, after which a previous key can be dropped. Each is held to the same "
+            "rules as `PAYORCH_SECRET_KEY`."
         ),
     )
 
@@ -421,9 +510,11 @@ class Settings(BaseSettings):
         default=10.0,
         gt=0,
         description=(
-            "One webhook attempt's whole exchange after the connect. Too long: slow "
-            "endpoints hold relay threads (others' events wait); too short: a merchant doing "
-            "work before answering is retried needlessly."
+            "One webhook attempt's whole exchange after the connect: the attempt's hard "
+            "deadline is connect timeout + this, from the connect's start to the answer's "
+            "last byte (the relay shuts the connection then; a timeout, retried). Too long: "
+            "a slow endpoint holds its relay thread longer (one thread per endpoint at most); "
+            "too short: a merchant doing work before answering is retried needlessly."
         ),
     )
     webhook_response_max_bytes: int = Field(
@@ -493,6 +584,21 @@ class Settings(BaseSettings):
     def task_soft_time_limit(self) -> float:
         """Soft limit: the task stops starting provider calls and defers its work."""
         return self.lease_seconds * 0.6
+
+    @property
+    def secret_key_ring(self) -> tuple[str, ...]:
+        """The root secrets, current first: seal and sign with the first, accept any."""
+        return (
+            self.secret_key.get_secret_value(),
+            *(key.get_secret_value() for key in self.previous_secret_keys),
+        )
+
+    @property
+    def technical_cancel_threshold(self) -> int:
+        """``adyen_technical_cancel_after`` as it takes effect: below ``max_attempts``, so
+        the payment does not park before its technical cancel is sent and awaited (a
+        configuration with few attempts still gets the cancel; it awaits it less)."""
+        return max(1, min(self.adyen_technical_cancel_after, self.max_attempts - 1))
 
     @property
     def console_cookie_is_secure(self) -> bool:

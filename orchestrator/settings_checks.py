@@ -29,6 +29,8 @@ class CheckedSettings(Protocol):
     @property
     def secret_key(self) -> SecretStr: ...
     @property
+    def previous_secret_keys(self) -> list[SecretStr]: ...
+    @property
     def stripe_api_base(self) -> str: ...
     @property
     def stripe_api_key(self) -> SecretStr: ...
@@ -53,17 +55,8 @@ class CheckedSettings(Protocol):
 def check_settings(settings: CheckedSettings) -> None:
     """Raise ``ValueError`` (which pydantic reports as a validation error) for a
     configuration no process may start with."""
-    secret_key = settings.secret_key.get_secret_value()
-    if settings.env != "dev" and (
-        secret_key in PLACEHOLDER_SECRETS or len(secret_key) < MIN_SECRET_LENGTH
-    ):
-        # A short key makes the HMACs in logs guessable for short idempotency keys.
-        raise ValueError(
-            "PAYORCH_SECRET_KEY is missing or a placeholder (or shorter than "
-            f"{MIN_SECRET_LENGTH} characters); set it to a long random value "
-            "(for example: python -c 'import secrets; print(secrets.token_urlsafe(48))') "
-            "or run with PAYORCH_ENV=dev"
-        )
+    if settings.env != "dev":
+        check_secret_keys(settings)
     if settings.env == "production":
         check_real_provider(settings)
     attempt = settings.webhook_connect_timeout_seconds + settings.webhook_timeout_seconds
@@ -85,6 +78,37 @@ def check_settings(settings: CheckedSettings) -> None:
             f"(a provider call must fit in the task's soft limit of "
             f"{settings.task_soft_time_limit:.1f}s, which is 0.6 x the lease)"
         )
+
+
+def check_secret_keys(settings: CheckedSettings) -> None:
+    """The current key and every previous one: a weak key still accepted is as good as a
+    weak current one to someone forging a console cookie."""
+    secret_key = settings.secret_key.get_secret_value()
+    if _weak(secret_key):
+        # A short key makes the HMACs in logs guessable for short idempotency keys.
+        raise ValueError(
+            "PAYORCH_SECRET_KEY is missing or a placeholder (or shorter than "
+            f"{MIN_SECRET_LENGTH} characters); set it to a long random value "
+            "(for example: python -c 'import secrets; print(secrets.token_urlsafe(48))') "
+            "or run with PAYORCH_ENV=dev"
+        )
+    for position, previous in enumerate(settings.previous_secret_keys):
+        value = previous.get_secret_value()
+        if _weak(value):
+            raise ValueError(
+                f"PAYORCH_PREVIOUS_SECRET_KEYS[{position}] is a placeholder or shorter than "
+                f"{MIN_SECRET_LENGTH} characters: a key still accepted must be as strong as "
+                "the current one (drop it, or run with PAYORCH_ENV=dev)"
+            )
+        if value == secret_key:
+            raise ValueError(
+                f"PAYORCH_PREVIOUS_SECRET_KEYS[{position}] is PAYORCH_SECRET_KEY itself: "
+                "list only keys being rotated out"
+            )
+
+
+def _weak(key: str) -> bool:
+    return key in PLACEHOLDER_SECRETS or len(key) < MIN_SECRET_LENGTH
 
 
 def check_real_provider(settings: CheckedSettings) -> None:

@@ -7,17 +7,22 @@ process, the ones built before and after (``shared_task``).
 
 The container is built lazily, after the pool forked: a SQLAlchemy engine must not cross a
 fork (two processes on one socket corrupt the protocol), so each pool child builds its own
-on first use."""
+on first use.
+
+While traces are on (``payorch worker`` set them up before Celery imported this module),
+importing it also instruments the tasks: ``trace_tasks``, decision 0102."""
 
 from __future__ import annotations
 
 import os
 from typing import TYPE_CHECKING, Any
 
-from celery import Celery, shared_task
+from celery import Celery, shared_task, signals
 from celery.exceptions import SoftTimeLimitExceeded
 
+from orchestrator import tracing
 from orchestrator.broker import PROCESS_OPERATION, PROCESS_PAYMENT, SWEEP, sweep_beat_schedule
+from workers.trace_join import payment_trace_joiner
 
 if TYPE_CHECKING:
     from orchestrator.bootstrap import Container
@@ -82,3 +87,27 @@ def register_tasks(app: Celery) -> None:
 shared_task(name=PROCESS_PAYMENT, bind=True)(process_payment_task)
 shared_task(name=PROCESS_OPERATION, bind=True)(process_operation_task)
 shared_task(name=SWEEP)(sweep_task)
+
+
+def _stored_traceparent(payment_id: str) -> str | None:
+    with container().lookup_uow() as unit:
+        return unit.payments.traceparent(payment_id)
+
+
+def _flush_spans(**_signal: Any) -> None:
+    # A prefork pool's child leaves without atexit: its last spans go now or never.
+    tracing.flush()
+
+
+def trace_tasks() -> None:
+    """Task spans, in a worker process whose traces are on (``payorch worker`` set them up
+    before Celery imported this module).  The row's trace context is put in the request
+    before the instrumentation's span starts: receivers run in the order connected."""
+    if not tracing.enabled():
+        return
+    signals.task_prerun.connect(payment_trace_joiner(_stored_traceparent), weak=False)
+    tracing.instrument_celery()
+    signals.worker_process_shutdown.connect(_flush_spans, weak=False)
+
+
+trace_tasks()

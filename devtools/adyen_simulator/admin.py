@@ -20,6 +20,11 @@ POST   /_sim/payments/{psp}/chargeback  the shopper disputes: {"amount"?: minor 
                              CHARGEBACK notification
 POST   /_sim/payments/{psp}/expire  an uncaptured authorisation (or its remainder) expires;
                              an EXPIRE notification
+POST   /_sim/payments/{psp}/fail_later  {"modification": "capture"|"refund"}: its later
+                             captures (refunds) fail at the scheme, CAPTURE_FAILED
+                             (REFUND_FAILED) after the CAPTURE (REFUND), as holderName
+                             "capture failed" / "refund failed" would (a stored method
+                             sends no holderName)
 GET    /_sim/notifications   {"url", "enabled", "items": [item, ...] (every item made, unsigned),
                              "deliveries": [delivery, ...] (each attempt, with the signed item)}
 POST   /_sim/notifications   {"url", "hmac_key" (hex), "basic_auth"?, "reorder_hold_seconds"?}
@@ -108,6 +113,11 @@ def routes(simulator: AdyenSimulator) -> list[Route]:
     async def expire(request: Request) -> Response:
         return _acted(lambda: simulator.expire(request.path_params["psp"]))
 
+    async def fail_later(request: Request) -> Response:
+        body = await _json_object(request)
+        modification = str(body.get("modification", ""))
+        return _acted(lambda: simulator.fail_later(request.path_params["psp"], modification))
+
     async def notifications(request: Request) -> Response:
         sender = simulator.notifications
         return JSONResponse(
@@ -163,6 +173,7 @@ def routes(simulator: AdyenSimulator) -> list[Route]:
         Route("/_sim/payments/{psp}/settle", settle, methods=["POST"]),
         Route("/_sim/payments/{psp}/chargeback", chargeback, methods=["POST"]),
         Route("/_sim/payments/{psp}/expire", expire, methods=["POST"]),
+        Route("/_sim/payments/{psp}/fail_later", fail_later, methods=["POST"]),
         Route("/_sim/notifications", notifications, methods=["GET"]),
         Route("/_sim/notifications", configure_notifications, methods=["POST"]),
         Route("/_sim/three_ds_result", make_three_ds_result, methods=["GET"]),

@@ -80,6 +80,15 @@ class AdyenSimulatorAdmin:
         """The uncaptured authorisation expires: an EXPIRE notification follows."""
         return self._json("POST", f"/_sim/payments/{psp_reference}/expire")
 
+    def fail_later(self, psp_reference: str, modification: str) -> dict[str, Any]:
+        """The payment's later captures (or refunds) fail at the scheme: CAPTURE_FAILED
+        (REFUND_FAILED) follows each successful CAPTURE (REFUND)."""
+        return self._json(
+            "POST",
+            f"/_sim/payments/{psp_reference}/fail_later",
+            json={"modification": modification},
+        )
+
     def configure_notifications(
         self,
         url: str | None,

@@ -177,6 +177,10 @@ class AdyenSimulator:
         with self._lock:
             return self.state.expire(psp_reference)
 
+    def fail_later(self, psp_reference: str, modification: str) -> dict[str, Any]:
+        with self._lock:
+            return self.state.fail_later(psp_reference, modification)
+
     # -- the pipeline ------------------------------------------------------------------
 
     async def handle(

@@ -3,7 +3,8 @@ notifications each change causes.
 
     POST /payments ─> Authorised (auto-captured unless manual capture)   AUTHORISATION true
                    ─> Refused / Error / Cancelled                        AUTHORISATION false
-                   ─> ChallengeShopper (3DS2 cards) ─ /payments/details ─> Authorised | Refused
+                   ─> ChallengeShopper (3DS2 cards, and a shopper-present payment with a
+                      stored 3DS2 card) ─ /payments/details ─> Authorised | Refused
                    ─> Pending (holderName PENDING) ─ /_sim/payments/{psp}/settle ─> …
     captures   ≤ the authorised amount left, same currency; manual capture only  CAPTURE
     cancels    an authorisation nothing was captured from                         CANCELLATION
@@ -13,7 +14,9 @@ notifications each change causes.
     /_sim      a chargeback of captured money; expiry of an open authorisation    CHARGEBACK, EXPIRE
 
 A modification always answers ``201 received``; a rule it breaks shows up only in its
-notification (``success: "false"`` with a ``reason``).  holderName ``capture failed`` /
+notification (``success: "false"`` with a ``reason``).  Its notifications carry the
+modification's ``reference`` as ``merchantReference`` when the request had one (as Adyen's
+refund example does), else the payment's.  holderName ``capture failed`` /
 ``refund failed`` make a successful CAPTURE / REFUND fail later (CAPTURE_FAILED /
 REFUND_FAILED, which carry ``success: "true"``: the event code is the failure).
 
@@ -174,7 +177,11 @@ class AccountState:
         holder = method.get("holderName")
         holder = holder if isinstance(holder, str) else None
         requested = additional.get("RequestedTestAcquirerResponseCode")
-        outcome = testdata.outcome_for(holder, str(requested) if requested is not None else None)
+        outcome = testdata.outcome_for(
+            holder,
+            str(requested) if requested is not None else None,
+            stored_id if isinstance(stored_id, str) else None,
+        )
         payment = Payment(
             psp_reference=new_psp_reference(),
             reference=reference,
@@ -193,7 +200,9 @@ class AccountState:
         if body.get("storePaymentMethod") is True and shopper_reference is not None:
             payment.stored_payment_method_id = new_psp_reference()
         self.payments[payment.psp_reference] = payment
-        if number in testdata.THREEDS2_CARDS:
+        if number in testdata.THREEDS2_CARDS or testdata.challenges_stored(
+            stored_id, shopper_interaction=body.get("shopperInteraction")
+        ):
             return 200, self._challenge(payment)
         return 200, self._decide(payment, outcome)
 
@@ -355,6 +364,20 @@ class AccountState:
         )
         return {"pspReference": psp, "paymentPspReference": payment.psp_reference, "amount": amount}
 
+    def fail_later(self, psp_reference: str, modification: str) -> dict[str, Any]:
+        """(ours) The payment's later captures or refunds fail at the scheme, as Adyen's test
+        holderName ``capture failed`` / ``refund failed`` makes them: for a payment made
+        with a stored method, whose request carries no holderName."""
+        payment = self.payments[psp_reference]
+        holders = {
+            "capture": testdata.CAPTURE_FAILED_HOLDER,
+            "refund": testdata.REFUND_FAILED_HOLDER,
+        }
+        if modification not in holders:
+            raise ValueError(f"{modification!r}: capture or refund")
+        payment.holder_name = holders[modification]
+        return payment.to_json()
+
     def expire(self, psp_reference: str) -> dict[str, Any]:
         """An uncaptured authorisation (or its remainder) expires: an EXPIRE notification."""
         payment = self.payments[psp_reference]
@@ -405,6 +428,7 @@ class AccountState:
         payment = self._payment(psp_reference)
         response = self._received(body, payment, amount=True)
         mod = response["pspReference"]
+        reference = _optional_str(body, "reference")
         reason = self._capture_refusal(payment, currency, value)
         if reason is not None:
             self._notify(
@@ -416,6 +440,7 @@ class AccountState:
                 original=True,
                 reason=reason,
                 currency=currency,
+                reference=reference,
             )
             return 201, response
         payment.captured += value
@@ -423,7 +448,13 @@ class AccountState:
             payment.closed = True
         self._move("capture", payment, mod, value)
         self._notify(
-            payment, "CAPTURE", success=True, psp_reference=mod, value=value, original=True
+            payment,
+            "CAPTURE",
+            success=True,
+            psp_reference=mod,
+            value=value,
+            original=True,
+            reference=reference,
         )
         if payment.holder_name == testdata.CAPTURE_FAILED_HOLDER:
             payment.captured -= value
@@ -436,6 +467,7 @@ class AccountState:
                 value=value,
                 original=True,
                 reason="Capture failed at the scheme",
+                reference=reference,
             )
         return 201, response
 
@@ -455,10 +487,12 @@ class AccountState:
     def cancel(self, psp_reference: str | None, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         payment = self._payment(psp_reference)
         response = self._received(body, payment, amount=False)
-        self._cancel(payment, response["pspReference"], "CANCELLATION")
+        self._cancel(
+            payment, response["pspReference"], "CANCELLATION", _optional_str(body, "reference")
+        )
         return 201, response
 
-    def _cancel(self, payment: Payment, mod: str, event: str) -> bool:
+    def _cancel(self, payment: Payment, mod: str, event: str, reference: str | None = None) -> bool:
         reason = None
         if payment.status not in ("authorised", "pending", "challenge"):
             reason = f"Payment is {payment.status}"
@@ -475,6 +509,7 @@ class AccountState:
                 value=payment.value,
                 original=True,
                 reason=reason,
+                reference=reference,
             )
             return False
         was_authorised = payment.status == "authorised"
@@ -483,7 +518,13 @@ class AccountState:
         if was_authorised:
             self._move("cancel", payment, mod, payment.value)
         self._notify(
-            payment, event, success=True, psp_reference=mod, value=payment.value, original=True
+            payment,
+            event,
+            success=True,
+            psp_reference=mod,
+            value=payment.value,
+            original=True,
+            reference=reference,
         )
         return True
 
@@ -525,7 +566,9 @@ class AccountState:
         payment = self._payment(psp_reference)
         response = self._received(body, payment, amount=True)
         mod = response["pspReference"]
-        self._refund(payment, mod, currency, value, "REFUND")
+        self._refund(
+            payment, mod, currency, value, "REFUND", reference=_optional_str(body, "reference")
+        )
         return 201, response
 
     def _refund(
@@ -536,6 +579,7 @@ class AccountState:
         value: int,
         event: str,
         additional: dict[str, str] | None = None,
+        reference: str | None = None,
     ) -> bool:
         reason = None
         if currency != payment.currency:
@@ -553,6 +597,7 @@ class AccountState:
                 reason=reason,
                 currency=currency,
                 additional=additional,
+                reference=reference,
             )
             return False
         payment.refunded += value
@@ -565,6 +610,7 @@ class AccountState:
             value=value,
             original=True,
             additional=additional,
+            reference=reference,
         )
         if payment.holder_name == testdata.REFUND_FAILED_HOLDER and event == "REFUND":
             payment.refunded -= value
@@ -577,6 +623,7 @@ class AccountState:
                 value=value,
                 original=True,
                 reason="Refund failed at the scheme",
+                reference=reference,
             )
         return True
 
@@ -645,6 +692,7 @@ class AccountState:
         currency: str | None = None,
         operations: list[str] | None = None,
         additional: dict[str, str] | None = None,
+        reference: str | None = None,
     ) -> None:
         self.notify(
             _item(
@@ -653,7 +701,9 @@ class AccountState:
                 psp_reference=psp_reference,
                 original_reference=payment.psp_reference if original else None,
                 merchant_account=payment.merchant_account,
-                merchant_reference=payment.reference,
+                # A modification's own reference when its request had one (Adyen's
+                # refund example carries "payment-…-refund"), else the payment's.
+                merchant_reference=reference or payment.reference,
                 currency=currency or payment.currency,
                 value=value,
                 reason=reason,

@@ -1,6 +1,6 @@
-"""Adyen's test data: card numbers, the ``holderName`` values that choose an outcome, and
-the refusal reasons with their codes (``../shared/adyen/README.md`` §5 and §8, from
-docs.adyen.com's testing pages).
+"""Adyen's test data: card numbers, the ``holderName`` values that choose an outcome, the
+refusal reasons with their codes (``../shared/adyen/README.md`` §5 and §8, from
+docs.adyen.com's testing pages), and the simulator's own stored cards that decline.
 
 Card numbers arrive as Adyen's test "encrypted" fields (``"encryptedCardNumber":
 "test_4111111111111111"``) or raw (``"number": "4111111111111111"``).
@@ -17,6 +17,14 @@ AUTHORISED_CARDS = frozenset({"4111111111111111", "5555555555554444"})
 THREEDS2_CARDS = frozenset(
     {"5454545454545454", "4917610000000000", "4035501428146300", "371449635398431"}
 )
+
+
+def challenges_stored(stored_id: object, *, shopper_interaction: object) -> bool:
+    """Whether a stored card asks for 3-D Secure: ours are named by their test number, so
+    a stored 3DS2-enrolled card (``storedPaymentMethodId: "4917610000000000"``) challenges a
+    payment the shopper is present for, and not a merchant-initiated one (``ContAuth``)."""
+    return stored_id in THREEDS2_CARDS and shopper_interaction != "ContAuth"
+
 
 # refusalReasonCode -> refusalReason (Adyen's table).
 REFUSAL_REASONS: dict[str, str] = {
@@ -92,6 +100,17 @@ CAPTURE_FAILED_HOLDER = "capture failed"
 REFUND_FAILED_HOLDER = "refund failed"
 AUTHORISED = Outcome("Authorised")
 
+# The simulator's own stored cards (``storedPaymentMethodId``): a stored card answers as the
+# card it was stored from would, and payorch's API sends a saved method as a string only, so
+# these are how a test declines a payment through an Adyen connector account (as
+# ``pm_card_chargeDeclined`` does at the Stripe simulator).  Any other id authorises.
+STORED_METHOD_OUTCOMES: dict[str, Outcome] = {
+    "8415718415172201": HOLDER_NAMES["DECLINED"],
+    "8415718415172205": HOLDER_NAMES["BLOCKED_CARD"],
+    "8415718415172206": HOLDER_NAMES["CARD_EXPIRED"],
+    "8415718415172212": HOLDER_NAMES["NOT_ENOUGH_BALANCE"],
+}
+
 
 def card_number(payment_method: dict[str, object]) -> str | None:
     """The card number of a ``scheme`` payment method, without Adyen's ``test_`` prefix."""
@@ -126,10 +145,14 @@ def brand(number: str | None) -> str:
     return "scheme"
 
 
-def outcome_for(holder_name: str | None, requested_code: str | None) -> Outcome:
+def outcome_for(
+    holder_name: str | None, requested_code: str | None, stored_id: str | None = None
+) -> Outcome:
     """The authorisation outcome for a card that needs no 3-D Secure."""
     if requested_code is not None and requested_code in REFUSAL_REASONS:
         return Outcome("Refused", requested_code)
     if holder_name is not None and holder_name in HOLDER_NAMES:
         return HOLDER_NAMES[holder_name]
+    if stored_id is not None and stored_id in STORED_METHOD_OUTCOMES:
+        return STORED_METHOD_OUTCOMES[stored_id]
     return AUTHORISED

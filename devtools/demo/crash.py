@@ -12,12 +12,16 @@ from __future__ import annotations
 import threading
 
 from orchestrator.providers.base import (
+    ActionResult,
     PaymentOrder,
     PaymentProvider,
+    PendingCall,
     ProviderPayment,
     ProviderPaymentPage,
     ProviderRefund,
     RefundPage,
+    accepts_action_result,
+    optional,
 )
 
 
@@ -29,6 +33,7 @@ class CrashAfterChargeOnce:
     def __init__(self, inner: PaymentProvider, *, after_confirms: int = 10) -> None:
         self._inner = inner
         self.name = inner.name
+        self.accepts_action_result = accepts_action_result(inner)
         self._lock = threading.Lock()
         self._confirms_left = after_confirms
         self.crashed_record: str | None = None
@@ -44,6 +49,7 @@ class CrashAfterChargeOnce:
         metadata: dict[str, str],
         capture_method: str = "automatic",
         customer: str | None = None,
+        route_attempt: int = 1,
     ) -> ProviderPayment:
         return self._inner.create_payment(
             record_id=record_id,
@@ -54,6 +60,7 @@ class CrashAfterChargeOnce:
             metadata=metadata,
             capture_method=capture_method,
             customer=customer,
+            route_attempt=route_attempt,
         )
 
     def confirm_payment(
@@ -94,9 +101,29 @@ class CrashAfterChargeOnce:
         *,
         order: PaymentOrder | None = None,
         confirm_attempt: int = 0,
+        unknown_outcomes: int = 0,
+        pending: PendingCall | None = None,
+        action_result: ActionResult | None = None,
     ) -> ProviderPayment:
         return self._inner.retrieve_payment(
-            provider_payment_id, order=order, confirm_attempt=confirm_attempt
+            provider_payment_id,
+            order=order,
+            confirm_attempt=confirm_attempt,
+            unknown_outcomes=unknown_outcomes,
+            pending=pending,
+            **optional(action_result=(action_result, None)),
+        )
+
+    def submit_action_result(
+        self,
+        provider_payment_id: str,
+        *,
+        record_id: str,
+        action_result: ActionResult,
+        order: PaymentOrder | None = None,
+    ) -> ProviderPayment:
+        return self._inner.submit_action_result(
+            provider_payment_id, record_id=record_id, action_result=action_result, order=order
         )
 
     def list_payments(
@@ -127,10 +154,20 @@ class CrashAfterChargeOnce:
         )
 
     def cancel_payment(
-        self, provider_payment_id: str, *, operation_id: str, attempt: int, reason: str | None
+        self,
+        provider_payment_id: str,
+        *,
+        operation_id: str,
+        attempt: int,
+        reason: str | None,
+        order: PaymentOrder | None = None,
     ) -> ProviderPayment:
         return self._inner.cancel_payment(
-            provider_payment_id, operation_id=operation_id, attempt=attempt, reason=reason
+            provider_payment_id,
+            operation_id=operation_id,
+            attempt=attempt,
+            reason=reason,
+            **optional(order=(order, None)),
         )
 
     def create_refund(
@@ -152,8 +189,10 @@ class CrashAfterChargeOnce:
             metadata=metadata,
         )
 
-    def retrieve_refund(self, refund_id: str) -> ProviderRefund:
-        return self._inner.retrieve_refund(refund_id)
+    def retrieve_refund(
+        self, refund_id: str, *, pending: PendingCall | None = None
+    ) -> ProviderRefund:
+        return self._inner.retrieve_refund(refund_id, pending=pending)
 
     def list_refunds(
         self, provider_payment_id: str, *, starting_after: str | None, limit: int

@@ -48,7 +48,8 @@ def refund_round(
         paid = conn.execute(
             sa.select(payments.c.id, payments.c.amount_captured)
             .where(payments.c.status == "succeeded")
-            # The Adyen adapter authorises only (refunds there are refused before sending).
+            # Stripe payments only: an Adyen refund settles by notification, which this
+            # round's synchronous tally does not wait for.
             .where(payments.c.connector_account_id.is_(None))
             .order_by(payments.c.created_at)
         ).all()

@@ -3,7 +3,8 @@
 Everything is checked against the two sources of truth, not against what the clients
 believe: the database (records, outcomes, ledger) and each provider's own record of money
 movements (the Stripe simulator's charges for the USD payments, the Adyen simulator's
-authorisations for the EUR payments on the Adyen connector account).
+authorisations for the EUR payments on the Adyen connector account; the failover round's
+payments, routed across both, against both books: ``devtools.demo.failover``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from prometheus_client import REGISTRY
 from rich.table import Table
 
 from devtools.demo.captures import CaptureTally
+from devtools.demo.failover import FailoverTally
 from devtools.demo.refunds import RefundTally
 from devtools.demo.storm import LogicalPayment, StormStats
 from orchestrator.bootstrap import Container
@@ -147,10 +149,15 @@ class DemoReport:
     # The storm by provider: USD through Stripe, EUR through the Adyen connector account.
     stripe: ProviderTally | None = None
     adyen: ProviderTally | None = None
+    # The failover round: one merchant's route across both providers, soft declines forced.
+    failover: FailoverTally | None = None
 
     @property
     def ok(self) -> bool:
-        return not self.violations
+        # The failover round's row is decisive by itself: a report whose counts show money at
+        # two providers fails even if no violation was written for it.
+        two_providers = self.failover is not None and self.failover.money_at_two_providers > 0
+        return not self.violations and not two_providers
 
     def as_dict(self) -> dict[str, Any]:
         data = {**self.__dict__, "ok": self.ok}
@@ -159,6 +166,7 @@ class DemoReport:
         data["captures"] = None if self.captures is None else dict(self.captures.__dict__)
         data["stripe"] = None if self.stripe is None else dict(self.stripe.__dict__)
         data["adyen"] = None if self.adyen is None else dict(self.adyen.__dict__)
+        data["failover"] = None if self.failover is None else dict(self.failover.__dict__)
         return data
 
     def providers_table(self) -> Table:
@@ -239,6 +247,21 @@ class DemoReport:
                 ("wrong capture amounts (must be 0)", captures.wrong_amounts),
                 ("captures stuck (must be 0)", captures.stuck),
             ]
+        if self.failover is not None:
+            routed = self.failover
+            rows += [
+                ("routed payments (Stripe first, then Adyen; EUR)", routed.payments),
+                ("soft declines forced at the first account", routed.soft_declines_forced),
+                ("failovers made", routed.failovers),
+                (
+                    "failed over, succeeded at the second account (proof recorded)",
+                    routed.failed_over_succeeded,
+                ),
+                ("succeeded at the first account", routed.succeeded_at_first),
+                ("failovers without a recorded proof (must be 0)", routed.failovers_without_proof),
+                ("money moved at two providers (must be 0)", routed.money_at_two_providers),
+                ("routed payments stuck (must be 0)", routed.stuck),
+            ]
         for label, value in rows:
             table.add_row(label, str(value))
         return table
@@ -257,12 +280,17 @@ def build_report(
     captures: CaptureTally | None = None,
     adyen_movements: dict[str, Any] | None = None,
     adyen_requests: list[dict[str, Any]] | None = None,
+    failover: FailoverTally | None = None,
 ) -> DemoReport:
     violations: list[str] = list(stats.unexpected)
     if refunds is not None:
         violations += refunds.violations
     if captures is not None:
         violations += captures.violations
+    if failover is not None:
+        violations += failover.violations
+    # The failover round's payments are judged by its own tally, against both books.
+    routed = set(failover.payment_ids) if failover is not None else set()
     if webhooks is not None:
         if webhooks.lost:
             violations.append(f"{webhooks.lost} events never reached the webhook receiver")
@@ -291,9 +319,9 @@ def build_report(
         ).scalar_one()
     # The Adyen connector account's payments are judged against the Adyen simulator's books
     # (judge_adyen), the others against the Stripe simulator's.
-    on_adyen = [r for r in rows if r.connector_account_id is not None]
+    on_adyen = [r for r in rows if r.connector_account_id is not None and r.id not in routed]
     adyen_ids = {r.id for r in on_adyen}
-    status_by_id = {r.id: r.status for r in rows if r.id not in adyen_ids}
+    status_by_id = {r.id: r.status for r in rows if r.id not in adyen_ids | routed}
     records_per_key = Counter(r.idempotency_key for r in rows if r.idempotency_key in keys)
     by_record: dict[str, int] = movements.get("by_record", {})
     # Under manual capture a charge only authorises: the money moves with the capture.
@@ -397,6 +425,7 @@ def build_report(
         violations=violations,
         stripe=stripe,
         adyen=adyen,
+        failover=failover,
     )
 
 

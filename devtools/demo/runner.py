@@ -16,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from devtools.demo.captures import capture_round
 from devtools.demo.customer import Customer
 from devtools.demo.embedded import EmbeddedOptions, EmbeddedStack
+from devtools.demo.failover import failover_round
 from devtools.demo.refunds import refund_round
 from devtools.demo.report import (
     DemoReport,
@@ -30,6 +31,10 @@ from devtools.demo.storm import LogicalPayment, Storm, plan_payments
 SETTLE_SECONDS = 30.0
 # Then how long the relay may take to deliver every event (with the receiver's 500s).
 WEBHOOK_SETTLE_SECONDS = 60.0
+# The failover round's size: a fifth of the storm, within bounds that show both outcomes
+# (half its payments meet a soft decline) and keep the round to seconds.
+FAILOVER_SHARE = 5
+FAILOVER_MIN, FAILOVER_MAX = 4, 24
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,8 @@ def run_demo(options: DemoOptions, console: Console | None = None) -> DemoReport
             f"[bold]payorch demo[/]: {options.payments} payments, {options.workers} worker "
             f"threads, USD through Stripe (faults: {', '.join(embedded.faults) or 'none'}), "
             f"EUR through Adyen (faults: {', '.join(embedded.adyen_faults) or 'none'}); "
+            f"then {failover_payments(options.payments)} EUR payments routed Stripe first, "
+            f"Adyen second, half of them soft-declined at Stripe; "
             f"database {directory / 'payorch.sqlite3'}"
         )
         with EmbeddedStack(embedded) as stack:
@@ -114,6 +121,15 @@ def run_demo(options: DemoOptions, console: Console | None = None) -> DemoReport
                 stack.simulator.admin.movements,
                 stack.simulator.admin,
             )
+            failover = failover_round(
+                stack.container,
+                stack.api_url,
+                stack.adyen_merchant_key,
+                stack.adyen_account,
+                failover_payments(options.payments),
+                stack.simulator.admin,
+                stack.adyen.admin,
+            )
             webhooks = _settle_webhooks(stack)
             crashed = stack.crasher.crashed_record if stack.crasher else None
             return build_report(
@@ -129,7 +145,12 @@ def run_demo(options: DemoOptions, console: Console | None = None) -> DemoReport
                 captures,
                 stack.adyen.admin.movements(),
                 stack.adyen.admin.requests(),
+                failover,
             )
+
+
+def failover_payments(storm_payments: int) -> int:
+    return min(FAILOVER_MAX, max(FAILOVER_MIN, storm_payments // FAILOVER_SHARE))
 
 
 def _storm_with_progress(

@@ -11,8 +11,9 @@
     POST /v1/payment_intents/{id}/cancel     cancel (cancellation_reason)
     POST /v1/refunds                         create a refund (payment_intent or charge)
     GET  /v1/refunds/{id}                    retrieve a refund
-    GET  /v1/refunds                         list: payment_intent, charge, limit,
-                                             starting_after, ending_before (newest first)
+    GET  /v1/refunds                         list: payment_intent, charge, created[gt|gte|
+                                             lt|lte], limit, starting_after, ending_before
+                                             (newest first)
     GET  /v1/events                          list: type (``*`` wildcard), types[], created,
                                              limit, starting_after, ending_before (newest first)
     GET  /v1/events/{id}                     retrieve an event

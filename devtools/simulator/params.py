@@ -86,3 +86,31 @@ def metadata(raw: Any) -> dict[str, str]:
         if value != "":  # an empty value means "unset", as on Stripe
             metadata[key] = value
     return metadata
+
+
+def created_bounds(params: dict[str, Any]) -> dict[str, int]:
+    """Stripe's ``created`` list filter: ``created[gt|gte|lt|lte]=T`` or ``created=T``."""
+    created = params.get("created")
+    bounds: dict[str, int] = {}
+    if isinstance(created, dict):
+        for op, value in created.items():
+            if op not in ("gt", "gte", "lt", "lte"):
+                raise errors.parameter_unknown(f"created[{op}]")
+            parsed = integer({f"created[{op}]": value}, f"created[{op}]")
+            assert parsed is not None
+            bounds[op] = parsed
+    elif created is not None:
+        exact = integer(params, "created")
+        assert exact is not None
+        bounds = {"gte": exact, "lte": exact}
+    return bounds
+
+
+def within(created: int, bounds: dict[str, int]) -> bool:
+    """Whether ``created`` passes ``created_bounds``."""
+    return (
+        ("gt" not in bounds or created > bounds["gt"])
+        and ("gte" not in bounds or created >= bounds["gte"])
+        and ("lt" not in bounds or created < bounds["lt"])
+        and ("lte" not in bounds or created <= bounds["lte"])
+    )

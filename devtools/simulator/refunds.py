@@ -45,7 +45,9 @@ class AccountPayments(Protocol):
 
 
 _CREATE_PARAMS = frozenset({"amount", "charge", "metadata", "payment_intent", "reason"})
-_LIST_PARAMS = frozenset({"charge", "ending_before", "limit", "payment_intent", "starting_after"})
+_LIST_PARAMS = frozenset(
+    {"charge", "created", "ending_before", "limit", "payment_intent", "starting_after"}
+)
 REASONS = ("duplicate", "fraudulent", "requested_by_customer")
 # What a refund that fails later says (Stripe's failure_reason values include
 # lost_or_stolen_card, expired_or_canceled_card, charge_for_pending_refund_disputed, unknown).
@@ -211,11 +213,13 @@ class RefundDesk:
             raise errors.resource_missing(
                 "payment_intent", intent, "payment_intent", saved=False, status=400
             )
+        bounds = params_.created_bounds(params)
         candidates = [
             r
             for r in reversed(self._ordered)  # newest first, like Stripe
             if (intent is None or r.intent_id == intent)
             and (charge is None or r.charge_id == charge)
+            and params_.within(r.created, bounds)
         ]
         starting_after = params_.string(params, "starting_after")
         ending_before = params_.string(params, "ending_before")

@@ -559,21 +559,9 @@ class PaymentState:
     def list_intents(self, params: dict[str, Any]) -> Outcome:
         params_.reject_unknown(params, _LIST_PARAMS)
         limit = params_.limit(params)
-        created = params.get("created")
-        bounds: dict[str, int] = {}
-        if isinstance(created, dict):
-            for op, value in created.items():
-                if op not in ("gt", "gte", "lt", "lte"):
-                    raise errors.parameter_unknown(f"created[{op}]")
-                parsed = params_.integer({f"created[{op}]": value}, f"created[{op}]")
-                assert parsed is not None
-                bounds[op] = parsed
-        elif created is not None:
-            exact = params_.integer(params, "created")
-            assert exact is not None
-            bounds = {"gte": exact, "lte": exact}
+        bounds = params_.created_bounds(params)
         # Newest first by ``created``, like Stripe; ``seq`` orders intents of the same second.
-        candidates = [i for i in reversed(self._ordered) if _within(i.created, bounds)]
+        candidates = [i for i in reversed(self._ordered) if params_.within(i.created, bounds)]
         starting_after = params_.string(params, "starting_after")
         ending_before = params_.string(params, "ending_before")
         if starting_after is not None:
@@ -733,12 +721,3 @@ class PaymentState:
 
 def _order(intent: Intent) -> tuple[int, int]:
     return (intent.created, intent.seq)
-
-
-def _within(created: int, bounds: dict[str, int]) -> bool:
-    return (
-        ("gt" not in bounds or created > bounds["gt"])
-        and ("gte" not in bounds or created >= bounds["gte"])
-        and ("lt" not in bounds or created < bounds["lt"])
-        and ("lte" not in bounds or created <= bounds["lte"])
-    )

@@ -30,6 +30,7 @@ from starlette.concurrency import run_in_threadpool
 
 from orchestrator.api.body import RawBody, json_from_raw, read_raw_body
 from orchestrator.api.problems import Problem
+from orchestrator.api.role_problems import not_a_merchant
 from orchestrator.bootstrap import Container
 from orchestrator.domain.model import ApiClient, Role
 from orchestrator.services.api_keys import authenticate_by
@@ -74,12 +75,8 @@ def merchant(container: Container, request: Request) -> ApiClient:
         raise unauthorized("The API key is unknown or revoked.")
     bind_client(request, client)
     if client.role is not Role.MERCHANT:
-        raise not_a_merchant()
+        raise not_a_merchant(request)
     return client
-
-
-def not_a_merchant() -> Problem:
-    return Problem(403, "forbidden", "Payments are created and read with a merchant key.")
 
 
 def idempotency_key(value: str | None) -> str:

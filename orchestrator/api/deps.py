@@ -10,6 +10,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from orchestrator.api.body import read_json_body, read_optional_json_body
 from orchestrator.api.problems import Problem
+from orchestrator.api.role_problems import not_a_merchant, not_an_operator
 from orchestrator.bootstrap import Container
 from orchestrator.domain.model import ApiClient, Role
 from orchestrator.services.api_keys import authenticate
@@ -49,15 +50,19 @@ def current_client(
 
 # The role checks are async: pure checks need no thread (a sync dependency is one more
 # thread hop per request, measurable on the accept path).
-async def merchant_client(client: Annotated[ApiClient, Depends(current_client)]) -> ApiClient:
+async def merchant_client(
+    request: Request, client: Annotated[ApiClient, Depends(current_client)]
+) -> ApiClient:
     if client.role is not Role.MERCHANT:
-        raise Problem(403, "forbidden", "Payments are created and read with a merchant key.")
+        raise not_a_merchant(request)
     return client
 
 
-async def ops_client(client: Annotated[ApiClient, Depends(current_client)]) -> ApiClient:
+async def ops_client(
+    request: Request, client: Annotated[ApiClient, Depends(current_client)]
+) -> ApiClient:
     if client.role is not Role.OPS:
-        raise Problem(403, "forbidden", "This operation needs an API key with the 'ops' role.")
+        raise not_an_operator(request)
     return client
 
 

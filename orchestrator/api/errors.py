@@ -15,6 +15,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from orchestrator.api.problems import Problem, problem_response
+from orchestrator.db.unreachable import database_trouble, one_line
 from orchestrator.logging import get_logger
 from orchestrator.validation_messages import error_message
 
@@ -67,7 +68,16 @@ async def _on_http(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _on_database_down(request: Request, exc: Exception) -> JSONResponse:
-    log.warning("database_unavailable", error=type(exc).__name__, path=request.url.path)
+    # The cause in the driver's words ("Connection refused", "database … does not exist"),
+    # for the log only: the client learns that it may retry, not how our database fails.
+    trouble = database_trouble(exc)
+    log.warning(
+        "database_unavailable",
+        error=type(exc).__name__,
+        cause=trouble.cause if trouble is not None else one_line(str(exc)),
+        check=trouble.hint if trouble is not None else None,
+        path=request.url.path,
+    )
     return problem_response(
         Problem(
             503,

@@ -13,9 +13,17 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
 )
 
-from orchestrator.domain.currencies import MAX_AMOUNT, SUPPORTED_CURRENCIES
+from orchestrator.domain.currencies import (
+    CURRENCY_RULE,
+    MAX_AMOUNT,
+    SUPPORTED_CURRENCIES,
+    supported_currency,
+)
 from orchestrator.domain.minimums import minimum_charge_amount
 from orchestrator.domain.model import PaymentRequest
 from orchestrator.domain.text import CONTROL_CLASS, IDENTIFIER_CONTROL_CLASS, text_problem
@@ -41,7 +49,10 @@ PART2_OPTIONAL_FIELDS: tuple[str, ...] = (
     "return_url",
     "capture_method",
     "connector_account",
+    "payment_methods",
+    "payment_method",
 )
+MAX_PAYMENT_METHODS = 10  # a route names at most domain.routing.MAX_ROUTE_LENGTH accounts
 
 MAX_METADATA_KEYS = 50  # Stripe's limits, so nothing we accept is refused downstream
 MAX_METADATA_KEY_LENGTH = 40
@@ -70,12 +81,18 @@ def _integral_number(value: object) -> object:
     return value
 
 
-def _currency(value: str) -> str:
-    code = value.lower()
-    if code not in SUPPORTED_CURRENCIES:
-        raise ValueError(
-            "must be a three-letter ISO 4217 currency code that Stripe supports (e.g. 'usd')"
-        )
+def _currency(value: object, handler: ValidatorFunctionWrapHandler) -> str:
+    """Wraps the declared checks (a string, three ASCII letters): whichever fails, and for
+    a well-formed code Stripe does not support, the refusal is ``CURRENCY_RULE``, so
+    "USD1", "", 12 and "zzz" read the same (pydantic's own wording named a different rule
+    for each)."""
+    try:
+        checked = handler(value)
+    except ValidationError:
+        raise ValueError(CURRENCY_RULE) from None
+    code = supported_currency(checked)
+    if code is None:
+        raise ValueError(CURRENCY_RULE)
     return code
 
 
@@ -174,7 +191,7 @@ class PaymentCreate(BaseModel):
         # ASCII letters only: str.lower() maps some non-ASCII letters to ASCII ones (the
         # Kelvin sign U+212A becomes "k"), which would let "\u212arw" pass as "krw".
         StringConstraints(min_length=3, max_length=3, pattern=r"^[A-Za-z]{3}$"),
-        AfterValidator(_currency),
+        WrapValidator(_currency),
         Field(
             description="ISO 4217 code of a currency Stripe supports, in any letter case "
             "('USD' and 'usd' are the same request); stored and returned lower-case.",
@@ -182,11 +199,19 @@ class PaymentCreate(BaseModel):
             json_schema_extra={"pattern": _any_case_pattern(SUPPORTED_CURRENCIES)},
         ),
     ]
-    payment_method: Annotated[
-        str,
-        StringConstraints(min_length=1, max_length=255, pattern=r"^[A-Za-z0-9_]+$"),
-        Field(description="Provider payment method token.", examples=["pm_card_visa"]),
-    ]
+    payment_method: (
+        Annotated[
+            str,
+            StringConstraints(min_length=1, max_length=255, pattern=r"^[A-Za-z0-9_]+$"),
+        ]
+        | None
+    ) = Field(
+        default=None,
+        description="Provider payment method token, used with every account of the route "
+        "that `payment_methods` does not name. Required unless `payment_methods` is sent.",
+        examples=["pm_card_visa"],
+        json_schema_extra={"pattern": r"^[A-Za-z0-9_]+$"},
+    )
     # ``pattern`` next to ``anyOf [string, null]`` applies to the string only.
     customer_reference: Annotated[Identifier, StringConstraints(max_length=255)] | None = Field(
         default=None, json_schema_extra={"pattern": IDENTIFIER_PATTERN}
@@ -247,10 +272,39 @@ class PaymentCreate(BaseModel):
         examples=["ca_3f9a0c1b2d4e5f60718293a4"],
     )
 
+    payment_methods: (
+        dict[
+            Annotated[str, StringConstraints(pattern=r"^ca_[0-9a-f]{24}$")],
+            Annotated[
+                str,
+                StringConstraints(min_length=1, max_length=255, pattern=r"^[A-Za-z0-9_]+$"),
+            ]
+            | dict[str, Any],
+        ]
+        | None
+    ) = Field(
+        default=None,
+        max_length=MAX_PAYMENT_METHODS,
+        description="The method to use with each connector account of the route, in that "
+        'provider\'s own format: `{"ca_…": "pm_…"}` for a Stripe account, `{"ca_…": '
+        '{"type": "scheme", …}}` (Adyen\'s `paymentMethod`) for an Adyen one. Keys must be '
+        "your connector accounts. An account of the route with no method here and no "
+        "`payment_method` is skipped (the skip is recorded on the payment).",
+        examples=[{"ca_3f9a0c1b2d4e5f60718293a4": "pm_card_visa"}],
+    )
+
     def rule_errors(self) -> list[dict[str, str]]:
         """The rules that tie fields together (each names the field to fix): the
-        provider's minimum for the currency, and ``off_session`` with ``return_url``."""
+        provider's minimum for the currency, ``off_session`` with ``return_url``, and a
+        method for at least one account."""
         errors: list[dict[str, str]] = []
+        if self.payment_method is None and not self.payment_methods:
+            errors.append(
+                {
+                    "field": "payment_method",
+                    "message": "is required unless payment_methods names a method per account",
+                }
+            )
         minimum = minimum_charge_amount(self.currency)
         if minimum is not None and self.amount < minimum:
             errors.append(
@@ -294,7 +348,8 @@ class PaymentCreate(BaseModel):
         return PaymentRequest(
             amount=self.amount,
             currency=self.currency,
-            payment_method=self.payment_method,
+            # "": only payment_methods was sent (each account of the route needs its entry).
+            payment_method=self.payment_method or "",
             customer_reference=self.customer_reference,
             description=self.description,
             metadata=dict(self.metadata),
@@ -303,6 +358,7 @@ class PaymentCreate(BaseModel):
             return_url=self.return_url,
             capture_method=self.capture_method or "automatic",
             connector_account=self.connector_account,
+            payment_methods=dict(self.payment_methods or {}),
         )
 
 
@@ -310,6 +366,31 @@ class FailureOut(BaseModel):
     code: str
     decline_code: str | None
     message: str
+
+
+class AttemptOut(BaseModel):
+    """One connector account a payment was tried at (decision 0086)."""
+
+    connector_account: str = Field(description="`ca_…`, or `platform` for the platform's account.")
+    provider: str
+    provider_payment_id: str | None = Field(
+        description="The provider's payment at that account (null: none was created)."
+    )
+    status: Literal[
+        "processing",
+        "requires_action",
+        "requires_capture",
+        "succeeded",
+        "failed",
+        "canceled",
+        "needs_attention",
+    ] = Field(
+        description="An attempt that ended in a failover is `failed` (it moved no money); "
+        "the last attempt's status is the payment's."
+    )
+    failure: FailureOut | None
+    started_at: str
+    ended_at: str | None = Field(description="Null while the attempt is in progress.")
 
 
 class PaymentOut(BaseModel):
@@ -337,7 +418,9 @@ class PaymentOut(BaseModel):
     )
     amount_captured: int = Field(default=0, description="What the provider captured.")
     amount_refunded: int = Field(default=0, description="What succeeded refunds returned.")
-    payment_method: str
+    payment_method: str | None = Field(
+        description="Null when the request sent only `payment_methods`."
+    )
     customer_reference: str | None
     customer: str | None = Field(default=None, description="The provider's customer (`cus_…`).")
     description: str | None
@@ -349,7 +432,23 @@ class PaymentOut(BaseModel):
     connector_account: str | None = Field(
         default=None,
         description="The connector account (`ca_…`) the payment runs on: the one it pinned, "
-        "else the merchant's default; null: the platform's Stripe account.",
+        "else the first of its route, or the next after a failover; null: the platform's "
+        "Stripe account.",
+    )
+    route: list[str] = Field(
+        default_factory=list,
+        description="The connector accounts the payment may be tried on, in order, resolved "
+        "at accept from your routing rules (`platform`: the platform's Stripe account); the "
+        "first is `connector_account`.",
+    )
+    route_attempts: list[AttemptOut] = Field(
+        default_factory=list,
+        description="One per connector account tried, in order; the last is the one the "
+        "payment runs on now (`connector_account`). A payment moves to the next account of "
+        "its `route` only when the last one is proven not to have moved money (a "
+        "provider-side decline, or its circuit open before anything was sent); a card "
+        "decline fails the payment. Refunds, captures and cancels go to the last attempt's "
+        "account. Absent from bodies stored before attempts existed.",
     )
     provider_payment_id: str | None
     failure: FailureOut | None
@@ -357,7 +456,9 @@ class PaymentOut(BaseModel):
         default=None,
         description="Only while `requires_action`: what the customer must do, "
         '`{"type": "redirect_to_url", "redirect_to_url": {"url", "return_url"}}` or '
-        '`{"type": "use_stripe_sdk"}`.',
+        '`{"type": "use_stripe_sdk"}` (Stripe), or `{"type": "adyen_action", "adyen_action": '
+        "{…}}` (Adyen's `action`: run it, then send the shopper's result to "
+        "`POST /v1/payments/{id}/details`).",
     )
     client_secret: str | None = Field(
         default=None,
@@ -376,7 +477,11 @@ class PaymentOut(BaseModel):
 
 
 class PaymentList(BaseModel):
-    data: list[PaymentOut]
+    data: list[PaymentOut] = Field(description="Newest first.")
+    has_more: bool = Field(
+        description="More payments follow in the direction this page was read (older after "
+        "starting_after or the first page, newer after ending_before)."
+    )
 
 
 class FieldError(BaseModel):

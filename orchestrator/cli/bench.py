@@ -31,7 +31,7 @@ def bench(
         typer.Option(
             "--only",
             help="Run only these scenarios (repeatable): accept, storm, end_to_end, "
-            "takeover, polling, latency, cpu.",
+            "takeover, polling, latency, cpu, backlog; and outage (minutes long: only when named).",
         ),
     ] = None,
     embedded: Annotated[
@@ -73,6 +73,20 @@ def bench(
             min=1,
         ),
     ] = 3,
+    outage_variant: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--outage-variant",
+            help="Provider outage to wait out in the outage scenario: 5xx (every call "
+            "answered 500) or timeout (no call answered); repeatable, default both.",
+        ),
+    ] = None,
+    outage_rate: Annotated[
+        float, typer.Option(help="Payments per second arriving in the outage scenario.", min=0.1)
+    ] = 10.0,
+    outage_seconds: Annotated[
+        float, typer.Option(help="How long the provider is down in the outage scenario.", min=1)
+    ] = 180.0,
     output: Annotated[
         Path | None,
         typer.Option(help="Where to write the JSON (default bench/results/latest.json)."),
@@ -108,7 +122,11 @@ def bench(
             latency_workers=latency_worker,
             cpu_payments=cpu_payments,
             cpu_rounds=cpu_rounds,
+            outage_variants=outage_variant,
+            outage_rate=outage_rate,
+            outage_seconds=outage_seconds,
         )
     except ValueError as error:
-        raise typer.BadParameter(str(error), param_hint="--only") from None
+        hint = "--outage-variant" if "variant" in str(error) else "--only"
+        raise typer.BadParameter(str(error), param_hint=hint) from None
     raise typer.Exit(run.main(options))

@@ -16,7 +16,7 @@ import typer
 from orchestrator.bootstrap import Container, bootstrap
 from orchestrator.cli.config import load_settings
 from orchestrator.cli.operator import OperatorOption, cli_operator
-from orchestrator.cli.output import errors, print_json, print_table
+from orchestrator.cli.output import Column, WideFlag, errors, print_json, print_table
 from orchestrator.domain.connector_accounts import ConnectorAccount
 from orchestrator.domain.model import Role
 from orchestrator.engine.publisher import NullPublisher
@@ -139,11 +139,25 @@ def add(
     typer.echo(f"added {account.id} ({account.provider}, {account.name!r}) for {client}: {hints}")
 
 
+# At 80 columns the account, its provider, name and status; the merchant (known anyway with
+# --client) and the credential hints are hidden first, and --wide shows them all
+# (orchestrator.cli.output).  credentials stays last: the rows build it apart.
+_LIST_COLUMNS = [
+    Column("id", id=True),
+    Column("provider"),
+    Column("name"),
+    Column("status"),
+    Column("client_id", id=True, extra=True),
+    Column("credentials", extra=True),
+]
+
+
 @app.command("list")
 def list_command(
     client: Annotated[
         str | None, typer.Option("--client", help="Only this merchant's (cli_…).")
     ] = None,
+    wide: WideFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
     """List connector accounts (credentials as …last4)."""
@@ -151,15 +165,14 @@ def list_command(
     if as_json:
         print_json(accounts)
         return
-    columns = ["id", "client_id", "provider", "name", "status", "credentials"]
     rows = [
         [
-            *(a[k] for k in columns[:-1]),
+            *(a[column.name] for column in _LIST_COLUMNS[:-1]),
             ", ".join(f"{k} {v}" for k, v in a["credentials"].items()),
         ]
         for a in accounts
     ]
-    print_table("Connector accounts", columns, rows)
+    print_table("Connector accounts", _LIST_COLUMNS, rows, wide=wide)
 
 
 @app.command()

@@ -13,7 +13,7 @@ from types import ModuleType
 
 import typer
 
-EX_UNAVAILABLE = 69  # sysexits.h: a required service (here: a piece of the install) is absent
+from orchestrator.cli.exit_codes import EX_UNAVAILABLE
 
 
 def import_devtools(module: str, *, command: str) -> ModuleType:

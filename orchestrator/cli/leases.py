@@ -10,7 +10,7 @@ from orchestrator.bootstrap import bootstrap
 from orchestrator.cli.config import load_settings
 from orchestrator.cli.operator import OperatorOption, cli_operator
 from orchestrator.cli.ops_output import IfMatchOption, fail, parse_if_match, print_action
-from orchestrator.cli.output import print_json, print_table
+from orchestrator.cli.output import Column, WideFlag, print_json, print_table
 from orchestrator.domain.lease_state import LeaseState, lease_state_of
 from orchestrator.engine.publisher import NullPublisher
 from orchestrator.ops.commands import take_over_payment
@@ -26,20 +26,22 @@ ReasonOption = Annotated[
 ]
 
 # The table is for people at a terminal: the lease state says what status, lease_expired
-# and next_attempt_at say in three columns (--json has every field).
+# and next_attempt_at say in three columns (--json has every field).  At 80 columns the
+# first four fit on one line per row; the extras are hidden from the right (etag first)
+# until the rest fit (orchestrator.cli.output), and --wide shows them all.
 _COLUMNS = [
-    "kind",
-    "operation_id",
-    "payment_id",
-    "lease",
-    "recovery_point",
-    "lease_state",
-    "lease_owner",
-    "lease_token",
-    "locked_until",
-    "attempts",
-    "last_error",
-    "etag",
+    Column("kind"),
+    Column("payment_id", id=True),
+    Column("lease"),
+    Column("attempts"),
+    Column("operation_id", id=True, extra=True),
+    Column("recovery_point", extra=True),
+    Column("lease_state", extra=True),
+    Column("lease_owner", extra=True),
+    Column("lease_token", extra=True),
+    Column("locked_until", extra=True),
+    Column("last_error", extra=True),
+    Column("etag", extra=True),
 ]
 _MAX_ERROR_WIDTH = 60
 
@@ -55,6 +57,7 @@ def list_command(
         ),
     ] = LeaseState.UNFINISHED,
     limit: Annotated[int, typer.Option(min=1, max=MAX_LIST_LIMIT)] = DEFAULT_LIST_LIMIT,
+    wide: WideFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
     """List unfinished payments and their leases (all of them by default, or one --state)."""
@@ -73,8 +76,9 @@ def list_command(
             "lease": current.value if current is not None else "-",
             "last_error": error[:_MAX_ERROR_WIDTH],
         }
-        rows.append([lease[column] for column in _COLUMNS])
-    print_table(f"{state.value} leases at {listing.now.isoformat()}", _COLUMNS, rows)
+        rows.append([lease[column.name] for column in _COLUMNS])
+    title = f"{state.value} leases at {listing.now.isoformat()}"
+    print_table(title, _COLUMNS, rows, wide=wide)
 
 
 @app.command()

@@ -12,12 +12,15 @@ from orchestrator.cli import (
     db,
     leases,
     payments,
+    reconcile,
     relay,
+    secrets,
     status,
     sweeper,
 )
 from orchestrator.cli.bench import bench
 from orchestrator.cli.demo import demo
+from orchestrator.cli.help_text import PayorchGroup
 from orchestrator.cli.provider_sim import provider_sim
 from orchestrator.cli.worker import command as worker_command
 
@@ -26,6 +29,12 @@ app = typer.Typer(
     help="Payment orchestrator: idempotent accept API, leased workers, exactly-once effect.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    # click's plain help: paragraphs rewrapped to the terminal, "\b" paragraphs (examples)
+    # kept line for line, option names never cut (rich's panels cut them with "…" at 80
+    # columns); command summaries whole (orchestrator.cli.help_text, decision 0096).
+    rich_markup_mode=None,
+    # The one error boundary: a database it cannot use is one line and exit 69.
+    cls=PayorchGroup,
 )
 app.add_typer(db.app, name="db")
 app.add_typer(clients.app, name="clients")
@@ -43,7 +52,9 @@ app.command("relay")(relay.relay)
 app.add_typer(leases.app, name="leases")
 app.add_typer(payments.app, name="payments")
 app.command("status")(status.status)
+app.command("reconcile")(reconcile.reconcile)
 app.add_typer(audit.app, name="audit")
+app.add_typer(secrets.app, name="secrets")
 
 
 def main() -> None:

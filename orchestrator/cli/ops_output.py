@@ -6,24 +6,25 @@ from typing import Annotated, NoReturn
 
 import typer
 
+# Distinct exit codes so scripts can tell "no such payment" from "not now"; re-exported
+# for the commands that print through this module.
+from orchestrator.cli.exit_codes import EXIT_CONFLICT as EXIT_CONFLICT
+from orchestrator.cli.exit_codes import EXIT_INVALID as EXIT_INVALID
+from orchestrator.cli.exit_codes import EXIT_NOT_FOUND as EXIT_NOT_FOUND
+from orchestrator.cli.exit_codes import EXIT_PRECONDITION_FAILED as EXIT_PRECONDITION_FAILED
 from orchestrator.cli.output import errors, print_json, print_table
 from orchestrator.domain.preconditions import TagList, parse_tag_list
 from orchestrator.ops.commands import OperatorAction
 from orchestrator.ops.errors import (
+    InvalidFilter,
     InvalidReason,
     OpsConflict,
     OpsError,
     PaymentNotFound,
     PreconditionFailed,
+    UnknownConnectorAccount,
 )
 from orchestrator.ops.lease_documents import action_representation
-
-# Distinct exit codes so scripts can tell "no such payment" from "not now" (typer uses 2
-# for usage errors).
-EXIT_INVALID = 2
-EXIT_NOT_FOUND = 3
-EXIT_CONFLICT = 4
-EXIT_PRECONDITION_FAILED = 5
 
 IfMatchOption = Annotated[
     str | None,
@@ -53,9 +54,9 @@ def parse_if_match(value: str | None) -> TagList | None:
 def fail(error: OpsError, *, as_json: bool) -> NoReturn:
     code = 1
     kind = "error"
-    if isinstance(error, InvalidReason):
+    if isinstance(error, InvalidReason | InvalidFilter):
         code, kind = EXIT_INVALID, "invalid"
-    elif isinstance(error, PaymentNotFound):
+    elif isinstance(error, PaymentNotFound | UnknownConnectorAccount):
         code, kind = EXIT_NOT_FOUND, "not_found"
     elif isinstance(error, PreconditionFailed):
         code, kind = EXIT_PRECONDITION_FAILED, "precondition_failed"

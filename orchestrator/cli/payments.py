@@ -1,6 +1,7 @@
 """``payorch payments``: what an operator does and reads about payments.
 
-Commands (``retry``, ``sync-refunds``) are audited ops commands; ``show`` and ``list`` are
+Commands (``retry``, one payment or in bulk with ``--status``, and ``sync-refunds``) are
+audited ops commands; ``show`` and ``list`` are
 reads, as tables for people and ``--json`` for scripts (the same bodies as
 ``GET /v1/ops/payments/{id}`` and ``GET /v1/ops/payments``)."""
 
@@ -12,6 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from orchestrator.bootstrap import bootstrap
+from orchestrator.cli.bulk_retry import run_bulk_retry_command
 from orchestrator.cli.config import load_settings
 from orchestrator.cli.operator import OperatorOption, cli_operator
 from orchestrator.cli.ops_output import (
@@ -22,7 +24,7 @@ from orchestrator.cli.ops_output import (
     parse_if_match,
     print_action,
 )
-from orchestrator.cli.output import errors, print_json, print_table
+from orchestrator.cli.output import Column, WideFlag, errors, print_json, print_table
 from orchestrator.db.uow import UnitOfWorkFactory
 from orchestrator.domain.payment_filters import PaymentFilters
 from orchestrator.domain.states import PaymentStatus
@@ -46,18 +48,73 @@ app = typer.Typer(help="Operator commands on payments.", no_args_is_help=True)
 
 @app.command()
 def retry(
-    payment_id: str,
     reason: Annotated[
         str, typer.Option("--reason", help="Why (recorded in the audit trail).", show_default=False)
     ],
+    payment_id: Annotated[
+        str | None,
+        typer.Argument(
+            help="The payment (pay_…) or operation (rfd_…, cap_…) to retry; or --status.",
+            show_default=False,
+        ),
+    ] = None,
+    status: Annotated[
+        str | None,
+        typer.Option(
+            "--status",
+            help="Retry every payment in this status instead of one: needs_attention.",
+            show_default=False,
+        ),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            help="With --status: only those parked at or after this time (ISO 8601 with a "
+            "zone, e.g. 2026-12-05T14:00:00Z).",
+            show_default=False,
+        ),
+    ] = None,
+    connector: Annotated[
+        str | None,
+        typer.Option(
+            "--connector",
+            help="With --status: only those on this connector account (ca_…; "
+            "ca_platform_stripe: the platform's own).",
+            show_default=False,
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run", help="With --status: list what would be retried; change nothing."
+        ),
+    ] = False,
     operator: OperatorOption = None,
     if_match: IfMatchOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Re-queue a needs_attention payment with fresh attempts, from where it stopped."""
+    """Re-queue a needs_attention payment with fresh attempts, from where it stopped; with
+    --status needs_attention, every parked payment (one audit row each)."""
     actor = cli_operator(operator)
+    # Configuration first, as every command: a broken environment is the one line that
+    # matters, before any complaint about the arguments.
+    settings = load_settings()
+    _check_retry_form(payment_id, status, since, connector, dry_run, if_match)
+    if payment_id is None:
+        assert status is not None
+        run_bulk_retry_command(
+            actor,
+            status=status,
+            since=since,
+            connector=connector,
+            reason=reason,
+            dry_run=dry_run,
+            as_json=as_json,
+        )
+        return
     precondition = parse_if_match(if_match)
-    container = bootstrap(load_settings())
+    container = bootstrap(settings)
     try:
         action = retry_payment(
             container.uow,
@@ -71,6 +128,35 @@ def retry(
     except OpsError as error:
         fail(error, as_json=as_json)
     print_action(action, as_json=as_json)
+
+
+def _check_retry_form(
+    payment_id: str | None,
+    status: str | None,
+    since: str | None,
+    connector: str | None,
+    dry_run: bool,
+    if_match: str | None,
+) -> None:
+    """One payment by its id, or the bulk form with --status: never both, never neither."""
+    problem = None
+    if payment_id is None and status is None:
+        problem = (
+            "Give a payment id to retry one payment, or --status needs_attention to retry "
+            "parked payments in bulk."
+        )
+    elif payment_id is not None and status is not None:
+        problem = "Give a payment id or --status, not both."
+    elif payment_id is not None and (since is not None or connector is not None or dry_run):
+        problem = "--since, --connector and --dry-run go with --status, not with a payment id."
+    elif status is not None and if_match is not None:
+        problem = (
+            "--if-match is for one payment; a bulk retry checks each payment's lease "
+            "against what it listed."
+        )
+    if problem is not None:
+        errors.print(problem)
+        raise typer.Exit(EXIT_INVALID)
 
 
 @app.command("sync-refunds")
@@ -201,20 +287,31 @@ def _rows(
     print_table(title, all_columns, [[_cell(i[c]) for c in all_columns] for i in items])
 
 
+# At 80 columns the first four fit on one line per row; the extras are hidden from the
+# right until the rest fit (orchestrator.cli.output), and --wide shows them all.
 _LIST_COLUMNS = [
-    "id",
-    "status",
-    "amount",
-    "currency",
-    "client_id",
-    "customer_reference",
-    "idempotency_key",
-    "created_at",
+    Column("id", id=True),
+    Column("status"),
+    Column("amount"),
+    Column("currency"),
+    Column("created_at", extra=True),
+    Column("client_id", id=True, extra=True),
+    Column("customer_reference", extra=True),
+    Column("idempotency_key", extra=True),
 ]
 
 
 def list_command(
-    status: Annotated[PaymentStatus | None, typer.Option(help="Only this status.")] = None,
+    status: Annotated[
+        PaymentStatus | None,
+        # The choices in the help text, where they wrap: as the metavar they made one
+        # 98-character line at 80 columns.
+        typer.Option(
+            metavar="STATUS",
+            help=f"Only this status: {', '.join(s.value for s in PaymentStatus)}.",
+            show_default=False,
+        ),
+    ] = None,
     client_id: Annotated[str | None, typer.Option("--client-id", help="One merchant.")] = None,
     customer_reference: Annotated[str | None, typer.Option("--customer-reference")] = None,
     idempotency_key: Annotated[str | None, typer.Option("--idempotency-key")] = None,
@@ -226,6 +323,7 @@ def list_command(
     ] = None,
     limit: Annotated[int, typer.Option(min=1, max=MAX_PAGE_SIZE)] = DEFAULT_PAGE_SIZE,
     cursor: Annotated[str | None, typer.Option(help="next_cursor of the previous page.")] = None,
+    wide: WideFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Every client's payments, newest first (a page; follow next_cursor for more)."""
@@ -251,7 +349,8 @@ def list_command(
     print_table(
         f"payments ({len(data['data'])})",
         _LIST_COLUMNS,
-        [[_cell(p[c]) for c in _LIST_COLUMNS] for p in data["data"]],
+        [[_cell(p[c.name]) for c in _LIST_COLUMNS] for p in data["data"]],
+        wide=wide,
     )
     if data["next_cursor"]:
         errors.print(f"more: --cursor {data['next_cursor']}")

@@ -1,6 +1,6 @@
 """What the long-running commands (``api``, ``worker``, ``sweeper``, ``relay``) share: the
-``--metrics-port`` options, Prometheus multiprocess mode for commands whose work happens in
-several processes, and Celery's log lines as JSON.
+``--metrics-port`` options and their server, Prometheus multiprocess mode for commands
+whose work happens in several processes, and Celery's log lines as JSON.
 
 Metrics: the API serves ``/metrics`` on its own port; a worker serves them on
 ``--metrics-port`` (see ``orchestrator.metrics`` for why one port per process).
@@ -19,8 +19,10 @@ from typing import Annotated, Any
 import typer
 
 from orchestrator import metrics
-from orchestrator.logging import capture_standard_logging
+from orchestrator.logging import capture_standard_logging, get_logger
 from orchestrator.settings import Settings
+
+log = get_logger("payorch.cli")
 
 MetricsPort = Annotated[
     int | None,
@@ -32,6 +34,18 @@ MetricsPort = Annotated[
     ),
 ]
 MetricsHost = Annotated[str, typer.Option("--metrics-host", help="Interface for --metrics-port.")]
+
+
+def serve_metrics(port: int | None, host: str, role: metrics.Role) -> None:
+    """Serve ``/metrics`` on ``--metrics-port`` (when given) and say where, in one
+    ``metrics_listening`` line: a scrape target that answers nothing is then told apart
+    from one that was never started.  The server is a daemon thread of the process: it
+    stops with it, under the process's own stop line."""
+    if port is None:
+        return
+    served = metrics.start_metrics_server(port, host, role)
+    shown_host = f"[{host}]" if ":" in host else host
+    log.info("metrics_listening", role=role.value, url=f"http://{shown_host}:{served}/metrics")
 
 
 def use_multiprocess_metrics() -> None:

@@ -14,11 +14,12 @@ from typing import Annotated
 
 import typer
 
-from orchestrator import metrics
+from orchestrator import metrics, tracing
 from orchestrator.bootstrap import bootstrap
 from orchestrator.cli.config import load_settings
 from orchestrator.cli.output import print_json, print_table
-from orchestrator.cli.process_setup import MetricsHost, MetricsPort
+from orchestrator.cli.process_setup import MetricsHost, MetricsPort, serve_metrics
+from orchestrator.cli.start_checks import refuse_unusable_services, service_fields
 from orchestrator.engine.publisher import NullPublisher
 from orchestrator.logging import capture_standard_logging
 
@@ -32,8 +33,11 @@ def relay(
     metrics_host: MetricsHost = "127.0.0.1",
 ) -> None:
     """Deliver webhooks until SIGTERM or Ctrl-C (or one pass with --once)."""
+    settings = load_settings()
+    if not once:
+        tracing.setup("payorch-relay")  # a long-running process: before its first connection
     # The relay publishes no Celery task: no broker connection.
-    container = bootstrap(load_settings(), publisher=NullPublisher())
+    container = bootstrap(settings, publisher=NullPublisher())
     worker = container.relay()
     try:
         if once:
@@ -48,8 +52,10 @@ def relay(
                 )
             return
         capture_standard_logging(container.settings)
-        if metrics_port is not None:
-            metrics.start_metrics_server(metrics_port, metrics_host, metrics.Role.RELAY)
+        # The loop retries a database lost later; one it cannot use at all ends the start
+        # (decision 0100).  (--once needs no check: the CLI's boundary says it.)
+        refuse_unusable_services("relay", container.settings, engine=container.engine)
+        serve_metrics(metrics_port, metrics_host, metrics.Role.RELAY)
         stop = threading.Event()
 
         def _stop(_signum: int, _frame: FrameType | None) -> None:
@@ -57,7 +63,8 @@ def relay(
 
         signal.signal(signal.SIGTERM, _stop)
         signal.signal(signal.SIGINT, _stop)
-        worker.run(stop)
+        worker.run(stop, started_with=service_fields(container.settings, broker=False))
     finally:
         worker.close()
         container.close()
+        tracing.shutdown()

@@ -17,15 +17,25 @@ from typing import Annotated
 
 import typer
 
-from orchestrator import metrics
-from orchestrator.bootstrap import bootstrap
+from orchestrator import metrics, tracing
+from orchestrator.bootstrap import Container, bootstrap
+from orchestrator.broker_check import shown_broker_url
 from orchestrator.cli.config import load_settings
 from orchestrator.cli.output import print_json, print_table
-from orchestrator.cli.process_setup import MetricsHost, MetricsPort, log_celery_as_json
+from orchestrator.cli.process_setup import (
+    MetricsHost,
+    MetricsPort,
+    log_celery_as_json,
+    serve_metrics,
+)
+from orchestrator.cli.reconcile_job import start_reconcile_job
+from orchestrator.cli.start_checks import refuse_unusable_services, service_fields
 from orchestrator.engine.dispatcher import Dispatcher
 from orchestrator.engine.dispatcher import start_in_thread as start_dispatcher
 from orchestrator.engine.sweep import SweepReport, default_sweeper_name
-from orchestrator.logging import capture_standard_logging
+from orchestrator.logging import capture_standard_logging, get_logger
+
+log = get_logger("payorch.cli")
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
@@ -64,20 +74,34 @@ def beat(
     from orchestrator.broker import sweep_beat_schedule
 
     container = bootstrap(load_settings())
+    settings = container.settings
     app = container.celery_app
     assert app is not None
-    app.conf.beat_schedule = sweep_beat_schedule(container.settings.sweep_interval_seconds)
+    app.conf.beat_schedule = sweep_beat_schedule(settings.sweep_interval_seconds)
     container.close()
-    log_celery_as_json(container.settings, loglevel)
-    # quiet: no banner, so beat's output is JSON lines like every other process's.
-    app.Beat(loglevel=loglevel, schedule=str(schedule_file), quiet=True).run()
+    log_celery_as_json(settings, loglevel)
+    # Beat only publishes: the broker, not the database (decision 0100).
+    refuse_unusable_services("beat", settings, celery_app=app)
+    log.info(
+        "beat_started",
+        interval_seconds=settings.sweep_interval_seconds,
+        schedule_file=str(schedule_file),
+        broker=shown_broker_url(settings.broker_url),
+    )
+    try:
+        # quiet: no banner, so beat's output is JSON lines like every other process's.
+        app.Beat(loglevel=loglevel, schedule=str(schedule_file), quiet=True).run()
+    finally:
+        log.info("beat_stopped")
 
 
 def dispatcher(metrics_port: MetricsPort = None, metrics_host: MetricsHost = "127.0.0.1") -> None:
     """Only the dispatcher (PAYORCH_WAKE_UP=notify): LISTEN for accepted payments and
     publish their tasks, until SIGTERM or Ctrl-C.  'payorch sweeper' runs one already;
     this is for deployments that sweep with 'payorch beat' instead."""
-    container = bootstrap(load_settings())
+    settings = load_settings()
+    tracing.setup("payorch-dispatcher")
+    container = bootstrap(settings)
     capture_standard_logging(container.settings)
     if container.settings.wake_up_mode != "notify":
         container.close()
@@ -85,15 +109,31 @@ def dispatcher(metrics_port: MetricsPort = None, metrics_host: MetricsHost = "12
             "the dispatcher serves PAYORCH_WAKE_UP=notify (PostgreSQL); with 'publish' the "
             "API publishes the tasks itself"
         )
-    if metrics_port is not None:
-        metrics.start_metrics_server(metrics_port, metrics_host, metrics.Role.SWEEPER)
+    _refuse_unusable_services("dispatcher", container)
+    serve_metrics(metrics_port, metrics_host, metrics.Role.SWEEPER)
     stop = _stop_on_signals()
     try:
         Dispatcher(
             container.settings.database_url, container.publisher, name=default_sweeper_name()
-        ).run(stop)
+        ).run(stop, started_with=service_fields(container.settings, broker=True))
     finally:
         container.close()
+        tracing.shutdown()
+
+
+def _refuse_unusable_services(process: str, container: Container) -> None:
+    """The database and the broker both: the sweeper and the dispatcher read the one and
+    publish to the other (decision 0100).  Closes the container when it exits."""
+    try:
+        refuse_unusable_services(
+            process,
+            container.settings,
+            engine=container.engine,
+            celery_app=container.celery_app,
+        )
+    except typer.Exit:
+        container.close()
+        raise
 
 
 def _stop_on_signals() -> threading.Event:
@@ -109,11 +149,13 @@ def _stop_on_signals() -> threading.Event:
 
 
 def _run_loop(metrics_port: int | None, metrics_host: str) -> None:
-    container = bootstrap(load_settings())
+    settings = load_settings()
+    tracing.setup("payorch-sweeper")  # before the container's first connection
+    container = bootstrap(settings)
     # A long-running process: the libraries' lines (SQLAlchemy, the broker client) as JSON.
-    capture_standard_logging(container.settings)
-    if metrics_port is not None:
-        metrics.start_metrics_server(metrics_port, metrics_host, metrics.Role.SWEEPER)
+    capture_standard_logging(settings)
+    _refuse_unusable_services("sweeper", container)
+    serve_metrics(metrics_port, metrics_host, metrics.Role.SWEEPER)
     stop = _stop_on_signals()
     thread = None
     if container.settings.wake_up_mode == "notify":
@@ -125,13 +167,27 @@ def _run_loop(metrics_port: int | None, metrics_host: str) -> None:
             name=default_sweeper_name(),
             stop=stop,
         )
+    # Reconciliation every RECONCILE_EVERY_SECONDS, in a thread of its own: a run takes minutes
+    # on a busy account and must not hold up the sweep's passes.
+    reconciling = start_reconcile_job(container, stop)
     try:
-        container.sweeper().run(stop)
+        container.sweeper().run(
+            stop,
+            started_with={
+                **service_fields(settings, broker=True),
+                "wake_up": settings.wake_up_mode,
+                "dispatcher": thread is not None,
+                "reconcile_every_seconds": settings.reconcile_every_seconds,
+            },
+        )
     finally:
         stop.set()
         if thread is not None:
             thread.join(timeout=5)
+        if reconciling is not None:
+            reconciling.join(timeout=5)
         container.close()
+        tracing.shutdown()
 
 
 def _print_report(report: SweepReport, *, as_json: bool) -> None:
@@ -156,6 +212,8 @@ def _print_report(report: SweepReport, *, as_json: bool) -> None:
         ("taken over", report.taken_over),
         ("due retry", report.due_retries),
         ("parked", report.parked),
+        # A wake-up the queue no longer holds, given one more dispatch lease first.
+        ("grace", report.graced),
         ("publish failed", report.publish_failures),
         ("skipped", report.skipped),
     ]

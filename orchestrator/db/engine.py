@@ -6,6 +6,7 @@ import select
 from typing import Any
 
 import psycopg
+import psycopg._queries as psycopg_queries
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
@@ -14,6 +15,18 @@ from orchestrator.settings import Settings
 
 # Execution option marking a unit of work that only reads (see _sqlite_engine's "begin").
 READ_ONLY_OPTION = "payorch_read_only"
+
+# psycopg converts a statement's placeholders once per distinct text and caches the result,
+# but only for texts up to MAX_CACHED_STATEMENT_LENGTH (4,096 bytes); a longer one is
+# converted again on every execution.  The lease statements name every payment column twice
+# (``RETURNING`` and the outer ``SELECT`` of their ``WITH``), and with the columns routing,
+# 3-D Secure forwarding and circuits added the claim passed that limit: converted anew on
+# every claim, CPU every worker pays.  The cache keeps at most 128 texts, so a higher limit
+# costs at most a few MB.  tests/integration/test_worker_protocol_service.py fails if a
+# statement of a payment is converted more than once (or if psycopg drops this setting).
+STATEMENT_CACHE_TEXT_LIMIT = 16_384
+if getattr(psycopg_queries, "MAX_CACHED_STATEMENT_LENGTH", 0) < STATEMENT_CACHE_TEXT_LIMIT:
+    psycopg_queries.MAX_CACHED_STATEMENT_LENGTH = STATEMENT_CACHE_TEXT_LIMIT
 
 
 def create_engine(settings: Settings) -> Engine:

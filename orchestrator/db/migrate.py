@@ -10,6 +10,12 @@ from alembic.config import Config
 MIGRATIONS = Path(__file__).parent / "migrations"
 
 
+class MigrationRefused(RuntimeError):
+    """A migration found data it cannot carry forward (its message says what to fix).  It is
+    raised before the migration changes anything, and its transaction rolls back: the
+    database stays at the revision before it."""
+
+
 def alembic_config(database_url: str) -> Config:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))

@@ -23,9 +23,6 @@ api_clients = sa.Table(
     sa.Column("id", sa.String(40), primary_key=True),
     sa.Column("name", sa.String(200), nullable=False),
     sa.Column("role", sa.String(20), nullable=False),
-    # SHA-256 of the whole key: the key has 256 random bits, so a slow hash adds nothing.
-    sa.Column("key_hash", sa.String(64), nullable=False, unique=True),
-    sa.Column("key_prefix", sa.String(24), nullable=False),
     sa.Column("created_at", UtcDateTime(), nullable=False),
     sa.Column("revoked_at", UtcDateTime(), nullable=True),
     # The merchant's default connector account (migration 0018; decision 0062): its oldest
@@ -33,6 +30,25 @@ api_clients = sa.Table(
     # disables an account.  NULL: the platform's Stripe account.  Read by the accept's
     # statement with the client's row, so the default costs the hot path nothing.
     sa.Column("default_connector_account_id", sa.String(40), nullable=True),
+    # The version of the merchant's routing configuration (migration 0020; decision 0076),
+    # kept by services.routing in the transaction that stores it.  NULL: none was ever
+    # sent, and the accept's one statement may claim for this merchant (no routing read).
+    sa.Column("routing_version", sa.Integer, nullable=True),
+)
+
+# A client's API keys (migration 0019; decision 0079): several at once, so a key is rotated
+# by adding the new one and revoking the old one when the merchant has switched.
+api_keys = sa.Table(
+    "api_keys",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("client_id", sa.String(40), sa.ForeignKey("api_clients.id"), nullable=False),
+    # SHA-256 of the whole key: the key has 256 random bits, so a slow hash adds nothing.
+    sa.Column("key_hash", sa.String(64), nullable=False, unique=True),
+    sa.Column("key_prefix", sa.String(24), nullable=False),
+    sa.Column("created_at", UtcDateTime(), nullable=False),
+    sa.Column("revoked_at", UtcDateTime(), nullable=True),
+    sa.Index("ix_api_keys_client_id", "client_id"),
 )
 
 payments = sa.Table(
@@ -80,6 +96,24 @@ payments = sa.Table(
     # The connector account the payment runs on (migration 0018), set at accept: the one it
     # pins, else the merchant's default.  NULL: the platform's Stripe account.
     sa.Column("connector_account_id", sa.String(40), nullable=True),
+    # The route resolved at accept (migration 0020; decision 0077): the accounts to try in
+    # order (``platform``: the platform's account), the rule that chose it (NULL: the
+    # default), and the accounts skipped with why.  NULL route: accepted before routing
+    # existed, or by the one-statement accept (shown as ``[connector_account | platform]``).
+    sa.Column("route", JsonDocument, nullable=True),
+    sa.Column("route_rule", sa.String(100), nullable=True),
+    sa.Column("route_skipped", JsonDocument, nullable=True),
+    # The accept's trace context, W3C ``traceparent`` (migration 0030, decision 0102): the
+    # worker's spans join it whoever woke the worker.  NULL: accepted while tracing was off.
+    sa.Column("traceparent", sa.String(55), nullable=True),
+    # ``{"ca_…": <that provider's method>}`` as the request sent it (NULL: not sent).
+    sa.Column("payment_methods", JsonDocument, nullable=True),
+    # Failover (migration 0025, decision 0086): how many times the payment moved to the next
+    # account of its route (its current attempt is number failovers + 1, and that number is
+    # in every key forwarded for it), and the attempts that ended, as the representation
+    # shows them (``payment_attempts`` holds them with their proofs).  NULL: none ended.
+    sa.Column("failovers", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("route_attempts", JsonDocument, nullable=True),
     sa.Column("provider_payment_id", sa.String(255), nullable=True),
     sa.Column("provider_charge_id", sa.String(255), nullable=True),
     sa.Column("provider_outcome", sa.String(20), nullable=True),
@@ -111,6 +145,13 @@ payments = sa.Table(
     # A provider event arrived while a worker held the lease: that worker's wait ends at
     # once (the sweeper re-queues it) instead of at the re-check.  Cleared by each claim.
     sa.Column("woken_at", UtcDateTime(), nullable=True),
+    # The customer's authentication result forwarded through us (migration 0022, decision
+    # 0073): the last one the merchant sent (its body, replayed byte for byte under its key),
+    # its forward's number n (key payorch-{id}-details-{n}, taken when the merchant's request
+    # committed), and whether it still waits for the provider's answer.
+    sa.Column("action_result", JsonDocument, nullable=True),
+    sa.Column("action_result_attempts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("action_result_pending", sa.Boolean, nullable=False, server_default=sa.false()),
     # Money after the charge (migration 0007): what was captured, what refunds hold (the sum
     # of refunds not failed: raised in the refund's accept transaction under the row lock,
     # so it can never pass amount_captured), and what refunds returned.
@@ -140,6 +181,32 @@ payments = sa.Table(
     ),
 )
 
+# The attempts of a payment that ended in a failover (migration 0025, decision 0086): the
+# account tried, what it said, and the proof that it moved no money, written in the fenced
+# transaction that moved the payment to ``next_connector_account``.  The attempt in progress
+# (or the last one) is the payment row itself: a payment that never fails over has no row.
+payment_attempts = sa.Table(
+    "payment_attempts",
+    metadata,
+    sa.Column("payment_id", sa.String(40), sa.ForeignKey("payments.id", ondelete="CASCADE")),
+    sa.Column("number", sa.Integer, nullable=False),
+    sa.Column("connector_account", sa.String(40), nullable=False),
+    sa.Column("provider", sa.String(20), nullable=False),
+    sa.Column("provider_payment_id", sa.String(255), nullable=True),
+    sa.Column("status", sa.String(20), nullable=False),
+    sa.Column("failure", JsonDocument, nullable=True),
+    # Why it failed over (``domain.failover.FailoverReason``) and what proved it safe.
+    sa.Column("reason", sa.String(40), nullable=False),
+    sa.Column("proof", sa.String(1000), nullable=False),
+    sa.Column("next_connector_account", sa.String(40), nullable=False),
+    sa.Column("started_at", UtcDateTime(), nullable=False),
+    sa.Column("ended_at", UtcDateTime(), nullable=False),
+    sa.PrimaryKeyConstraint("payment_id", "number"),
+)
+
+# The overview's failovers of the last hour (decision 0097; migration 0028), by time.
+sa.Index("ix_payment_attempts_ended_at", payment_attempts.c.ended_at)
+
 # The sweeper's scan: leases of unfinished work ordered by expiry.  Partial, so finished
 # payments (the overwhelming majority) cost the index nothing.
 sa.Index(
@@ -156,6 +223,18 @@ sa.Index(
     sqlite_where=payments.c.idempotency_key.is_not(None),
 )
 sa.Index("ix_payments_status", payments.c.status)
+# A merchant's list of its payments, newest first by keyset (GET /v1/payments, decision
+# 0089; migration 0026): the scan starts at the page's position and stops after a page.
+sa.Index("ix_payments_client_created", payments.c.client_id, payments.c.created_at, payments.c.id)
+# The overview's failover rate (decision 0097; migration 0028): the payments finished in the
+# last hour, read from the window's end of this index.  Partial: an unfinished payment (its
+# accept's insert) costs it nothing; the finish's update already rewrites ix_payments_status.
+sa.Index(
+    "ix_payments_completed",
+    payments.c.completed_at,
+    postgresql_where=payments.c.completed_at.is_not(None),
+    sqlite_where=payments.c.completed_at.is_not(None),
+)
 # The provider-call recorder maps a retrieve (which names only the provider's intent) to its
 # payment by this column; without the index every recorded retrieve would scan payments.
 sa.Index("ix_payments_provider_payment_id", payments.c.provider_payment_id)
@@ -203,6 +282,9 @@ operations = sa.Table(
     sa.Column("created_at", UtcDateTime(), nullable=False),
     sa.Column("updated_at", UtcDateTime(), nullable=False),
     sa.Column("completed_at", UtcDateTime(), nullable=True),
+    # A provider event that came while a worker held the operation (migration 0021): its
+    # wait ends at once instead of at the re-check.  Each claim clears it.
+    sa.Column("woken_at", UtcDateTime(), nullable=True),
     sa.UniqueConstraint("client_id", "kind", "idempotency_key"),
     sa.CheckConstraint("kind IN ('capture', 'cancel', 'refund', 'refund_sync')", name="kind_known"),
     sa.CheckConstraint(
@@ -264,13 +346,18 @@ payment_outcomes = sa.Table(
     sa.UniqueConstraint("provider_payment_id"),
 )
 
+# Written only in entries (``OutcomeRepository.add_ledger_lines``): one business event's lines
+# for one payment, summing to zero per currency.  On PostgreSQL a deferred constraint trigger
+# (migration 0031, decision 0101; not declared here) refuses a commit that leaves a touched
+# payment's lines out of balance; on SQLite the writer's check is the only guard.
 ledger_lines = sa.Table(
     "ledger_lines",
     metadata,
     sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
     sa.Column("payment_id", sa.String(40), sa.ForeignKey("payments.id"), nullable=False),
     sa.Column("account", sa.String(100), nullable=False),
-    # Signed minor units: debits positive, credits negative; a payment's lines sum to zero.
+    # Signed minor units: debits positive, credits negative; a payment's lines sum to zero
+    # in each currency.
     sa.Column("amount", sa.BigInteger, nullable=False),
     sa.Column("currency", sa.String(3), nullable=False),
     sa.Column("created_at", UtcDateTime(), nullable=False),
@@ -404,6 +491,10 @@ webhook_endpoints = sa.Table(
     # The first failed attempt since the last success: failing for the whole retry window
     # disables the endpoint.
     sa.Column("failing_since", UtcDateTime(), nullable=True),
+    # One attempt in flight per endpoint: the lease expiry of the delivery a relay is
+    # attempting (set by the claim, cleared by the record, migration 0023).  No other
+    # delivery of the endpoint is claimed before it passes.
+    sa.Column("attempt_locked_until", UtcDateTime(), nullable=True),
     sa.Column("created_at", UtcDateTime(), nullable=False),
     sa.Column("updated_at", UtcDateTime(), nullable=False),
     sa.Column("rotated_at", UtcDateTime(), nullable=True),
@@ -442,6 +533,15 @@ sa.Index(
     webhook_deliveries.c.next_attempt_at,
     postgresql_where=webhook_deliveries.c.status == "pending",
     sqlite_where=webhook_deliveries.c.status == "pending",
+)
+# The console's webhook backlog chart (decision 0103; migration 0029): the deliveries that
+# settled inside the window, by when (a settled delivery's last write is its settling).
+# Partial: a pending delivery costs it nothing.
+sa.Index(
+    "ix_webhook_deliveries_settled",
+    webhook_deliveries.c.updated_at,
+    postgresql_where=webhook_deliveries.c.status != "pending",
+    sqlite_where=webhook_deliveries.c.status != "pending",
 )
 
 # Every attempt, written with the delivery's new state in one transaction after the HTTP
@@ -532,4 +632,144 @@ payment_method_owners = sa.Table(
     sa.Column("customer", sa.String(255), nullable=True),
     sa.Column("created_at", UtcDateTime(), nullable=False),
     sa.CheckConstraint("kind IN ('customer', 'payment_method')", name="kind_known"),
+)
+
+# A merchant's routing configuration (migration 0020; domain.routing, decision 0076): one
+# per client, replaced whole by each PUT; ``version`` is its ETag.
+routing_configurations = sa.Table(
+    "routing_configurations",
+    metadata,
+    sa.Column("client_id", sa.String(40), sa.ForeignKey("api_clients.id"), primary_key=True),
+    sa.Column("rules", JsonDocument, nullable=False),
+    sa.Column("default_route", JsonDocument, nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("updated_at", UtcDateTime(), nullable=False),
+)
+
+# A connector account's circuit (migration 0024; domain.circuit, decision 0082): one row per
+# account that ever failed (the platform's own account is ``ca_platform_stripe``), shared by
+# every worker and host.  Written on failures and state changes only, under its row lock.
+circuits = sa.Table(
+    "circuits",
+    metadata,
+    sa.Column("key", sa.String(40), primary_key=True),
+    sa.Column("state", sa.String(10), nullable=False),
+    sa.Column("failures", sa.Integer, nullable=False),
+    sa.Column("window_started_at", UtcDateTime(), nullable=True),
+    sa.Column("since", UtcDateTime(), nullable=True),
+    sa.Column("opened_at", UtcDateTime(), nullable=True),
+    sa.Column("next_probe_at", UtcDateTime(), nullable=True),
+    sa.Column("probes", sa.Integer, nullable=False),
+    sa.Column("released_at", UtcDateTime(), nullable=True),
+    sa.Column("probe_released_at", UtcDateTime(), nullable=True),
+    sa.Column("updated_at", UtcDateTime(), nullable=False),
+    sa.CheckConstraint("state IN ('closed', 'open', 'half_open')", name="state_known"),
+)
+# The payments waiting out a circuit, oldest first per account: what the sweeper releases
+# (``engine.circuits.release_waiting``).  Partial: only such waits cost the index anything.
+sa.Index(
+    "ix_payments_circuit_waits",
+    payments.c.connector_account_id,
+    payments.c.created_at,
+    postgresql_where=payments.c.waiting_for == "circuit",
+    sqlite_where=payments.c.waiting_for == "circuit",
+)
+
+# Reconciliation (migration 0027; decisions 0092, 0093).  A run compares one connector
+# account's provider objects created in a window with our rows; ``phase`` and ``cursor`` are
+# its recovery point (the last provider object whose page was committed), ``lease_token`` and
+# ``locked_until`` keep a second process from advancing the same run.
+reconciliation_runs = sa.Table(
+    "reconciliation_runs",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("connector_account", sa.String(40), nullable=False),
+    sa.Column("provider", sa.String(20), nullable=False),
+    sa.Column("window_start", UtcDateTime(), nullable=False),
+    sa.Column("window_end", UtcDateTime(), nullable=False),
+    sa.Column("status", sa.String(20), nullable=False),
+    sa.Column("phase", sa.String(20), nullable=False),
+    sa.Column("cursor", sa.String(255), nullable=True),
+    sa.Column("lease_token", sa.BigInteger, nullable=False),
+    sa.Column("lease_owner", sa.String(200), nullable=True),
+    sa.Column("locked_until", UtcDateTime(), nullable=True),
+    sa.Column("pages", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("payments_seen", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("refunds_seen", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("matched", sa.Integer, nullable=False, server_default="0"),
+    # Provider objects without our reference: not ours, never a finding.
+    sa.Column("foreign_objects", sa.Integer, nullable=False, server_default="0"),
+    # Ours still moving (processing): compared by a later run, not guessed at.
+    sa.Column("in_flight", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("findings_new", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("findings_seen", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("ledger_balanced", sa.Boolean, nullable=True),
+    sa.Column("ledger_sums", JsonDocument, nullable=True),
+    sa.Column("error", sa.String(1000), nullable=True),
+    sa.Column("started_at", UtcDateTime(), nullable=False),
+    sa.Column("finished_at", UtcDateTime(), nullable=True),
+    sa.Column("updated_at", UtcDateTime(), nullable=False),
+    sa.CheckConstraint("status IN ('running', 'completed', 'failed')", name="status_known"),
+    sa.CheckConstraint("phase IN ('payments', 'refunds', 'ours', 'done')", name="phase_known"),
+    sa.CheckConstraint("window_start < window_end", name="window"),
+    sa.Index("ix_reconciliation_runs_started_at", "started_at"),
+)
+
+# One row per discrepancy, unique on its identity (kind, connector account, provider object):
+# a rerun finds the row (``last_run_id`` moves) and adds none; a resolved one stays resolved.
+reconciliation_findings = sa.Table(
+    "reconciliation_findings",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("kind", sa.String(30), nullable=False),
+    sa.Column("connector_account", sa.String(40), nullable=False),
+    sa.Column("provider_object_id", sa.String(255), nullable=False),
+    sa.Column("object_type", sa.String(20), nullable=False),
+    sa.Column("payment_id", sa.String(40), nullable=True),
+    sa.Column("operation_id", sa.String(40), nullable=True),
+    # Both sides as each said it (``domain.reconciliation.Side``); null: that side has none.
+    sa.Column("ours", JsonDocument, nullable=True),
+    sa.Column("theirs", JsonDocument, nullable=True),
+    sa.Column("first_run_id", sa.String(40), nullable=False),
+    sa.Column("last_run_id", sa.String(40), nullable=False),
+    sa.Column("resolution", sa.String(20), nullable=False),
+    sa.Column("resolved_reason", sa.String(1000), nullable=True),
+    sa.Column("resolved_by", sa.String(40), nullable=True),
+    sa.Column("resolved_by_name", sa.String(200), nullable=True),
+    sa.Column("resolved_at", UtcDateTime(), nullable=True),
+    sa.Column("created_at", UtcDateTime(), nullable=False),
+    sa.Column("updated_at", UtcDateTime(), nullable=False),
+    sa.UniqueConstraint(
+        "kind",
+        "connector_account",
+        "provider_object_id",
+        name=sa.sql.elements.conv("uq_reconciliation_findings_discrepancy"),
+    ),
+    sa.CheckConstraint(
+        "kind IN ('orphan_at_provider', 'missing_at_provider', 'amount_mismatch', "
+        "'status_mismatch', 'refund_mismatch', 'ledger_imbalance')",
+        name="kind_known",
+    ),
+    sa.CheckConstraint("resolution IN ('open', 'resolved')", name="resolution_known"),
+    sa.CheckConstraint(
+        "resolution = 'open' OR (resolved_reason IS NOT NULL AND resolved_by IS NOT NULL)",
+        name="resolved_says_why",
+    ),
+    sa.Index("ix_reconciliation_findings_last_run_id", "last_run_id"),
+)
+# Open findings by kind: the metric's scrape and ``payorch status``.
+sa.Index(
+    "ix_reconciliation_findings_open",
+    reconciliation_findings.c.kind,
+    postgresql_where=reconciliation_findings.c.resolution == "open",
+    sqlite_where=reconciliation_findings.c.resolution == "open",
+)
+
+# Our payments and refunds a run saw at the provider, so its last phase finds ours the
+# provider lacks by an anti-join instead of a set held in memory; deleted when it finishes.
+reconciliation_matches = sa.Table(
+    "reconciliation_matches",
+    metadata,
+    sa.Column("run_id", sa.String(40), primary_key=True),
+    sa.Column("our_id", sa.String(40), primary_key=True),
 )

@@ -15,9 +15,12 @@ from types import TracebackType
 
 from orchestrator.db.clock import Clock, read_database_now
 from orchestrator.db.database import Database
+from orchestrator.db.repositories.attempts import AttemptRepository
 from orchestrator.db.repositories.audit import AuditRepository
 from orchestrator.db.repositories.authorizations import AuthorizationRepository
 from orchestrator.db.repositories.carried_calls import CarriedCalls
+from orchestrator.db.repositories.charts import ChartRepository
+from orchestrator.db.repositories.circuits import CircuitRepository
 from orchestrator.db.repositories.clients import ClientRepository
 from orchestrator.db.repositories.connector_accounts import ConnectorAccountRepository
 from orchestrator.db.repositories.deliveries import DeliveryRepository
@@ -32,6 +35,9 @@ from orchestrator.db.repositories.outcomes import OutcomeRepository
 from orchestrator.db.repositories.payment_search import PaymentSearchRepository
 from orchestrator.db.repositories.payments import PaymentRepository
 from orchestrator.db.repositories.provider_events import ProviderEventRepository
+from orchestrator.db.repositories.reconciliation import ReconciliationRepository
+from orchestrator.db.repositories.routing import RoutingRepository
+from orchestrator.db.repositories.sealed_secrets import SealedSecretRepository
 from orchestrator.db.repositories.webhook_endpoints import WebhookEndpointRepository
 from orchestrator.db.session import Session
 from orchestrator.domain.history import ProviderCallRecord
@@ -55,6 +61,12 @@ class UnitOfWork:
     disputes: DisputeRepository
     connector_accounts: ConnectorAccountRepository
     method_owners: MethodOwnerRepository
+    sealed_secrets: SealedSecretRepository
+    routing: RoutingRepository
+    circuits: CircuitRepository
+    attempts: AttemptRepository
+    reconciliation: ReconciliationRepository
+    charts: ChartRepository
 
     def __init__(
         self,
@@ -97,6 +109,12 @@ class UnitOfWork:
         self.disputes = DisputeRepository(session)
         self.connector_accounts = ConnectorAccountRepository(session)
         self.method_owners = MethodOwnerRepository(session)
+        self.sealed_secrets = SealedSecretRepository(session)
+        self.routing = RoutingRepository(session)
+        self.circuits = CircuitRepository(session)
+        self.attempts = AttemptRepository(session)
+        self.reconciliation = ReconciliationRepository(session)
+        self.charts = ChartRepository(session)
         return self
 
     def __exit__(

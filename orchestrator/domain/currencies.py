@@ -150,5 +150,24 @@ SUPPORTED_CURRENCIES = frozenset(
     }
 )
 
+# The one sentence every currency refusal says, whatever was wrong with the input (missing
+# letters, a digit, a number, an unknown code): the API, the routing rules and the console
+# name what is accepted, not which check failed first.
+CURRENCY_RULE = (
+    "must be a three-letter ISO 4217 currency code that Stripe supports, such as usd "
+    "(any letter case)"
+)
+
+
+def supported_currency(value: object) -> str | None:
+    """``value`` as the stored code (lower case), or None when it is not one we accept.
+    ASCII letters only: ``str.lower()`` maps some non-ASCII letters to ASCII ones (the
+    Kelvin sign U+212A becomes "k"), which would let "\u212arw" pass as "krw"."""
+    if not isinstance(value, str) or len(value) != 3 or not value.isascii():
+        return None
+    code = value.lower()
+    return code if code in SUPPORTED_CURRENCIES else None
+
+
 # Stripe's maximum charge amount in minor units (eight digits).
 MAX_AMOUNT = 99_999_999

@@ -20,6 +20,10 @@ def new_client_id() -> str:
     return f"cli_{secrets.token_hex(12)}"
 
 
+def new_api_key_id() -> str:
+    return f"key_{secrets.token_hex(12)}"
+
+
 def is_payment_id(value: str) -> bool:
     return _PAYMENT_ID.fullmatch(value) is not None
 

@@ -1,7 +1,16 @@
-"""Double-entry ledger lines for a payment outcome (pure)."""
+"""Double-entry ledger lines for a payment outcome (pure).
+
+Every business event books one **entry**: a group of lines for one payment, written in one
+transaction (``OutcomeRepository.add_ledger_lines``), whose amounts sum to zero in each
+currency.  So a payment's lines, and every currency's lines, always sum to zero
+(decision 0101): ``unbalanced`` is the check the writer runs before it writes, and on
+PostgreSQL a deferred constraint trigger repeats it at commit (migration 0031).
+"""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from orchestrator.domain.states import Outcome
@@ -23,6 +32,31 @@ class LedgerLine:
     account: str
     amount: int  # signed minor units: debit > 0, credit < 0
     currency: str
+
+
+class UnbalancedEntry(ValueError):
+    """An entry whose lines do not sum to zero in some currency: a bug in the code that
+    built it, refused before anything is written."""
+
+    def __init__(self, sums: dict[str, int]) -> None:
+        named = ", ".join(f"{currency} {total:+d}" for currency, total in sorted(sums.items()))
+        super().__init__(f"ledger entry does not balance: {named}")
+        self.sums = sums
+
+
+def unbalanced(lines: Iterable[LedgerLine]) -> dict[str, int]:
+    """Per currency, the sum of ``lines`` where it is not zero (empty: they balance)."""
+    sums: Counter[str] = Counter()
+    for line in lines:
+        sums[line.currency] += line.amount
+    return {currency: total for currency, total in sums.items() if total != 0}
+
+
+def check_balanced(lines: Iterable[LedgerLine]) -> None:
+    """Raise ``UnbalancedEntry`` unless ``lines`` sum to zero in every currency."""
+    sums = unbalanced(lines)
+    if sums:
+        raise UnbalancedEntry(sums)
 
 
 def lines_for(

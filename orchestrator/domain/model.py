@@ -20,12 +20,29 @@ class ApiClient:
     id: str
     name: str
     role: Role
-    key_prefix: str
     created_at: datetime
     revoked_at: datetime | None = None
     # The connector account a payment naming none runs on (decision 0062); None: the
     # platform's own account.
     default_connector_account_id: str | None = None
+    # The version of its routing configuration (decision 0076); None: it never sent one
+    # (its payments route to the default account, on the accept's one-statement path).
+    routing_version: int | None = None
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """One of a client's keys, as stored: its first characters, never the key."""
+
+    id: str
+    client_id: str
+    key_prefix: str
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None
 
 
 @dataclass(frozen=True)
@@ -50,6 +67,9 @@ class PaymentRequest:
     capture_method: str = "automatic"
     # The connector account the request pins (``ca_…``); None: the merchant's default.
     connector_account: str | None = None
+    # ``{"ca_…": <that provider's own method>}``: the method used with each account of the
+    # route (decision 0077); an account not named uses ``payment_method``.
+    payment_methods: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -57,6 +77,10 @@ class Failure:
     code: str
     message: str
     decline_code: str | None = None
+    # Whose problem it is, from the adapter's decline table (decision 0087): "card" or
+    # "provider" (another account may succeed); None: the adapter did not say.  Not stored:
+    # it is read once, when the engine decides between failing and failing over.
+    kind: str | None = None
 
 
 @dataclass(frozen=True)
@@ -125,6 +149,43 @@ class PaymentRecord:
     # The connector account it runs on (migration 0018), set at accept; None: the
     # platform's own account.  Its refunds, captures and cancels use the same.
     connector_account_id: str | None = None
+    # The customer's authentication result forwarded through us (decision 0073): the last
+    # body the merchant sent, its forward's number n (key payorch-{id}-details-{n}), and
+    # whether the provider has not answered it yet (the worker sends it, or replays it).
+    action_result: dict[str, Any] | None = field(default=None, repr=False)
+    action_result_attempts: int = 0
+    action_result_pending: bool = False
+
+    # The route resolved at accept (decision 0077): accounts in failover order
+    # (``domain.routing.PLATFORM_ACCOUNT`` for the platform's), the rule that chose it
+    # (None: the default), the accounts skipped and why.  ``route`` empty: stored before
+    # routing existed, or by the one-statement accept (``shown_route``).
+    route: tuple[str, ...] = ()
+    route_rule: str | None = None
+    route_skipped: tuple[dict[str, str], ...] = ()
+    # Failover (decision 0086): how many times the payment moved to the next account of its
+    # route (its current attempt is ``failovers + 1``; the keys forwarded for it carry that
+    # number), and the attempts that ended, oldest first, as the representation shows them.
+    failovers: int = 0
+    route_attempts: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def payment_method_for_account(self) -> str | dict[str, Any]:
+        """The method to send to the account the payment runs on: the request's entry for
+        it in ``payment_methods``, else ``payment_method``."""
+        account = self.connector_account_id
+        if account is not None and account in self.request.payment_methods:
+            method: str | dict[str, Any] = self.request.payment_methods[account]
+            return method
+        return self.request.payment_method
+
+    @property
+    def token_method_for_account(self) -> str:
+        """``payment_method_for_account`` where a call takes a method id (a string): an
+        object-shaped method (a provider that takes one reads it from the order) falls
+        back to ``payment_method``."""
+        method = self.payment_method_for_account
+        return method if isinstance(method, str) else self.request.payment_method
 
     @property
     def state(self) -> State:

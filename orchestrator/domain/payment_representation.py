@@ -19,8 +19,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.domain.attempts import ATTEMPT_FIELDS, shown_attempts
 from orchestrator.domain.encoding import iso, ordered
 from orchestrator.domain.model import PaymentRecord
+from orchestrator.domain.routing import PLATFORM_ACCOUNT
 from orchestrator.domain.states import PaymentStatus
 
 # The documented field order of a payment (docs/api/payments.md).
@@ -42,6 +44,8 @@ PAYMENT_FIELDS: tuple[str, ...] = (
     "idempotency_key",
     "provider",
     "connector_account",
+    "route",
+    "route_attempts",
     "provider_payment_id",
     "failure",
     "next_action",
@@ -63,6 +67,17 @@ def canonical_payment(document: dict[str, Any]) -> dict[str, Any]:
         result["metadata"] = dict(sorted(result["metadata"].items()))
     if isinstance(result.get("failure"), dict):
         result["failure"] = ordered(result["failure"], FAILURE_FIELDS)
+    if isinstance(result.get("route_attempts"), list):
+        result["route_attempts"] = [
+            _canonical_attempt(a) if isinstance(a, dict) else a for a in result["route_attempts"]
+        ]
+    return result
+
+
+def _canonical_attempt(attempt: dict[str, Any]) -> dict[str, Any]:
+    result = ordered(attempt, ATTEMPT_FIELDS)
+    if isinstance(result.get("failure"), dict):
+        result["failure"] = ordered(result["failure"], FAILURE_FIELDS)
     return result
 
 
@@ -74,6 +89,15 @@ def shown_status(record: PaymentRecord) -> str:
     return record.status.value
 
 
+def shown_route(record: PaymentRecord) -> tuple[str, ...]:
+    """The stored route; a payment stored without one (before routing existed, or by the
+    one-statement accept, which only claims for merchants without routing or a default
+    account) ran on its one account."""
+    if record.route:
+        return record.route
+    return (record.connector_account_id or PLATFORM_ACCOUNT,)
+
+
 def payment_representation(record: PaymentRecord) -> dict[str, Any]:
     failure = None
     if record.failure is not None:
@@ -82,10 +106,11 @@ def payment_representation(record: PaymentRecord) -> dict[str, Any]:
             "decline_code": record.failure.decline_code,
             "message": record.failure.message,
         }
+    status = shown_status(record)
     return {
         "id": record.id,
         "object": "payment",
-        "status": shown_status(record),
+        "status": status,
         "amount": record.request.amount,
         "currency": record.request.currency,
         "capture_method": record.request.capture_method,
@@ -94,7 +119,8 @@ def payment_representation(record: PaymentRecord) -> dict[str, Any]:
         "amount_capturable": record.amount_capturable,
         "amount_captured": record.amount_captured,
         "amount_refunded": record.amount_refunded,
-        "payment_method": record.request.payment_method,
+        # null: only ``payment_methods`` was sent (one method per account).
+        "payment_method": record.request.payment_method or None,
         "customer_reference": record.request.customer_reference,
         "customer": record.request.customer,
         "description": record.request.description,
@@ -105,6 +131,11 @@ def payment_representation(record: PaymentRecord) -> dict[str, Any]:
         # The connector account it runs on (decision 0062); null: the platform's own
         # account.
         "connector_account": record.connector_account_id,
+        # The accounts it may be tried on, in order (decision 0077).
+        "route": list(shown_route(record)),
+        # One per account tried, in order (decision 0086); the last is the current one.
+        # ``attempts`` (below) is older and counts the worker runs (decision 0010).
+        "route_attempts": shown_attempts(record, status),
         "provider_payment_id": record.provider_payment_id,
         "failure": failure,
         # Only while the customer must act (requires_action); null otherwise.

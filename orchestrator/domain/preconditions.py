@@ -6,10 +6,13 @@ Two kinds of tag, for two audiences:
   exactly when the representation does, so a poller's ``If-None-Match`` answers ``304``
   until something about the payment changes.  Representations must therefore not move
   without a change (a lease heartbeat does not touch ``updated_at``).
-* ``lease_etag(record)``: the lease state an operator saw, ``"<lease token>.<status>"``.
-  Every claim, takeover, park and retry bumps the token or changes the status; heartbeats
-  do neither.  Ops commands take it in ``If-Match``: a stale tag means someone else acted
-  since the operator looked, and the command is refused with ``412`` and changes nothing.
+* ``lease_etag(record)``: the lease state an operator saw, ``"<lease token>.<status>"``,
+  with the status a client sees (a payment waiting for its customer is
+  ``requires_action``, not the ``processing`` it is stored as: an operator reading
+  ``"2.processing"`` beside a requires_action payment was misled).  Every claim, takeover,
+  park and retry bumps the token or changes the status; heartbeats do neither.  Ops
+  commands take it in ``If-Match``: a stale tag means someone else acted since the
+  operator looked, and the command is refused with ``412`` and changes nothing.
 
 Comparison: ``If-None-Match`` uses the weak comparison (``W/"x"`` matches ``"x"``),
 ``If-Match`` the strong one (a weak tag never matches), ``*`` matches any current
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 
 from orchestrator.domain.model import PaymentRecord
 from orchestrator.domain.operations import OperationRecord
+from orchestrator.domain.payment_representation import shown_status
 
 _ETAG_LIST_ITEM = re.compile(r'\s*(W/)?"([\x21\x23-\x7e\x80-\xff]*)"\s*(?:,|$)')
 MAX_TAGS = 32  # a header listing more is refused rather than scanned
@@ -80,7 +84,8 @@ def representation_etag(body: bytes) -> str:
 
 
 def lease_etag(record: PaymentRecord | OperationRecord) -> str:
-    return f'"{record.lease_token}.{record.status.value}"'
+    status = shown_status(record) if isinstance(record, PaymentRecord) else record.status.value
+    return f'"{record.lease_token}.{status}"'
 
 
 def not_modified(if_none_match: str | None, current: str) -> bool:

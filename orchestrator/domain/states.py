@@ -68,6 +68,9 @@ class WaitingFor(StrEnum):
 
     CUSTOMER = "customer"  # 3-D Secure: the customer must authenticate (requires_action)
     PROVIDER = "provider"  # an asynchronous method: the provider settles it later
+    # Its connector account's circuit is open (decision 0082): no call was made, and the
+    # sweeper releases it when the circuit lets calls through again.  Shown as processing.
+    CIRCUIT = "circuit"
 
 
 class RecoveryPoint(StrEnum):

@@ -30,6 +30,7 @@ import itertools
 import threading
 import time
 from collections import deque
+from collections.abc import Mapping
 from typing import Any
 
 import psycopg
@@ -99,9 +100,10 @@ class Dispatcher:
         self.listening = threading.Event()
         self._pending: deque[tuple[str, int]] = deque()
 
-    def run(self, stop: threading.Event) -> None:
-        """LISTEN and publish until ``stop`` is set; reconnects after any failure."""
-        log.info("dispatcher_started", dispatcher=self.name)
+    def run(self, stop: threading.Event, started_with: Mapping[str, object] | None = None) -> None:
+        """LISTEN and publish until ``stop`` is set; reconnects after any failure.
+        ``started_with``: what the command adds to the start line."""
+        log.info("dispatcher_started", dispatcher=self.name, **(started_with or {}))
         while not stop.is_set():
             try:
                 self._session(stop)

@@ -12,6 +12,7 @@ it (``orchestrator.broker``) is known to the composition root only.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from orchestrator.domain.ids import is_payment_id
@@ -42,10 +43,32 @@ class BatchTaskPublisher(Protocol):
         """Close the calling thread's batch connection (the dispatcher, when it stops)."""
 
 
+@dataclass(frozen=True)
+class QueueState:
+    """The wake-up queue as the broker reports it: messages ready (not those a worker took
+    and has not acknowledged) and consumers (worker processes) attached."""
+
+    ready: int
+    consumers: int
+
+
+@runtime_checkable
+class QueueDepthProbe(Protocol):
+    """A publisher that can say what waits in the broker's queue (the sweeper uses it when
+    its publisher has it, to tell a queued wake-up from a lost one)."""
+
+    def wake_up_queue(self) -> QueueState | None:
+        """The wake-up queue now; None when the broker cannot say (unreachable)."""
+
+
 class TaskPublisher(Protocol):
-    def publish_process_payment(self, payment_id: str, lease_token: int) -> None:
+    def publish_process_payment(
+        self, payment_id: str, lease_token: int, *, traceparent: str | None = None
+    ) -> None:
         """Ask a worker to process ``payment_id`` with the dispatch lease ``lease_token``.
-        Raises PublishFailed."""
+        ``traceparent``: the payment's trace context, carried as a message header (the
+        accept's, which has it at hand); without it the worker reads the row's (decision
+        0102).  Raises PublishFailed."""
 
     def publish_operation(self, operation_id: str, lease_token: int) -> None:
         """Ask a worker to run the operation (capture, cancel, refund) ``operation_id``.
@@ -67,7 +90,9 @@ def publish_wake_up(publisher: TaskPublisher, record_id: str, lease_token: int) 
 class NullPublisher:
     """Publishes nothing: for tools that only write records (the sweeper re-queues)."""
 
-    def publish_process_payment(self, payment_id: str, lease_token: int) -> None:
+    def publish_process_payment(
+        self, payment_id: str, lease_token: int, *, traceparent: str | None = None
+    ) -> None:
         raise PublishFailed("no broker configured")
 
     def publish_operation(self, operation_id: str, lease_token: int) -> None:

@@ -12,6 +12,8 @@ Read top to bottom, ``run_operation`` is the whole life of one task::
     3. the end   Fenced   -> nothing more is written                       FENCED
                  Deferred -> lease released until next_attempt_at           DEFERRED
                  Waiting  -> lease released, re-check at next_attempt_at    WAITING
+                 CircuitOpen -> the account's circuit refused a call: a wait  WAITING
+                            (WaitingFor.CIRCUIT), no attempt spent, never parked
                  Parked   -> needs_attention, for an operator                PARKED
 
 Safe to run any number of times, concurrently, with stale tokens: the claim and the fence
@@ -36,6 +38,8 @@ from typing import Any, Protocol
 from orchestrator import metrics
 from orchestrator.db.uow import UnitOfWork, UnitOfWorkFactory
 from orchestrator.domain.lease_state import Leased
+from orchestrator.domain.model import PaymentRecord
+from orchestrator.domain.states import WaitingFor
 from orchestrator.engine import call_log
 from orchestrator.engine.lease import (
     Deferred,
@@ -49,6 +53,7 @@ from orchestrator.engine.lease import (
 )
 from orchestrator.logging import get_logger
 from orchestrator.providers.base import PaymentProvider, Permanent
+from orchestrator.providers.circuit import CircuitOpen
 from orchestrator.settings import Settings
 
 log = get_logger(__name__)
@@ -188,6 +193,8 @@ def _run(
         return _defer(lease, deferred)
     except Waiting as waiting:
         return _wait(lease, waiting)
+    except CircuitOpen as refused:
+        return _wait(lease, _circuit_wait(lease, refused, runner.settings))
     except Parked as parked:
         return _park(lease, parked.reason)
     except interruptions as interruption:
@@ -203,6 +210,23 @@ def _provider(runner: Runner, record: Leased) -> PaymentProvider:
         return runner.provider_for(record)
     except Permanent as error:
         raise Parked(f"no provider for this record: {error.message}") from error
+
+
+def _circuit_wait(lease: Lease[Any], refused: CircuitOpen, settings: Settings) -> Waiting:
+    """A call the account's circuit refused (decision 0082): not an attempt and not an
+    unknown outcome (nothing was sent), so the record waits without a lease.
+
+    A payment waits long (the safety net): the sweeper releases it when the circuit lets
+    calls through (``engine.circuits.release_waiting``), so an outage costs no claim and
+    no message per waiting payment per open period.  Another operation's row keeps no
+    ``waiting_for`` for the sweeper to find; it is re-checked when the next probe is due,
+    spread over one open period (few of them: refunds, captures, cancels)."""
+    if isinstance(lease.record, PaymentRecord):
+        recheck = settings.circuit_wait_recheck_seconds
+    else:
+        spread = random.uniform(0.0, settings.circuit_open_seconds)
+        recheck = refused.retry_after + spread
+    return Waiting(recheck, str(refused), WaitingFor.CIRCUIT)
 
 
 def _interrupted(lease: Lease[Any], interruption: BaseException) -> ProcessResult:

@@ -2,6 +2,9 @@
 
 One pass (``run_once``)::
 
+    0. circuits:         make due the payments waiting out a circuit that lets calls
+                         through again (``release_waits``: ``engine.circuits``), so step 1
+                         re-queues them in this same pass
     1. one transaction:  lock_due (FOR UPDATE SKIP LOCKED, up to PAYORCH_SWEEP_BATCH_SIZE)
                          -> take_over_lease for each: token + 1 and a dispatch lease,
                             or needs_attention at PAYORCH_MAX_ATTEMPTS
@@ -19,7 +22,9 @@ One pass (``run_once``)::
 What a pass finds due (``status = 'processing' AND locked_until <= now``):
 
 * an expired lease: a worker crashed or hung, a message was lost, or a publish failed
-  (the API's dispatch lease ran out) -> a *takeover*;
+  (the API's dispatch lease ran out) -> a *takeover*; except an expired dispatch lease
+  whose wake-up may still be in the broker's queue (a backlog): left alone, since another
+  message would only queue behind the first (``queue_horizon``, decision 0081);
 * a deferred record (``lease_owner IS NULL``, ``next_attempt_at`` set): a worker's long
   backoff that is now due -> a *due retry*.
 
@@ -37,18 +42,20 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from orchestrator import metrics
 from orchestrator.db.uow import UnitOfWorkFactory
-from orchestrator.engine.publisher import TaskPublisher
+from orchestrator.engine.publisher import QueueDepthProbe, QueueState, TaskPublisher
+from orchestrator.engine.queue_horizon import GRACE_OWNER, grace_first, queued_hold
 from orchestrator.engine.takeover import (
     Actor,
     TakeoverOutcome,
     TakeoverResult,
     count_outcome,
+    payment_of,
     requeue_after_commit,
     take_over_lease,
 )
@@ -78,9 +85,14 @@ class SweepReport:
     taken_over: list[str] = field(default_factory=list)
     due_retries: list[str] = field(default_factory=list)
     parked: list[str] = field(default_factory=list)
+    # Expired dispatch leases given a grace lease (a wake-up the queue no longer holds,
+    # perhaps taken by a worker and not yet claimed): re-dispatched if it runs out too.
+    graced: list[str] = field(default_factory=list)
     publish_failures: list[str] = field(default_factory=list)
     # Found due but changed by someone else before we could act (expected to stay empty).
     skipped: list[str] = field(default_factory=list)
+    # Made due because their circuit lets calls through again (step 0).
+    circuit_released: int = 0
     purged_keys: int = 0
     purged_events: int = 0
     purged_provider_events: int = 0
@@ -96,8 +108,10 @@ class SweepReport:
             "taken_over": list(self.taken_over),
             "due_retries": list(self.due_retries),
             "parked": list(self.parked),
+            "graced": list(self.graced),
             "publish_failures": list(self.publish_failures),
             "skipped": list(self.skipped),
+            "circuit_released": self.circuit_released,
             "purged_keys": self.purged_keys,
             "purged_events": self.purged_events,
             "purged_provider_events": self.purged_provider_events,
@@ -123,16 +137,20 @@ class Sweeper:
         *,
         purge_events: Callable[[], int],
         name: str | None = None,
+        release_waits: Callable[[], list[str]] | None = None,
     ) -> None:
         self._uow = uow
         self._publisher = publisher
         self._settings = settings
         self._purge_events = purge_events
+        self._release_waits = release_waits
         self.actor = Actor.sweeper(name or default_sweeper_name())
 
     def run_once(self) -> SweepReport:
         started = time.monotonic()
         report = SweepReport()
+        if self._release_waits is not None:
+            report.circuit_released = len(self._release_waits())
         outcomes = self._take_over_due(report)
         self._requeue(outcomes, report)
         report.purged_keys = self.purge_expired_idempotency_data()
@@ -142,10 +160,23 @@ class Sweeper:
         self._log(report)
         return report
 
-    def run(self, stop_event: threading.Event) -> None:
+    def run(
+        self, stop_event: threading.Event, started_with: Mapping[str, object] | None = None
+    ) -> None:
         """Sweep every SWEEP_INTERVAL_SECONDS until ``stop_event`` is set.  A full batch
-        means more is due: the next pass starts at once instead of after the interval."""
-        log.info("sweeper_started", sweeper=self.actor.name)
+        means more is due: the next pass starts at once instead of after the interval.
+        ``started_with``: what the command adds to the start line (which database and
+        broker, what else the process runs)."""
+        settings = self._settings
+        log.info(
+            "sweeper_started",
+            sweeper=self.actor.name,
+            interval_seconds=settings.sweep_interval_seconds,
+            batch_size=settings.sweep_batch_size,
+            dispatch_lease_seconds=settings.dispatch_lease_seconds,
+            max_attempts=settings.max_attempts,
+            **(started_with or {}),
+        )
         while not stop_event.is_set():
             try:
                 report = self.run_once()
@@ -164,12 +195,26 @@ class Sweeper:
         the operations), each with its own batch."""
         settings = self._settings
         outcomes: list[TakeoverOutcome] = []
+        # Asked before the transaction: a broker round trip never holds row locks.
+        queue = self._wake_up_queue()
         with self._uow() as uow:
             now = uow.now()
+            hold = queued_hold(uow, queue)
             for leases in (uow.leases, uow.operations):
-                due = leases.lock_due(now=now, limit=settings.sweep_batch_size)
+                due = leases.lock_due(now=now, limit=settings.sweep_batch_size, hold=hold)
                 report.batch_full = report.batch_full or len(due) >= settings.sweep_batch_size
                 for record in due:
+                    if grace_first(queue, record.lease_owner):
+                        graced = leases.grant_grace(
+                            record.id,
+                            expected_token=record.lease_token,
+                            owner=GRACE_OWNER,
+                            now=now,
+                            lease_until=now + timedelta(seconds=settings.dispatch_lease_seconds),
+                        )
+                        target = report.graced if graced is not None else report.skipped
+                        target.append(payment_of(record))
+                        continue
                     outcome = take_over_lease(
                         uow,
                         record.id,
@@ -200,6 +245,15 @@ class Sweeper:
             else:
                 report.skipped.append(outcome.payment_id)
         return outcomes
+
+    def _wake_up_queue(self) -> QueueState | None:
+        """The broker's wake-up queue, when the publisher can tell."""
+        if not isinstance(self._publisher, QueueDepthProbe):
+            return None
+        queue = self._publisher.wake_up_queue()
+        if queue is not None:
+            metrics.WAKE_UPS_QUEUED.set(queue.ready)
+        return queue
 
     def _requeue(self, outcomes: list[TakeoverOutcome], report: SweepReport) -> None:
         consecutive_failures = 0
@@ -263,7 +317,9 @@ class Sweeper:
     def _log(self, report: SweepReport) -> None:
         did_something = (
             report.requeued
+            or report.circuit_released
             or report.parked
+            or report.graced
             or report.skipped
             or report.purged_keys
             or report.purged_events
@@ -277,8 +333,10 @@ class Sweeper:
             taken_over=len(report.taken_over),
             due_retries=len(report.due_retries),
             parked=len(report.parked),
+            graced=len(report.graced),
             publish_failures=len(report.publish_failures),
             skipped=len(report.skipped),
+            circuit_released=report.circuit_released,
             purged_keys=report.purged_keys,
             purged_events=report.purged_events,
             purged_provider_events=report.purged_provider_events,

@@ -108,8 +108,9 @@ class EndpointService:
         normalised = normalise_events(events)
         secret = new_signing_secret()
         with self.uow() as uow:
-            # Counted in the insert's transaction; two creates racing at the limit may both
-            # pass it (the cap bounds the fan-out, it is not an invariant money depends on).
+            # Counted in the insert's transaction, after the client's row is locked: two
+            # creates racing at the limit queue there, and the second counts the first's.
+            uow.webhook_endpoints.lock_client(client_id)
             if len(uow.webhook_endpoints.list_for_client(client_id)) >= self.max_endpoints:
                 raise EndpointLimitReached(
                     f"This API client has {self.max_endpoints} webhook endpoints, the most it "

@@ -8,10 +8,12 @@ transaction:
    and knows nothing of endpoints; an endpoint registered before the fan-out still gets
    the event);
 2. claim: up to ``RELAY_CONCURRENCY`` due deliveries, leased (``FOR UPDATE SKIP LOCKED``),
-   so relays on several hosts never hold the same delivery;
-3. attempt each claimed delivery in a thread (no transaction open across the POST), then
-   record the attempt and the delivery's next state in one transaction, fenced by the
-   lease token.
+   so relays on several hosts never hold the same delivery; at most one per endpoint, and
+   none of an endpoint with an attempt in flight (the endpoint is leased with its delivery,
+   decision 0080), so a slow endpoint never holds more than one relay thread;
+3. attempt each claimed delivery in a thread (no transaction open across the POST, each
+   attempt ended by its hard deadline, ``events.deadline``), then record the attempt and the
+   delivery's next state in one transaction, fenced by the lease token.
 
 ``run`` (the ``payorch relay`` loop) does the same with one thread fanning out and
 ``RELAY_CONCURRENCY`` threads each claiming and attempting one delivery at a time, so a slow
@@ -36,6 +38,7 @@ import secrets as token_source
 import socket
 import threading
 import time
+from collections.abc import Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -64,6 +67,9 @@ log = get_logger(__name__)
 FAN_OUT_BATCH = 200
 # The gauges cost two aggregate queries: sampled at most this often.
 STATS_INTERVAL_SECONDS = 5.0
+# The long-running relay logs what its threads did (``relay_summary``) at most this often,
+# and only when they did something: an idle relay writes no line, a busy one one per period.
+SUMMARY_INTERVAL_SECONDS = 30.0
 
 
 def default_relay_name() -> str:
@@ -97,6 +103,15 @@ class RelayReport:
             "endpoints_disabled": self.endpoints_disabled,
         }
 
+    def count(self, verdict: _Verdict) -> None:
+        self.attempted += 1
+        self.delivered += verdict.delivered
+        self.retrying += verdict.retrying
+        self.fenced += verdict.fenced
+        self.gave_up += verdict.gave_up
+        if verdict.disabled_endpoint is not None:
+            self.endpoints_disabled.append(verdict.disabled_endpoint)
+
 
 @dataclass(frozen=True)
 class _Verdict:
@@ -104,6 +119,37 @@ class _Verdict:
     retrying: bool
     fenced: bool
     disabled_endpoint: str | None
+
+    @property
+    def gave_up(self) -> bool:
+        return not (self.delivered or self.retrying or self.fenced)
+
+
+class _Tally:
+    """What the delivery threads did since the last ``relay_summary`` and since the start,
+    counted under a lock (several threads report)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._since_summary = RelayReport()
+        self.total = RelayReport()
+
+    def add_published(self, published: int, created: int) -> None:
+        with self._lock:
+            for report in (self._since_summary, self.total):
+                report.published += published
+                report.deliveries_created += created
+
+    def add(self, verdict: _Verdict) -> None:
+        with self._lock:
+            self._since_summary.count(verdict)
+            self.total.count(verdict)
+
+    def take(self) -> RelayReport:
+        """The counts since the last call, reset."""
+        with self._lock:
+            taken, self._since_summary = self._since_summary, RelayReport()
+        return taken
 
 
 def build_sender(settings: Settings, resolver: Resolver) -> WebhookSender:
@@ -154,22 +200,38 @@ class Relay:
 
     # -- the loop -----------------------------------------------------------------------
 
-    def run(self, stop: threading.Event) -> None:
+    def run(self, stop: threading.Event, started_with: Mapping[str, object] | None = None) -> None:
         """The long-running relay: ``RELAY_CONCURRENCY`` delivery threads, each claiming one
         delivery at a time, and this thread fanning out the outbox and sampling the gauges.
         One slow endpoint holds one thread, never the others' deliveries (``run_once``'s
         batch waits for its slowest attempt)."""
-        idle = self._settings.relay_idle_seconds
+        settings = self._settings
+        idle = settings.relay_idle_seconds
+        tally = _Tally()
         workers = [
             threading.Thread(
-                target=self._deliver_until, args=(stop,), name=f"relay-{n}", daemon=True
+                target=self._deliver_until, args=(stop, tally), name=f"relay-{n}", daemon=True
             )
-            for n in range(self._settings.relay_concurrency)
+            for n in range(settings.relay_concurrency)
         ]
+        log.info(
+            "relay_started",
+            relay=self.name,
+            concurrency=settings.relay_concurrency,
+            timeout_seconds=settings.webhook_timeout_seconds,
+            lease_seconds=settings.webhook_lease_seconds,
+            retry_hours=settings.webhook_retry_hours,
+            private_targets_allowed=settings.webhook_private_targets_allowed,
+            **(started_with or {}),
+        )
         for worker in workers:
             worker.start()
+        summarised_at = time.monotonic()
         try:
             while not stop.is_set():
+                if time.monotonic() - summarised_at >= SUMMARY_INTERVAL_SECONDS:
+                    summarised_at = time.monotonic()
+                    self._log_summary(tally.take())
                 report = RelayReport()
                 try:
                     self._fan_out(report)
@@ -181,23 +243,33 @@ class Relay:
                     stop.wait(idle * 4)
                     continue
                 if report.published:
-                    log.info("relay_fan_out", relay=self.name, **report.as_dict())
+                    tally.add_published(report.published, report.deliveries_created)
+                    log.info(
+                        "relay_fan_out",
+                        relay=self.name,
+                        published=report.published,
+                        deliveries_created=report.deliveries_created,
+                    )
                 else:
                     stop.wait(idle)
         finally:
             stop.set()
             for worker in workers:
                 worker.join()
+            self._log_summary(tally.take())
+            log.info("relay_stopped", relay=self.name, **tally.total.as_dict())
 
-    def _deliver_until(self, stop: threading.Event) -> None:
+    def _log_summary(self, report: RelayReport) -> None:
+        if report.attempted:
+            log.info("relay_summary", relay=self.name, **report.as_dict())
+
+    def _deliver_until(self, stop: threading.Event, tally: _Tally) -> None:
         idle = self._settings.relay_idle_seconds
         while not stop.is_set():
             try:
                 claimed = self._claim(limit=1)
                 for delivery in claimed:
-                    verdict = self._attempt_and_record(delivery)
-                    if verdict.disabled_endpoint is not None or verdict.fenced:
-                        log.info("relay_delivery", relay=self.name, **verdict.__dict__)
+                    tally.add(self._attempt_and_record(delivery))
             except Exception:
                 # Database down between the claim and the record: the lease runs out and
                 # the delivery is attempted again (same webhook-id).
@@ -210,16 +282,17 @@ class Relay:
     def run_once(self) -> RelayReport:
         report = RelayReport()
         self._fan_out(report)
-        claimed = self._claim()
-        verdicts = list(self._pool.map(self._attempt_and_record, claimed))
+        verdicts: list[_Verdict] = []
+        attempted: set[int] = set()
+        # Rounds: a claim takes at most one delivery per endpoint (one attempt in flight
+        # each), so an endpoint's further due deliveries come in the next rounds.  A
+        # delivery is attempted at most once per pass (a retry due at once waits for the
+        # next pass).
+        while claimed := self._claim(exclude=attempted):
+            attempted.update(c.delivery.id for c in claimed)
+            verdicts.extend(self._pool.map(self._attempt_and_record, claimed))
         for verdict in verdicts:
-            report.attempted += 1
-            report.delivered += verdict.delivered
-            report.retrying += verdict.retrying
-            report.fenced += verdict.fenced
-            report.gave_up += not (verdict.delivered or verdict.retrying or verdict.fenced)
-            if verdict.disabled_endpoint is not None:
-                report.endpoints_disabled.append(verdict.disabled_endpoint)
+            report.count(verdict)
         self._sample_stats()
         if report.did_something:
             log.info("relay_pass", relay=self.name, **report.as_dict())
@@ -239,11 +312,14 @@ class Relay:
             if published < FAN_OUT_BATCH:
                 return
 
-    def _claim(self, limit: int | None = None) -> list[ClaimedDelivery]:
+    def _claim(
+        self, limit: int | None = None, exclude: Collection[int] = ()
+    ) -> list[ClaimedDelivery]:
         settings = self._settings
         with self._uow() as uow:
             claimed = uow.deliveries.claim_due(
                 owner=self.name,
+                exclude=exclude,
                 limit=limit or settings.relay_concurrency,
                 lease_seconds=settings.webhook_lease_seconds,
                 now=uow.now(),
@@ -316,6 +392,22 @@ class Relay:
         if not held:
             metrics.FENCED_WRITES.inc()
             log.warning("webhook_attempt_fenced", relay=self.name, delivery=claimed.delivery.id)
+        elif status is not DeliveryStatus.DELIVERED:
+            # The receiver is down or refusing: each failed attempt says so, and whether
+            # it is retried (when) or given up.
+            log.warning(
+                "webhook_attempt_failed",
+                relay=self.name,
+                delivery=claimed.delivery.id,
+                endpoint=endpoint.id,
+                event_id=claimed.event.public_id,
+                outcome=result.outcome.value,
+                status_code=result.status_code,
+                error=result.error,
+                attempts=claimed.delivery.attempts + 1,
+                next_attempt_at=next_at.isoformat() if next_at is not None else None,
+                gave_up=status is DeliveryStatus.FAILED,
+            )
         return _Verdict(
             delivered=held and status is DeliveryStatus.DELIVERED,
             retrying=held and status is DeliveryStatus.PENDING,

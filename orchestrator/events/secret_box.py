@@ -5,16 +5,22 @@ encrypted with Fernet (AES-128-CBC + HMAC-SHA256, from ``cryptography``) under a
 from ``PAYORCH_SECRET_KEY`` with HKDF-SHA256 and a purpose label, so the key that HMACs log
 lines is never used as-is for a second job.  A database dump alone reveals no secret.
 
-Hazard: changing ``PAYORCH_SECRET_KEY`` makes every stored secret unreadable (the relay
-records ``error`` attempts naming it); rotate each endpoint's secret after moving the key.
+The box holds a key ring (``PAYORCH_SECRET_KEY`` first, then ``PAYORCH_PREVIOUS_SECRET_KEYS``):
+it seals under the first and opens under any (``MultiFernet``), and ``reseal`` moves a
+sealed secret to the first (``services.secret_rotation``, ``payorch secrets reencrypt``).
+
+Hazard: a key dropped from the ring before everything sealed under it was resealed makes
+those secrets unreadable (the relay records ``error`` attempts naming it; a connector
+account's payments park); reseal first, then drop the previous key.
 """
 
 from __future__ import annotations
 
 import base64
 import secrets
+from collections.abc import Sequence
 
-from cryptography.fernet import Fernet, InvalidToken
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
@@ -35,22 +41,49 @@ def new_signing_secret() -> str:
 class SecretBox:
     """``purpose``: the HKDF label; each kind of stored secret has its own (connector
     account credentials use ``services.connector_accounts``'s), so one key never serves
-    two jobs."""
+    two jobs.  ``secret_keys``: one root secret, or the ring, current first."""
 
-    def __init__(self, secret_key: str, *, purpose: bytes = _PURPOSE) -> None:
-        derived = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=purpose).derive(
-            secret_key.encode("utf-8")
-        )
-        self._fernet = Fernet(base64.urlsafe_b64encode(derived))
+    def __init__(self, secret_keys: str | Sequence[str], *, purpose: bytes = _PURPOSE) -> None:
+        ring = [secret_keys] if isinstance(secret_keys, str) else list(secret_keys)
+        if not ring:
+            raise ValueError("a secret box needs at least one key")
+        fernets = [_fernet(key, purpose) for key in ring]
+        self._current = fernets[0]
+        self._ring = MultiFernet(fernets)
 
     def seal(self, secret: str) -> str:
-        return self._fernet.encrypt(secret.encode("utf-8")).decode("ascii")
+        return self._current.encrypt(secret.encode("utf-8")).decode("ascii")
 
     def open(self, sealed: str) -> str:
         try:
-            return self._fernet.decrypt(sealed.encode("ascii")).decode("utf-8")
+            return self._ring.decrypt(sealed.encode("ascii")).decode("utf-8")
         except InvalidToken:
             raise UnreadableSecret(
-                "the endpoint's secret does not decrypt with the current PAYORCH_SECRET_KEY "
-                "(was the key changed?): rotate the endpoint's secret"
+                "the endpoint's secret does not decrypt with PAYORCH_SECRET_KEY or any of "
+                "PAYORCH_PREVIOUS_SECRET_KEYS (was a key dropped?): rotate the endpoint's secret"
             ) from None
+
+    def is_current(self, sealed: str) -> bool:
+        """Whether ``sealed`` opens under the current key (nothing to reseal)."""
+        try:
+            self._current.decrypt(sealed.encode("ascii"))
+        except InvalidToken:
+            return False
+        return True
+
+    def reseal(self, sealed: str) -> str:
+        """The same secret sealed under the current key; ``UnreadableSecret`` if no key of
+        the ring opens it."""
+        try:
+            return self._ring.rotate(sealed.encode("ascii")).decode("ascii")
+        except InvalidToken:
+            raise UnreadableSecret(
+                "a stored secret opens under no key of the ring: it cannot be resealed"
+            ) from None
+
+
+def _fernet(secret_key: str, purpose: bytes) -> Fernet:
+    derived = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=purpose).derive(
+        secret_key.encode("utf-8")
+    )
+    return Fernet(base64.urlsafe_b64encode(derived))

@@ -3,8 +3,9 @@
 Error tree of an attempt (every branch is an ``AttemptResult``, never an exception)::
 
     RefusedUrl (url_rules)        -> refused_target   (nothing was sent)
-    httpx.TimeoutException        -> timeout          (connect, write or read timeout, or
-                                                       the whole-attempt deadline)
+    the attempt's deadline fired  -> timeout          (whatever was received: the
+                                                       connection was shut at the deadline)
+    httpx.TimeoutException        -> timeout          (connect, write or read timeout)
     httpx.ConnectError            -> connect_error    (refused, unreachable, TLS failure)
     other httpx.HTTPError         -> error
     a response: 2xx               -> delivered
@@ -15,6 +16,11 @@ Error tree of an attempt (every branch is an ``AttemptResult``, never an excepti
 Pinning: the request goes to the checked IP address with the original ``Host`` header and,
 for https, the original name as SNI and for certificate verification (httpcore's
 ``sni_hostname`` extension), so the HTTP client never resolves the name a second time.
+The deadline: an attempt (connect, TLS, request, response headers and body) ends at
+``connect_timeout + timeout`` after it began, enforced by a watchdog that shuts its socket
+down (``orchestrator.events.deadline``; decision 0080).  httpx's own timeouts stay as they
+are, bounding each socket operation; they are no total deadline.
+
 Keep-alive is off: a pooled connection is keyed by IP, and reusing one made for another
 host's name (shared IPs behind a CDN) would skip that host's certificate check.
 """
@@ -23,11 +29,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import httpx
 
 from orchestrator.domain.webhooks import AttemptOutcome
+from orchestrator.events.deadline import AttemptDeadline
 from orchestrator.events.url_rules import (
     DEFAULT_ALLOWED_PORTS,
     DEFAULT_DNS_TIMEOUT_SECONDS,
@@ -67,7 +74,8 @@ class WebhookSender:
         self._resolver = resolver
         self._allowed_ports = allowed_ports
         self._dns_timeout = dns_timeout
-        self._timeout = timeout
+        # The attempt's hard deadline, from the connect's start to the body's last byte.
+        self.deadline_seconds = connect_timeout + timeout
         self._max_bytes = max_response_bytes
         self._client = httpx.Client(
             transport=transport,
@@ -106,35 +114,60 @@ class WebhookSender:
             "Content-Type": "application/json",
             "User-Agent": USER_AGENT,
         }
-        extensions = {"sni_hostname": parsed.host} if parsed.scheme == "https" else {}
+        extensions: dict[str, object] = (
+            {"sni_hostname": parsed.host} if parsed.scheme == "https" else {}
+        )
+        with AttemptDeadline(self.deadline_seconds) as deadline:
+            extensions["trace"] = deadline.trace
+            result = self._exchange(parsed, target.address, body, request_headers, extensions)
+            expired = deadline.finish()
+        if expired:
+            return AttemptResult(
+                AttemptOutcome.TIMEOUT,
+                None,
+                elapsed_ms(),
+                error=(
+                    f"no complete answer within the attempt's deadline "
+                    f"({self.deadline_seconds:g} s): the connection was closed"
+                ),
+            )
+        return replace(result, latency_ms=elapsed_ms())
+
+    def _exchange(
+        self,
+        url: httpx.URL,
+        address: str,
+        body: str,
+        headers: Mapping[str, str],
+        extensions: dict[str, object],
+    ) -> AttemptResult:
+        """The POST and its answer (latency filled in by ``send``)."""
         try:
             with self._client.stream(
                 "POST",
-                parsed.copy_with(host=target.address),
+                url.copy_with(host=address),
                 content=body.encode("utf-8"),
-                headers=request_headers,
+                headers=headers,
                 extensions=extensions,
             ) as response:
-                text = self._read_capped(response, started)
-                return self._verdict(response, text, elapsed_ms())
+                text = self._read_capped(response)
+                return self._verdict(response, text, 0)
         except httpx.TimeoutException as error:
-            return AttemptResult(AttemptOutcome.TIMEOUT, None, elapsed_ms(), error=_describe(error))
+            return AttemptResult(AttemptOutcome.TIMEOUT, None, 0, error=_describe(error))
         except httpx.ConnectError as error:
-            return AttemptResult(
-                AttemptOutcome.CONNECT_ERROR, None, elapsed_ms(), error=_describe(error)
-            )
+            return AttemptResult(AttemptOutcome.CONNECT_ERROR, None, 0, error=_describe(error))
         except httpx.HTTPError as error:
-            return AttemptResult(AttemptOutcome.ERROR, None, elapsed_ms(), error=_describe(error))
+            return AttemptResult(AttemptOutcome.ERROR, None, 0, error=_describe(error))
 
-    def _read_capped(self, response: httpx.Response, started: float) -> str:
-        """At most ``max_response_bytes`` of the answer, within the attempt's deadline; what
+    def _read_capped(self, response: httpx.Response) -> str:
+        """At most ``max_response_bytes`` of the answer (the deadline bounds the time); what
         is left is dropped with the connection (a huge or endless answer costs nothing)."""
         chunks: list[bytes] = []
         size = 0
         for chunk in response.iter_bytes():
             chunks.append(chunk)
             size += len(chunk)
-            if size >= self._max_bytes or time.monotonic() - started > self._timeout:
+            if size >= self._max_bytes:
                 break
         return b"".join(chunks)[: self._max_bytes].decode("utf-8", errors="replace")
 

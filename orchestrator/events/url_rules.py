@@ -52,6 +52,15 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], list[str]]
 
 
+# Said with every refusal that the flag would lift: a developer pointing a webhook at
+# 127.0.0.1 outside dev must learn the setting exists (it is documented, so naming it gives
+# nothing away), and that it is not for production.
+ALLOW_PRIVATE_HINT = (
+    "For local testing, PAYORCH_WEBHOOK_ALLOW_PRIVATE=true allows private and loopback "
+    "targets and plain http (never in production)."
+)
+
+
 class RefusedUrl(ValueError):
     """The URL may not be a webhook target; the message says why and what to do."""
 
@@ -93,8 +102,9 @@ def parse_url(
     allowed = ("https", "http") if allow_private else ("https",)
     if url.scheme not in allowed:
         raise RefusedUrl(
-            "The url must use https"
-            + (" or http." if allow_private else " (plain http only with local targets).")
+            "The url must use https or http."
+            if allow_private
+            else f"The url must use https. {ALLOW_PRIVATE_HINT}"
         )
     if not url.host:
         raise RefusedUrl("The url must name a host.")
@@ -106,7 +116,10 @@ def parse_url(
     port = url.port or 443
     if not allow_private and url.scheme == "https" and port not in allowed_ports:
         listed = ", ".join(str(p) for p in sorted(allowed_ports))
-        raise RefusedUrl(f"The url's port must be one of {listed} (https); {port} is not allowed.")
+        raise RefusedUrl(
+            f"The url's port must be one of {listed} (https); {port} is not allowed. "
+            "PAYORCH_WEBHOOK_ALLOWED_PORTS lists the ports allowed."
+        )
     return url
 
 
@@ -170,7 +183,7 @@ def check_addresses(host: str, addresses: list[str]) -> str:
         if reason is not None:
             raise RefusedUrl(
                 f"The url's host {host!r} resolves to {address}, a {reason} address; "
-                "webhooks may only target public addresses."
+                f"webhooks may only target public addresses. {ALLOW_PRIVATE_HINT}"
             )
     return addresses[0]
 

@@ -2,7 +2,9 @@
 
 OpsError
 ├── InvalidReason            the reason is empty, too long or unprintable (HTTP 400)
+├── InvalidFilter            a bulk retry's status, since or connector    (HTTP 400)
 ├── PaymentNotFound          no payment has this id                       (HTTP 404)
+├── UnknownConnectorAccount  a bulk retry names an account that is not    (HTTP 404)
 ├── PreconditionFailed       If-Match names a lease state that is gone    (HTTP 412)
 └── OpsConflict              the payment's state forbids the command      (HTTP 409)
     ├── PaymentFinished        succeeded or failed: nothing left to do
@@ -32,8 +34,18 @@ class InvalidReason(OpsError):
     pass
 
 
+class InvalidFilter(OpsError):
+    """A bulk retry's filter that cannot be right (a status that is not retried, a time
+    without its zone, a connector id of the wrong shape)."""
+
+
 class PaymentNotFound(OpsError):
     pass
+
+
+class UnknownConnectorAccount(OpsError):
+    """A bulk retry's connector account that does not exist: a typo would otherwise match
+    nothing and look like "nothing parked"."""
 
 
 class PreconditionFailed(OpsError):

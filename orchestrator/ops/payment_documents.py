@@ -7,17 +7,21 @@ from datetime import datetime
 from typing import Any
 
 from orchestrator.db.repositories.provider_events import StoredProviderEvent
+from orchestrator.domain.attempts import EndedAttempt
 from orchestrator.domain.encoding import iso
 from orchestrator.domain.history import LeaseEvent, OutboxEvent, PostedLedgerLine, ProviderCall
 from orchestrator.domain.model import PaymentRecord
 from orchestrator.domain.operations import OperationRecord
 from orchestrator.domain.payment_representation import payment_representation
+from orchestrator.ops.circuits import circuit_document
+from orchestrator.ops.failover_rate import failover_rate_document
 from orchestrator.ops.lease_documents import (
     audit_representation,
     lease_representation,
     lease_state,
 )
 from orchestrator.ops.payment_reads import PaymentDetail, PaymentPage
+from orchestrator.ops.reconciliation import reconciliation_status_document
 from orchestrator.ops.status import OpsStatus
 from orchestrator.services.disputes import dispute_representation
 
@@ -27,6 +31,10 @@ def payment_summary(record: PaymentRecord) -> dict[str, Any]:
         **payment_representation(record),
         "client_id": record.client_id,
         "recovery_point": record.recovery_point.value,
+        # How the route was chosen (decision 0077): the rule (null: the default route or a
+        # pinned account) and the accounts skipped at accept, with why.
+        "route_rule": record.route_rule,
+        "route_skipped": [dict(skip) for skip in record.route_skipped],
     }
 
 
@@ -52,6 +60,9 @@ def charge_operation(record: PaymentRecord, now: datetime) -> dict[str, Any]:
         # is next_attempt_at.
         "waiting_for": record.waiting_for.value if record.waiting_for else None,
         "waiting_since": iso(record.waiting_since),
+        # The customer's authentication results forwarded through us (decision 0073).
+        "action_result_attempts": record.action_result_attempts,
+        "action_result_pending": record.action_result_pending,
     }
 
 
@@ -166,6 +177,23 @@ def payment_detail_representation(detail: PaymentDetail) -> dict[str, Any]:
         "audit": [audit_representation(a) for a in detail.audit],
         "events": [outbox_event_representation(e) for e in detail.events],
         "ledger": [ledger_line_representation(line) for line in detail.ledger],
+        "attempts": [ended_attempt_representation(a) for a in detail.attempts],
+    }
+
+
+def ended_attempt_representation(attempt: EndedAttempt) -> dict[str, Any]:
+    return {
+        "number": attempt.number,
+        "connector_account": attempt.connector_account,
+        "provider": attempt.provider,
+        "provider_payment_id": attempt.provider_payment_id,
+        "status": attempt.status,
+        "failure": attempt.failure,
+        "reason": attempt.reason,
+        "proof": attempt.proof,
+        "next_connector_account": attempt.next_connector_account,
+        "started_at": iso(attempt.started_at),
+        "ended_at": iso(attempt.ended_at),
     }
 
 
@@ -198,4 +226,13 @@ def status_representation(status: OpsStatus) -> dict[str, Any]:
             None if webhook_age is None else round(webhook_age, 3)
         ),
         "disabled_webhook_endpoints": status.webhooks.disabled_endpoints,
+        "connectors": [circuit_document(view) for view in status.circuits],
+        "reconciliation": (
+            reconciliation_status_document(status.reconciliation)
+            if status.reconciliation is not None
+            else None
+        ),
+        "failover": (
+            failover_rate_document(status.failover) if status.failover is not None else None
+        ),
     }

@@ -14,12 +14,15 @@ from datetime import datetime
 from orchestrator.db.repositories.disputes import DisputeRecord
 from orchestrator.db.repositories.provider_events import StoredProviderEvent
 from orchestrator.db.uow import UnitOfWorkFactory
+from orchestrator.domain.attempts import EndedAttempt
 from orchestrator.domain.history import LeaseEvent, OutboxEvent, PostedLedgerLine, ProviderCall
+from orchestrator.domain.instants import in_utc
 from orchestrator.domain.model import AuditEntry, PaymentRecord
 from orchestrator.domain.operations import OperationRecord
 from orchestrator.domain.payment_filters import PaymentFilters
 from orchestrator.events.event_reads import shown_now
 from orchestrator.ops.errors import InvalidCursor
+from orchestrator.services.payment_reads import fetch_page
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
@@ -42,6 +45,8 @@ class PaymentDetail:
     disputes: list[DisputeRecord] = field(default_factory=list)
     # The payment's operations after the charge (refunds), oldest first.
     operations: list[OperationRecord] = field(default_factory=list)
+    # The attempts that ended in a failover, with their proofs, oldest first (decision 0086).
+    attempts: list[EndedAttempt] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,7 @@ def get_payment_detail(read_only_uow: UnitOfWorkFactory, payment_id: str) -> Pay
                 for event in shown_now(uow.payments, uow.history.outbox_events(payment_id))
             ],
             ledger=uow.history.ledger_lines(payment_id),
+            attempts=uow.attempts.for_payment(payment_id) if record.failovers else [],
         )
 
 
@@ -93,11 +99,10 @@ def list_payments(
     before = decode_cursor(cursor) if cursor else None
     with read_only_uow() as uow:
         now = uow.now()
-        # One row more than asked tells whether there is a next page without a COUNT.
-        records = uow.search.search(filters, limit=limit + 1, before=before)
+        page = fetch_page(uow.search, filters, limit=limit, before=before)
+    records = page.records
     next_cursor = None
-    if len(records) > limit:
-        records = records[:limit]
+    if page.has_more:
         last = records[-1]
         next_cursor = encode_cursor(last.created_at, last.id)
     return PaymentPage(records=records, next_cursor=next_cursor, now=now)
@@ -117,6 +122,7 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
         position = datetime.fromisoformat(created_at)
     except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
         raise InvalidCursor("The cursor is not one this API returned.") from None
-    if position.tzinfo is None or not isinstance(payment_id, str):
+    # A position with no UTC equivalent (domain.instants) was never one we wrote.
+    if position.tzinfo is None or in_utc(position) is None or not isinstance(payment_id, str):
         raise InvalidCursor("The cursor is not one this API returned.")
     return position, payment_id

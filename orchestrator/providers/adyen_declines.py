@@ -15,8 +15,9 @@ from the same page and Adyen's advice on retries:
   may succeed.
 
 A code we do not know is ``card``: trying another provider on a guess could put a second
-authorisation on a card the first provider is still processing.  ``resultCode: Error``
-with no known code is ``provider`` (Adyen's own processing error).
+authorisation on a card the first provider is still processing.  ``resultCode: Error`` is
+``provider`` whatever code comes with it: Adyen answered that it could not process the
+request (design.md, "Attempts and failover"), an answer, so nothing of it is pending.
 
 Hazard: raw acquirer codes (``additionalData.refusalReasonRaw``) change without notice and
 are never read here.
@@ -106,6 +107,8 @@ def refusal(code: str | None, reason: str | None, *, result_code: str) -> Refusa
     default class of an unknown code)."""
     known = REFUSALS.get(code or "")
     if known is not None:
+        if result_code == "Error" and known.kind != "provider":
+            return Refusal(code=known.code, reason=known.reason, kind="provider")
         return known
     kind: DeclineClass = "provider" if result_code == "Error" else "card"
     default = "processing_error" if result_code == "Error" else "refused"

@@ -20,14 +20,18 @@ Each item becomes one event, identified as Adyen's duplicates are (``pspReferenc
     cancellations, refunds, …)      (stored, wakes the payment)           pspReference
 
 Cancellations are not ``payment_intent.canceled``: that type asks for an authorisation
-check, which reads the payment from the provider, and Adyen has no read of a payment's
-modifications yet (decision 0067); until notifications are read as the payment's state they
-are stored and wake the payment, nothing more.
+check, a cancel of origin provider that Adyen's own cancels do not need.  Modification items
+are stored and wake the payment and its waiting operations; the adapter then reads them back
+as the outcome of our capture, cancel or refund (``adyen_modifications``, decision 0072).
 
 ``merchantReference`` is our record id on a payment's own items (we sent it as
-``reference``), carried as ``record_id``: an authorisation whose answer was lost finds its
-payment by it.  Like every event, a notification is a hint: it wakes the payment's operation,
-which reads Adyen's answer through its own path.
+``reference``; on a modification's items it is our operation id), carried as ``record_id``
+on AUTHORISATION and TECHNICAL_CANCEL items: an authorisation whose answer was lost, and the
+technical cancel that resolves it, find their payment by it, though payorch may never have
+learnt the pspReference they name (a TECHNICAL_CANCEL may carry our cancel's own reference
+instead: ``adyen_technical_cancel`` reads our record id from either).  Like every event, a
+notification is a hint: it wakes the payment's operation, which reads Adyen's answer
+through its own path.
 """
 
 from __future__ import annotations
@@ -38,6 +42,11 @@ from datetime import datetime
 from typing import Any
 
 from orchestrator.providers.adyen_hmac import verify_item
+from orchestrator.providers.adyen_technical_cancel import (
+    AUTHORISATION,
+    TECHNICAL_CANCEL,
+    record_id_of,
+)
 from orchestrator.providers.base import (
     DisputeFacts,
     ProviderEvent,
@@ -112,8 +121,15 @@ def event_from_item(item: Mapping[str, Any]) -> ProviderEvent:
         provider_payment_id=payment,
         raw=dict(item),
         dispute=dispute,
-        record_id=_str(item.get("merchantReference")) if code == "AUTHORISATION" else None,
+        record_id=_record_id(code, item),
     )
+
+
+def _record_id(code: str, item: Mapping[str, Any]) -> str | None:
+    reference = _str(item.get("merchantReference"))
+    if reference is None or code not in (AUTHORISATION, TECHNICAL_CANCEL):
+        return None
+    return record_id_of(reference)
 
 
 def _epoch(value: Any) -> int:

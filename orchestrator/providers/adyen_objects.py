@@ -12,8 +12,9 @@
     Cancelled                         canceled
     anything else                     UnexpectedAnswer (the engine parks: we do not guess)
 
-Modifications (capture, cancel, technical cancel, refund) answer ``received`` only: their
-outcome is the notification's (not read by this adapter yet).
+Modifications (capture, cancel, technical cancel, refund) answer ``received`` only
+(``received`` checks it): their outcome is the notification's, read back by
+``adyen_modifications`` (the technical cancel's by ``adyen_technical_cancel``).
 """
 
 from __future__ import annotations
@@ -43,9 +44,18 @@ class UnexpectedAnswer(Exception):
     """An answer whose ``resultCode`` the adapter does not know: never read as a result."""
 
 
-def placeholder(order: PaymentOrder, *, status: str = "requires_confirmation") -> ProviderPayment:
-    """The payment as Adyen knows it before (or without) an answer: by our reference."""
+def placeholder(
+    order: PaymentOrder,
+    *,
+    status: str = "requires_confirmation",
+    cancellation_reason: str | None = None,
+    awaiting: str | None = None,
+) -> ProviderPayment:
+    """The payment as Adyen knows it before (or without) an answer: by our reference.
+    ``awaiting``: what a ``processing`` payment waits for."""
     return ProviderPayment(
+        awaiting=awaiting,
+        cancellation_reason=cancellation_reason,
         id=REFERENCE_PREFIX + order.record_id,
         status=status,
         amount=order.amount,
@@ -80,6 +90,29 @@ def payment_request(order: PaymentOrder, *, merchant_account: str) -> dict[str, 
             body["shopperInteraction"] = "ContAuth"
             body["recurringProcessingModel"] = "UnscheduledCardOnFile"
     return body
+
+
+def modification_request(
+    merchant_account: str,
+    reference: str,
+    *,
+    amount: int | None = None,
+    currency: str | None = None,
+) -> dict[str, Any]:
+    """A capture, cancel or refund body: ``reference`` is our operation id, which Adyen
+    carries back as the notification's ``merchantReference`` (how its outcome is found)."""
+    body: dict[str, Any] = {"merchantAccount": merchant_account, "reference": reference}
+    if amount is not None and currency is not None:
+        body["amount"] = {"currency": currency.upper(), "value": amount}
+    return body
+
+
+def received(answer: dict[str, Any], step: str) -> dict[str, Any]:
+    """A modification's answer: ``received`` with the modification's pspReference, or an
+    answer the adapter does not read as one (the engine parks: we do not guess)."""
+    if answer.get("status") != "received" or not answer.get("pspReference"):
+        raise UnexpectedAnswer(f"Adyen answered the {step} with status {answer.get('status')!r}")
+    return answer
 
 
 def payment_method_object(method: Any) -> dict[str, Any]:
@@ -141,7 +174,10 @@ def refused_payment(declined: Declined, order: PaymentOrder) -> ProviderPayment:
         base,
         id=declined.provider_payment_id or base.id,
         last_payment_error=PaymentError(
-            code=declined.code, decline_code=declined.decline_code, message=declined.message
+            code=declined.code,
+            decline_code=declined.decline_code,
+            message=declined.message,
+            kind=declined.kind,
         ),
     )
 

@@ -1,7 +1,8 @@
 """The provider protocol and our error taxonomy.
 
 Everything the workers need from a provider: provider payments (create, confirm, retrieve, list,
-capture, cancel) and refunds (create, retrieve, list).  Each call either returns its object
+capture, cancel, and the customer's authentication result forwarded where the provider takes
+one) and refunds (create, retrieve, list).  Each call either returns its object
 (``ProviderPayment``, ``ProviderPaymentPage``, ``ProviderRefund``, ``RefundPage``) or raises one
 of::
 
@@ -40,6 +41,10 @@ class PaymentError:
     # The payment method the failed attempt used (Stripe detaches it from a declined provider
     # payment and names it here instead).
     payment_method: str | None = None
+    # Whose problem the failure is, as ``Declined.kind``: "card" (the card or the shopper)
+    # or "provider" (processing failed, nothing charged: another provider may succeed);
+    # None when the adapter does not say.
+    kind: str | None = None
 
 
 @dataclass(frozen=True)
@@ -74,7 +79,55 @@ class ProviderPayment:
     # Set once canceled: abandoned, automatic, duplicate, failed_invoice, fraudulent,
     # requested_by_customer, void_invoice.
     cancellation_reason: str | None = None
+    # Only on a read that resolved a ``PendingCall``: the provider refused that call after
+    # accepting it (an asynchronous failure), so the call failed and the payment stands as
+    # the rest of this object says.  A provider whose calls answer synchronously never sets it.
+    refused_call: RefusedCall | None = None
+    # Only while ``processing``: what the provider's answer waits for, in words, for the
+    # operator (the record's wait reason).
+    awaiting: str | None = None
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class PendingCall:
+    """A call of ours whose outcome the engine is resolving by a read (it was sent, under
+    the key ``payorch-{operation_id}-{step}-{attempt}``, and its answer was lost or said
+    "accepted, outcome later").
+
+    A provider whose reads are strongly consistent (Stripe) ignores it.  A provider whose
+    calls are asynchronous (Adyen: ``received``, the outcome by notification) must never
+    read "the call is still owed" while this call may still be in flight: it answers
+    ``processing`` until it knows the call's outcome, and it may replay the call under the
+    same key to learn it (or to make it happen once)."""
+
+    step: str  # capture, cancel, refund
+    operation_id: str
+    attempt: int
+    amount: int | None
+    # The provider payment the call was made on (a refund's read is by the refund's id).
+    provider_payment_id: str
+
+
+@dataclass(frozen=True)
+class RefusedCall:
+    """The provider refused a ``PendingCall`` after accepting it, with its reason."""
+
+    operation_id: str
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class RecordedPayment:
+    """Our payment as payorch recorded it, for a provider whose modification requests must
+    repeat what the payment was (Adyen's ``amount.currency``) and whose answers do not say
+    which of our payments they are about."""
+
+    record_id: str
+    amount: int
+    currency: str
+    capture_method: str
 
 
 @dataclass(frozen=True)
@@ -99,6 +152,22 @@ class PaymentOrder:
     customer: str | None = None
     off_session: bool | None = None
     return_url: str | None = None
+    # Which attempt of the payment's route this is (1: the first account; decision 0086):
+    # every key forwarded for it is derived from it (``keys``), so the next account's
+    # idempotency is independent of the last one's.
+    route_attempt: int = 1
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    """What the customer's authentication produced, as the merchant's front end sent it to
+    ``POST /v1/payments/{id}/details`` (Adyen's ``{"details": {...}, "paymentData"?}``), and
+    the number ``n`` of its forward (key ``payorch-{record_id}-details-{n}``, taken when the
+    merchant's request was committed).  Opaque to the engine: only an adapter whose provider
+    takes a forwarded result (``accepts_action_result``) reads it."""
+
+    body: dict[str, Any] = field(repr=False)
+    attempt: int
 
 
 @dataclass(frozen=True)
@@ -119,6 +188,8 @@ class ProviderRefund:
     reason: str | None = None
     # Why a refund failed (Stripe: lost_or_stolen_card, expired_or_canceled_card, unknown, …).
     failure_reason: str | None = None
+    # The provider's own words on the failure, when it gives some (Adyen's ``reason``).
+    failure_message: str | None = None
     created: int | None = None
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -158,6 +229,41 @@ class ProviderEvent:
     # Our payment's id when the provider carries it back (Adyen's ``merchantReference``):
     # how an event finds a payment whose provider id is not known yet.
     record_id: str | None = None
+
+
+class ProviderEventLog(Protocol):
+    """The provider's events payorch stored (verified webhooks and notifications), read back.
+
+    A provider with no read API for part of a payment's state speaks only through its events:
+    Adyen's modifications answer ``received``, and whether a capture, cancel or refund then
+    happened only ever arrives as a notification.  Its adapter reads what was stored here, as
+    the provider's own word (nothing is stored unless its signature verified).  Events stored
+    once each; a provider's duplicates are one row."""
+
+    def payloads(
+        self, *, provider_payment_id: str | None = None, record_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The raw payloads of the provider's stored events about our payment ``record_id``
+        or about the payment that carries ``provider_payment_id`` (either, when both are
+        given), in the order they were received."""
+        ...
+
+    def recorded_payment(self, provider_payment_id: str) -> RecordedPayment | None:
+        """Our payment that carries ``provider_payment_id``, as payorch recorded it (None:
+        no payment of this provider carries it)."""
+        ...
+
+
+class NoEventLog:
+    """A ``ProviderEventLog`` that has stored nothing (a provider built outside a container)."""
+
+    def payloads(
+        self, *, provider_payment_id: str | None = None, record_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        return []
+
+    def recorded_payment(self, provider_payment_id: str) -> RecordedPayment | None:
+        return None
 
 
 class WebhookSignatureInvalid(Exception):
@@ -234,6 +340,20 @@ PAYMENT_CANCELED_EVENT = "payment_intent.canceled"
 # A test payment method token (``pm_card_visa``…): each use becomes a new payment method
 # with its own id, so only its presence can be compared with the record.
 TEST_PAYMENT_METHOD_PREFIX = "pm_card_"
+# The provider of the platform's own account (design.md, "Connector accounts": the
+# platform's key is its implicit account at this provider): what a failover to the route
+# entry ``platform`` names as the payment's provider.
+PLATFORM_PROVIDER = "stripe"
+# A ``Permanent`` code: the provider takes no forwarded authentication result.
+ACTION_RESULT_NOT_SUPPORTED = "action_result_not_supported"
+
+
+def accepts_action_result(provider: object) -> bool:
+    """Whether the provider takes the customer's authentication result from us
+    (``PaymentProvider.accepts_action_result``).  False for one that does not say: a provider
+    whose customer authenticates with it directly (Stripe), and test doubles written before
+    the capability existed."""
+    return bool(getattr(provider, "accepts_action_result", False))
 
 
 def optional(**values: tuple[Any, Any]) -> dict[str, Any]:
@@ -248,7 +368,13 @@ def optional(**values: tuple[Any, Any]) -> dict[str, Any]:
 
 class PaymentProvider(Protocol):
     """What the workers need from a provider.  Implementations must not retry: retries
-    are the worker's, at one layer.  Every write carries the derived key named here."""
+    are the worker's, at one layer.  Every write carries the derived key named here.
+
+    ``accepts_action_result`` (a class attribute, read through ``accepts_action_result()``;
+    False when absent): whether a ``requires_action`` payment completes by forwarding the
+    customer's authentication result through us (``submit_action_result``; Adyen's
+    ``/payments/details``), or the customer finishes with the provider directly (Stripe's
+    ``client_secret`` flow) and we only read the outcome."""
 
     name: str
 
@@ -263,9 +389,11 @@ class PaymentProvider(Protocol):
         metadata: dict[str, str],
         capture_method: str = "automatic",
         customer: str | None = None,
+        route_attempt: int = 1,
     ) -> ProviderPayment:
         """Create an unconfirmed provider payment (``confirm=false``, moves no money) with the key
-        ``payorch-{record_id}-create`` and ``metadata[payorch_record_id] = record_id``.
+        ``payorch-{record_id}-create`` (``keys.create_key``: attempt ``route_attempt`` of the
+        payment's route) and ``metadata[payorch_record_id] = record_id``.
         ``capture_method="manual"`` makes a successful confirm stop at ``requires_capture``;
         ``customer`` (``cus_…``) lets a saved card be used."""
 
@@ -291,10 +419,45 @@ class PaymentProvider(Protocol):
         *,
         order: PaymentOrder | None = None,
         confirm_attempt: int = 0,
+        unknown_outcomes: int = 0,
+        pending: PendingCall | None = None,
+        action_result: ActionResult | None = None,
     ) -> ProviderPayment:
         """Strongly consistent read of the provider payment.  A provider with no read API
         replays confirm ``confirm_attempt`` of ``order`` under its key instead (0: none was
-        taken, so the payment is still unconfirmed)."""
+        taken, so the payment is still unconfirmed).
+
+        ``unknown_outcomes``: how many of this payment's provider calls so far ended with
+        their outcome unknown (the record's count; it only grows).  A provider with a
+        strongly consistent read ignores it.  One whose read is a replay may use it to stop
+        replaying and resolve the outcome another way (Adyen: a technical cancel, then its
+        notification); such a read either returns the payment or raises ``OutcomeUnknown``
+        while the answer is still on its way, never a payment it has not proven.
+
+        ``pending``: the capture or cancel of ours this read resolves; while its outcome is
+        not known the read answers ``processing`` (never the state that would make the
+        engine send the call again), and a call the provider refused after accepting it is
+        named in ``refused_call``.
+
+        ``action_result``: the last customer's result forwarded and answered; a provider
+        with no read API then replays that forward under its key (the latest answer about
+        the payment) instead of the confirm."""
+
+    def submit_action_result(
+        self,
+        provider_payment_id: str,
+        *,
+        record_id: str,
+        action_result: ActionResult,
+        order: PaymentOrder | None = None,
+    ) -> ProviderPayment:
+        """Forward the customer's authentication result of a ``requires_action`` payment with
+        the key ``payorch-{record_id}-details-{action_result.attempt}``; answers the payment
+        as a confirm does (settled, declined, or ``requires_action`` again).  An unknown
+        outcome is resolved by sending the same result under the same key again (the
+        provider answers its stored result).  A provider that does not take one
+        (``accepts_action_result`` False) raises ``Permanent(code=
+        "action_result_not_supported")`` without sending anything."""
 
     def list_payments(
         self, *, created_gte: int, created_lte: int, starting_after: str | None, limit: int
@@ -317,12 +480,20 @@ class PaymentProvider(Protocol):
         ``Permanent(code="payment_intent_unexpected_state")``."""
 
     def cancel_payment(
-        self, provider_payment_id: str, *, operation_id: str, attempt: int, reason: str | None
+        self,
+        provider_payment_id: str,
+        *,
+        operation_id: str,
+        attempt: int,
+        reason: str | None,
+        order: PaymentOrder | None = None,
     ) -> ProviderPayment:
         """Cancel with the key ``payorch-{operation_id}-cancel-{attempt}``
         (``cancellation_reason``: duplicate, fraudulent, requested_by_customer, abandoned).
         Canceling a succeeded provider payment is
-        ``Permanent(code="payment_intent_unexpected_state")``."""
+        ``Permanent(code="payment_intent_unexpected_state")``.  ``order``: the payment's
+        order, given by the charge (an abandoned authentication), for a provider that
+        answers a payment it never authorised without a request (Adyen)."""
 
     def create_refund(
         self,
@@ -340,11 +511,48 @@ class PaymentProvider(Protocol):
         recognises it).  More than is left is ``Permanent(code="charge_exceeds_source_limit"
         or "amount_too_large")``; a refunded-in-full charge ``charge_already_refunded``."""
 
-    def retrieve_refund(self, refund_id: str) -> ProviderRefund:
-        """Strongly consistent read of one refund."""
+    def retrieve_refund(
+        self, refund_id: str, *, pending: PendingCall | None = None
+    ) -> ProviderRefund:
+        """Strongly consistent read of one refund.  ``pending``: the refund create of ours
+        this read resolves (its amount and provider payment), for a provider that reads a
+        refund's outcome from its notifications and may replay the create under its key."""
 
     def list_refunds(
         self, provider_payment_id: str, *, starting_after: str | None, limit: int
     ) -> RefundPage:
         """One page of the provider payment's refunds, newest first (strongly consistent): how an
         unknown refund outcome is resolved before anything is re-sent."""
+
+
+class ReconciliationSource(Protocol):
+    """What reconciliation reads from a provider account (decision 0093): its payments and
+    refunds created in a window, a page at a time (newest first, after ``starting_after``:
+    the cursor a run stores and resumes from), and one object by id, to prove an absence.
+    Strongly consistent reads only.  A provider without one (Adyen, whose source is its
+    settlement details report, a later slice) is not reconciled yet.
+
+    A missing object raises ``Permanent`` with ``code == OBJECT_MISSING``; anything else
+    raises as the rest of the protocol does (``OutcomeUnknown``: the provider could not be
+    read, the run stops where it was and resumes from its cursor)."""
+
+    name: str
+
+    def list_payments(
+        self, *, created_gte: int, created_lte: int, starting_after: str | None, limit: int
+    ) -> ProviderPaymentPage: ...
+
+    def list_refunds_created(
+        self, *, created_gte: int, created_lte: int, starting_after: str | None, limit: int
+    ) -> RefundPage: ...
+
+    def retrieve_payment(self, provider_payment_id: str) -> ProviderPayment: ...
+
+    def retrieve_refund(self, refund_id: str) -> ProviderRefund: ...
+
+    def close(self) -> None:
+        """Release its connections (a source is built per run)."""
+
+
+# The code of ``Permanent`` when an object read by id does not exist (Stripe's own).
+OBJECT_MISSING = "resource_missing"

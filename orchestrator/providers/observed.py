@@ -18,6 +18,15 @@ Hazards it must not create:
 * the provider's exception propagates unchanged (the worker's query-first logic depends
   on its type).
 
+Guarded (``gate``, decision 0082): with a ``CallGate`` (the connector account's circuit,
+``engine.circuits``), a call is first admitted by the circuit (``CircuitOpen`` when it is
+open: no call is made, nothing is measured or recorded), and how it ended is reported to
+it.  Only a provider's answer or failure is reported: an interruption or a bug in the
+middle of a call says nothing about the provider.
+
+Traced (``orchestrator.tracing.provider_call``): while traces are on, each call admitted is a
+span named by its operation, with the provider's name and our payment's id; never a key.
+
 Each protocol method is written here once: it names its call (``Call``) and forwards its
 arguments; ``_observe`` does the rest.
 """
@@ -29,14 +38,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from orchestrator import metrics
+from orchestrator import metrics, tracing
 from orchestrator.domain.history import ProviderCallRecord
 from orchestrator.logging import get_logger
 from orchestrator.providers.base import (
+    ActionResult,
     Declined,
     OutcomeUnknown,
     PaymentOrder,
     PaymentProvider,
+    PendingCall,
     Permanent,
     ProviderError,
     ProviderPayment,
@@ -44,14 +55,17 @@ from orchestrator.providers.base import (
     ProviderRefund,
     RefundPage,
     Retryable,
+    accepts_action_result,
     optional,
 )
 from orchestrator.providers.calls_in_progress import PROVIDER_CALLS_IN_PROGRESS
+from orchestrator.providers.circuit import CallGate, counts_against_circuit
 from orchestrator.providers.keys import (
     cancel_key,
     capture_key,
     confirm_key,
     create_key,
+    details_key,
     refund_key,
 )
 
@@ -67,6 +81,7 @@ DEFAULT_REQUEST_PATHS: dict[str, tuple[str, str]] = {
     "create": ("POST", "/v1/payment_intents"),
     "confirm": ("POST", "/v1/payment_intents/{id}/confirm"),
     "retrieve": ("GET", "/v1/payment_intents/{id}"),
+    "details": ("-", "(not taken: the customer authenticates at the provider)"),
     "lookup": ("GET", "/v1/payment_intents"),
     "capture": ("POST", "/v1/payment_intents/{id}/capture"),
     "cancel": ("POST", "/v1/payment_intents/{id}/cancel"),
@@ -109,23 +124,37 @@ class Call:
 class ObservedProvider:
     """``PaymentProvider`` around another: the same calls, measured and recorded."""
 
-    def __init__(self, inner: PaymentProvider, sink: CallSink | None = None) -> None:
+    def __init__(
+        self, inner: PaymentProvider, sink: CallSink | None = None, gate: CallGate | None = None
+    ) -> None:
         self.inner = inner
         self._sink = sink
+        self._gate = gate
         self.name = inner.name
+        # The capability, as the wrapped provider declares it (``base.accepts_action_result``).
+        self.accepts_action_result = accepts_action_result(inner)
         self._paths = {**DEFAULT_REQUEST_PATHS, **getattr(inner, "request_paths", {})}
+
+    def gated(self, gate: CallGate) -> ObservedProvider:
+        """The same provider and sink behind a connector account's circuit."""
+        return ObservedProvider(self.inner, self._sink, gate)
 
     def _request(self, operation: str, object_id: str = "") -> tuple[str, str]:
         method, path = self._paths[operation]
         return method, path.replace("{id}", object_id)
 
     def _observe(self, call: Call, send: Callable[[], T]) -> T:
+        gate = self._gate
+        probe = gate.admit() if gate is not None else False
         started = time.perf_counter()
         in_progress = PROVIDER_CALLS_IN_PROGRESS.started()
         try:
-            result = send()
+            with tracing.provider_call(call.operation, self.name, call.payment_id):
+                result = send()
         except BaseException as error:
             PROVIDER_CALLS_IN_PROGRESS.ended(in_progress)
+            if gate is not None and isinstance(error, ProviderError):
+                gate.settle(failed=counts_against_circuit(error), probe=probe)
             outcome = outcome_label(error)
             metrics.PROVIDER_CALLS.labels(call.operation, outcome).inc()
             metrics.PROVIDER_LATENCY.labels(call.operation).observe(time.perf_counter() - started)
@@ -140,6 +169,8 @@ class ObservedProvider:
             )
             raise
         PROVIDER_CALLS_IN_PROGRESS.ended(in_progress)
+        if gate is not None:
+            gate.settle(failed=False, probe=probe)
         metrics.PROVIDER_LATENCY.labels(call.operation).observe(time.perf_counter() - started)
         metrics.PROVIDER_CALLS.labels(call.operation, "ok").inc()
         self._record(
@@ -202,13 +233,14 @@ class ObservedProvider:
         metadata: dict[str, str],
         capture_method: str = "automatic",
         customer: str | None = None,
+        route_attempt: int = 1,
     ) -> ProviderPayment:
         return self._observe(
             Call(
                 "create",
                 *self._request("create"),
                 payment_id=record_id,
-                key=create_key(record_id),
+                key=create_key(record_id, route_attempt),
             ),
             lambda: self.inner.create_payment(
                 record_id=record_id,
@@ -217,7 +249,11 @@ class ObservedProvider:
                 payment_method=payment_method,
                 description=description,
                 metadata=metadata,
-                **optional(capture_method=(capture_method, "automatic"), customer=(customer, None)),
+                **optional(
+                    capture_method=(capture_method, "automatic"),
+                    customer=(customer, None),
+                    route_attempt=(route_attempt, 1),
+                ),
             ),
         )
 
@@ -236,7 +272,7 @@ class ObservedProvider:
                 "confirm",
                 *self._request("confirm", provider_payment_id),
                 payment_id=record_id,
-                key=confirm_key(record_id, attempt),
+                key=confirm_key(record_id, attempt, order.route_attempt if order else 1),
                 object_id=provider_payment_id,
             ),
             lambda: self.inner.confirm_payment(
@@ -257,6 +293,9 @@ class ObservedProvider:
         *,
         order: PaymentOrder | None = None,
         confirm_attempt: int = 0,
+        unknown_outcomes: int = 0,
+        pending: PendingCall | None = None,
+        action_result: ActionResult | None = None,
     ) -> ProviderPayment:
         return self._observe(
             Call(
@@ -266,7 +305,39 @@ class ObservedProvider:
             ),
             lambda: self.inner.retrieve_payment(
                 provider_payment_id,
-                **optional(order=(order, None), confirm_attempt=(confirm_attempt, 0)),
+                **optional(
+                    order=(order, None),
+                    confirm_attempt=(confirm_attempt, 0),
+                    unknown_outcomes=(unknown_outcomes, 0),
+                    pending=(pending, None),
+                    action_result=(action_result, None),
+                ),
+            ),
+        )
+
+    def submit_action_result(
+        self,
+        provider_payment_id: str,
+        *,
+        record_id: str,
+        action_result: ActionResult,
+        order: PaymentOrder | None = None,
+    ) -> ProviderPayment:
+        return self._observe(
+            Call(
+                "details",
+                *self._request("details", provider_payment_id),
+                payment_id=record_id,
+                key=details_key(
+                    record_id, action_result.attempt, order.route_attempt if order else 1
+                ),
+                object_id=provider_payment_id,
+            ),
+            lambda: self.inner.submit_action_result(
+                provider_payment_id,
+                record_id=record_id,
+                action_result=action_result,
+                **optional(order=(order, None)),
             ),
         )
 
@@ -312,7 +383,13 @@ class ObservedProvider:
         )
 
     def cancel_payment(
-        self, provider_payment_id: str, *, operation_id: str, attempt: int, reason: str | None
+        self,
+        provider_payment_id: str,
+        *,
+        operation_id: str,
+        attempt: int,
+        reason: str | None,
+        order: PaymentOrder | None = None,
     ) -> ProviderPayment:
         return self._observe(
             Call(
@@ -322,7 +399,11 @@ class ObservedProvider:
                 object_id=provider_payment_id,
             ),
             lambda: self.inner.cancel_payment(
-                provider_payment_id, operation_id=operation_id, attempt=attempt, reason=reason
+                provider_payment_id,
+                operation_id=operation_id,
+                attempt=attempt,
+                reason=reason,
+                **optional(order=(order, None)),
             ),
         )
 
@@ -353,10 +434,12 @@ class ObservedProvider:
             ),
         )
 
-    def retrieve_refund(self, refund_id: str) -> ProviderRefund:
+    def retrieve_refund(
+        self, refund_id: str, *, pending: PendingCall | None = None
+    ) -> ProviderRefund:
         return self._observe(
             Call("retrieve_refund", *self._request("retrieve_refund", refund_id)),
-            lambda: self.inner.retrieve_refund(refund_id),
+            lambda: self.inner.retrieve_refund(refund_id, **optional(pending=(pending, None))),
         )
 
     def list_refunds(

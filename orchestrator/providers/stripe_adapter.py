@@ -24,7 +24,11 @@ import stripe
 
 from orchestrator.providers import keys
 from orchestrator.providers.base import (
+    ACTION_RESULT_NOT_SUPPORTED,
+    ActionResult,
     PaymentOrder,
+    PendingCall,
+    Permanent,
     ProviderEvent,
     ProviderPayment,
     ProviderPaymentPage,
@@ -51,6 +55,9 @@ class StripeProvider:
     """``PaymentProvider`` on the official SDK.  Thread-safe: one per process is enough."""
 
     name = "stripe"
+    # The customer authenticates at Stripe directly (``client_secret``, Stripe.js): there is
+    # no result for us to forward, and we read the intent's outcome instead.
+    accepts_action_result = False
 
     def __init__(
         self,
@@ -125,6 +132,7 @@ class StripeProvider:
         metadata: dict[str, str],
         capture_method: str = "automatic",
         customer: str | None = None,
+        route_attempt: int = 1,
     ) -> ProviderPayment:
         params: dict[str, Any] = {
             "amount": amount,
@@ -147,7 +155,10 @@ class StripeProvider:
         if customer is not None:
             params["customer"] = customer
         return self._intent_call(
-            "post", "/v1/payment_intents", params, idempotency_key=keys.create_key(record_id)
+            "post",
+            "/v1/payment_intents",
+            params,
+            idempotency_key=keys.create_key(record_id, route_attempt),
         )
 
     def confirm_payment(
@@ -158,7 +169,8 @@ class StripeProvider:
         attempt: int,
         off_session: bool | None = None,
         return_url: str | None = None,
-        order: PaymentOrder | None = None,  # Stripe has had the order since the create
+        # Stripe has had the order since the create; only its attempt number is read here.
+        order: PaymentOrder | None = None,
     ) -> ProviderPayment:
         params: dict[str, Any] = {}
         if off_session is not None:
@@ -169,7 +181,9 @@ class StripeProvider:
             "post",
             f"/v1/payment_intents/{quote(provider_payment_id, safe='')}/confirm",
             params,
-            idempotency_key=keys.confirm_key(record_id, attempt),
+            idempotency_key=keys.confirm_key(
+                record_id, attempt, order.route_attempt if order is not None else 1
+            ),
         )
 
     def _intent_call(
@@ -205,7 +219,13 @@ class StripeProvider:
         return parse_intent(intent)
 
     def cancel_payment(
-        self, provider_payment_id: str, *, operation_id: str, attempt: int, reason: str | None
+        self,
+        provider_payment_id: str,
+        *,
+        operation_id: str,
+        attempt: int,
+        reason: str | None,
+        order: PaymentOrder | None = None,  # Stripe cancels the intent itself
     ) -> ProviderPayment:
         params: dict[str, Any] = {}
         if reason is not None:
@@ -244,7 +264,12 @@ class StripeProvider:
             )
         return parse_refund(refund)
 
-    def retrieve_refund(self, refund_id: str) -> ProviderRefund:
+    def retrieve_refund(
+        self,
+        refund_id: str,
+        *,
+        pending: PendingCall | None = None,  # Stripe's read is strongly consistent
+    ) -> ProviderRefund:
         with mapped_errors():
             refund = self._client.v1.refunds.retrieve(refund_id)
         return parse_refund(refund)
@@ -266,6 +291,28 @@ class StripeProvider:
             refunds=tuple(parse_refund(r) for r in page.data), has_more=bool(page.has_more)
         )
 
+    def list_refunds_created(
+        self, *, created_gte: int, created_lte: int, starting_after: str | None, limit: int
+    ) -> RefundPage:
+        """One page of ``GET /v1/refunds?created[gte]=…&created[lte]=…`` (every refund of the
+        account created in the window, newest first, strongly consistent): reconciliation's
+        source of refunds, including those made in the Dashboard."""
+        params: dict[str, Any] = {
+            "created": {"gte": created_gte, "lte": created_lte},
+            "limit": min(max(limit, 1), LIST_PAGE_LIMIT),
+        }
+        if starting_after is not None:
+            params["starting_after"] = starting_after
+        with mapped_errors():
+            # Plain JSON, like list_payments: a page is only scanned.
+            response = self._client.raw_request("get", "/v1/refunds", **params)
+        raw = response.data if isinstance(response.data, Mapping) else {}
+        listed = raw.get("data")
+        return RefundPage(
+            refunds=tuple(parse_refund(r) for r in listed) if isinstance(listed, list) else (),
+            has_more=bool(raw.get("has_more")),
+        )
+
     def parse_webhook_event(
         self, payload: bytes, signature_header: str, secret: str
     ) -> ProviderEvent:
@@ -278,12 +325,30 @@ class StripeProvider:
         *,
         order: PaymentOrder | None = None,  # Stripe reads the intent itself: no replay
         confirm_attempt: int = 0,
+        unknown_outcomes: int = 0,  # a strongly consistent read needs no other way
+        pending: PendingCall | None = None,  # strongly consistent: a call's effect shows
+        action_result: ActionResult | None = None,
     ) -> ProviderPayment:
         return self._intent_call(
             "get",
             f"/v1/payment_intents/{quote(provider_payment_id, safe='')}",
             {},
             idempotency_key=None,
+        )
+
+    def submit_action_result(
+        self,
+        provider_payment_id: str,
+        *,
+        record_id: str,
+        action_result: ActionResult,
+        order: PaymentOrder | None = None,
+    ) -> ProviderPayment:
+        """Stripe takes no forwarded result (``accepts_action_result``): nothing is sent."""
+        raise Permanent(
+            "Stripe takes no forwarded authentication result: the customer authenticates "
+            "at Stripe with the client_secret",
+            code=ACTION_RESULT_NOT_SUPPORTED,
         )
 
     def list_payments(

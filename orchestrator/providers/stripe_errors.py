@@ -58,6 +58,7 @@ from orchestrator.providers.base import (
     ProviderError,
     Retryable,
 )
+from orchestrator.providers.stripe_declines import decline_class
 from orchestrator.providers.stripe_objects import to_dict
 
 
@@ -164,12 +165,15 @@ def _classify(exc: stripe.StripeError) -> ProviderError | ProviderBug:
     if isinstance(exc, stripe.CardError):
         intent = _error_field(exc, "payment_intent")
         provider_payment_id = intent if isinstance(intent, str) else to_dict(intent).get("id")
+        decline_code = _error_field(exc, "decline_code")
         return Declined(
             message,
             code=code or "card_declined",
-            decline_code=_error_field(exc, "decline_code"),
+            decline_code=decline_code,
             provider_payment_id=str(provider_payment_id) if provider_payment_id else None,
             http_status=status,
+            # Whose problem it is (``stripe_declines``): only ``provider`` may fail over.
+            kind=decline_class(code, decline_code),
         )
     if isinstance(exc, stripe.IdempotencyError):
         return Permanent(message, code=code or "idempotency_error", http_status=status)

@@ -21,6 +21,7 @@ from orchestrator.providers.base import (
     ProviderRefund,
     WebhookSignatureInvalid,
 )
+from orchestrator.providers.stripe_declines import decline_class
 
 # How old a webhook's signed timestamp may be (Stripe's own default): a captured request
 # replayed later than this is refused.  Shorter would refuse genuine deliveries from a host
@@ -55,6 +56,7 @@ def parse_intent(intent: Any) -> ProviderPayment:
                 decline_code=error.get("decline_code"),
                 message=error.get("message"),
                 payment_method=_id_of(error.get("payment_method")),
+                kind=decline_class(error.get("code"), error.get("decline_code")),
             )
             if isinstance(error, Mapping)
             else None

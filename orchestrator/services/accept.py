@@ -38,10 +38,11 @@ from orchestrator.services.idempotency import (
 )
 from orchestrator.services.payment_ownership import (
     UnusableConnectorAccount,
-    choose_account,
     claim_ownership,
 )
+from orchestrator.services.routing import RouteDecision, resolve_route
 from orchestrator.settings import Settings
+from orchestrator.tracing import current_traceparent, tag_idempotency_key
 
 log = get_logger(__name__)
 
@@ -262,13 +263,17 @@ def _count_accepted(
 ) -> None:
     metrics.PAYMENTS_ACCEPTED.inc()
     key_tag = key_digest(settings.secret_key.get_secret_value(), idempotency_key)
+    tag_idempotency_key(key_tag)
     log.info("payment_accepted", payment_id=record.id, client_id=client.id, key_hmac=key_tag)
 
 
 def publish_wake_up(publisher: TaskPublisher, record: PaymentRecord) -> None:
     """``publish`` mode: the task, after the commit."""
     try:
-        publisher.publish_process_payment(record.id, record.lease_token)
+        # The request's span is the payment's trace context (stored in its row as well).
+        publisher.publish_process_payment(
+            record.id, record.lease_token, traceparent=current_traceparent()
+        )
     except PublishFailed as error:
         # The answer is still 202: the commit above is the promise, the message only a
         # wake-up.  The dispatch lease expires into the sweeper's hands.
@@ -286,17 +291,19 @@ def _insert(
     fingerprint: str,
     notify: bool,
 ) -> PaymentRecord | None:
+    payment_id = new_payment_id()
     try:
         # Before the INSERT: a refusal (another merchant's customer or method, an account
-        # that is not the merchant's or is disabled) stores no payment.
-        account = choose_account(uow, client, request)
+        # that is not the merchant's or is disabled, no account of the route usable)
+        # stores no payment.
+        decision = resolve_route(uow, client, request, payment_id)
         claim_ownership(uow, client, request)
     except (UnusableConnectorAccount, ForeignPaymentMethod):
         if uow.payments.find_by_key(client.id, idempotency_key) is not None:
             return None  # a retry of an accepted payment: its replay, not the refusal
         raise
     record, values = _claim(
-        now, settings, client.id, idempotency_key, request, fingerprint, account
+        now, settings, client.id, idempotency_key, request, fingerprint, decision, payment_id
     )
     if not uow.payments.insert_if_absent(values, wake=notify):
         return None
@@ -310,14 +317,30 @@ def _claim(
     idempotency_key: str,
     request: PaymentRequest,
     fingerprint: str,
-    connector_account_id: str | None = None,
+    decision: RouteDecision | None = None,
+    payment_id: str | None = None,
 ) -> tuple[PaymentRecord, dict[str, Any]]:
-    """The new record and the claim's values for its row.  ``connector_account_id``: the
-    thread path's choice (``payment_ownership.choose_account``); the fast paths store
-    NULL, and their statement inserts only for a merchant without a default account."""
-    values = _new_record_values(client_id, idempotency_key, request, fingerprint)
-    if connector_account_id is not None:
-        values["connector_account_id"] = connector_account_id
+    """The new record and the claim's values for its row.  ``decision``: the thread
+    path's route (``routing.resolve_route``), whose first account the payment runs on and
+    whose provider the record names; the fast paths store no route and a NULL account
+    (the platform's own), and their statement inserts only for a merchant without a
+    default account or a routing configuration (its route is ``["platform"]``, shown so by
+    ``payment_representation.shown_route``)."""
+    values = _new_record_values(client_id, idempotency_key, request, fingerprint, payment_id)
+    if decision is not None:
+        values["connector_account_id"] = decision.connector_account_id
+        if decision.provider is not None:
+            values["provider"] = decision.provider
+        values["route"] = list(decision.route)
+        values["route_rule"] = decision.rule
+        values["route_skipped"] = [s.document() for s in decision.skipped] or None
+    if request.payment_methods:
+        values["payment_methods"] = dict(request.payment_methods)
+    traceparent = current_traceparent()
+    if traceparent is not None:
+        # The request's span: the worker's spans join it, whoever wakes the worker
+        # (decision 0102).  Not named while traces are off: the statement stays the same.
+        values["traceparent"] = traceparent
     values.update(
         created_at=now,
         updated_at=now,
@@ -338,9 +361,10 @@ def _new_record_values(
     idempotency_key: str,
     request: PaymentRequest,
     fingerprint: str,
+    payment_id: str | None = None,
 ) -> dict[str, Any]:
     return {
-        "id": new_payment_id(),
+        "id": payment_id or new_payment_id(),
         "client_id": client_id,
         "idempotency_key": idempotency_key,
         "request_fingerprint": fingerprint,
@@ -362,6 +386,8 @@ def _new_record_values(
         "attempts": 0,
         "unknown_outcomes": 0,
         "confirm_attempts": 0,
+        # The provider of the platform's own account; a payment on a connector account
+        # names that account's provider instead (``_claim``).
         "provider": "stripe",
     }
 
@@ -394,4 +420,7 @@ def _new_record(values: dict[str, Any], request: PaymentRequest) -> PaymentRecor
         updated_at=values["updated_at"],
         completed_at=None,
         connector_account_id=values.get("connector_account_id"),
+        route=tuple(values.get("route") or ()),
+        route_rule=values.get("route_rule"),
+        route_skipped=tuple(values.get("route_skipped") or ()),
     )

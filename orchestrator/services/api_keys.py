@@ -1,7 +1,11 @@
 """API clients and their keys.
 
-Keys are ``pok_`` + 43 url-safe characters (256 random bits).  Only a SHA-256 of the key
-is stored: with that much entropy a slow password hash adds nothing, and the lookup stays
+A client has one or more keys (``api_keys``; decision 0079): a key is rotated by issuing a
+new one and revoking the old one once the client has switched, and revoking a leaked key
+leaves the others working.  Revoking the client ends all of them.
+
+Keys are ``pok_`` + 43 url-safe characters (256 random bits).  Only a SHA-256 of the key is
+stored: with that much entropy a slow password hash adds nothing, and the lookup stays
 one indexed read.  The stored hash is compared again in constant time, so nothing about
 a near-miss leaks through timing.
 """
@@ -13,10 +17,11 @@ import hmac
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from orchestrator.db.uow import UnitOfWork, UnitOfWorkFactory
-from orchestrator.domain.ids import new_client_id
-from orchestrator.domain.model import ApiClient, Role
+from orchestrator.domain.ids import new_api_key_id, new_client_id
+from orchestrator.domain.model import ApiClient, ApiKey, Role
 
 KEY_PREFIX = "pok_"
 
@@ -25,25 +30,44 @@ KEY_PREFIX = "pok_"
 class IssuedKey:
     client: ApiClient
     api_key: str
+    key: ApiKey | None = None
 
 
 def hash_key(api_key: str) -> str:
     return hashlib.sha256(api_key.encode("utf-8", "surrogateescape")).hexdigest()
 
 
+def _new_key() -> str:
+    return KEY_PREFIX + secrets.token_urlsafe(32)
+
+
 def create_client(uow: UnitOfWorkFactory, name: str, role: Role) -> IssuedKey:
-    api_key = KEY_PREFIX + secrets.token_urlsafe(32)
+    """A client and its first key, in one transaction."""
+    api_key = _new_key()
     with uow() as unit:
-        client = unit.clients.add(
-            id=new_client_id(),
-            name=name,
-            role=role,
-            key_hash=hash_key(api_key),
-            key_prefix=api_key[:12],
-            now=unit.now(),
-        )
+        now = unit.now()
+        client = unit.clients.add(id=new_client_id(), name=name, role=role, now=now)
+        key = _store_key(unit, client.id, api_key, now)
         unit.commit()
-    return IssuedKey(client=client, api_key=api_key)
+    return IssuedKey(client=client, api_key=api_key, key=key)
+
+
+def issue_key(unit: UnitOfWork, client: ApiClient) -> IssuedKey:
+    """Another key for ``client``, in the caller's transaction: its other keys keep
+    working until each is revoked (how a key is rotated)."""
+    api_key = _new_key()
+    key = _store_key(unit, client.id, api_key, unit.now())
+    return IssuedKey(client=client, api_key=api_key, key=key)
+
+
+def _store_key(unit: UnitOfWork, client_id: str, api_key: str, now: datetime) -> ApiKey:
+    return unit.clients.add_key(
+        key_id=new_api_key_id(),
+        client_id=client_id,
+        key_hash=hash_key(api_key),
+        key_prefix=api_key[:12],
+        now=now,
+    )
 
 
 def authenticate(uow: UnitOfWorkFactory, api_key: str) -> ApiClient | None:

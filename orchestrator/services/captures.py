@@ -2,7 +2,7 @@
 
 One short transaction, in this order (as for refunds, ``services.refunds``):
 
-1. lock the client's payment row (``FOR UPDATE``): every capture, cancel and refund accept
+1. lock the client's payment row (``FOR NO KEY UPDATE``): every capture, cancel and refund accept
    of one payment queues here and sees what those before it committed;
 2. a key already taken is answered from its operation (a replay, or 422 for another
    request), whatever the payment says now;
@@ -189,7 +189,8 @@ def cancelable(payment: PaymentRecord) -> bool:
         return False
     if payment.waiting_for is WaitingFor.CUSTOMER:
         return True
-    return payment.confirm_attempts == 0 and payment.waiting_for is None
+    # Waiting out its account's circuit (decision 0082) is no wait for anyone's answer.
+    return payment.confirm_attempts == 0 and payment.waiting_for in (None, WaitingFor.CIRCUIT)
 
 
 def _shown(payment: PaymentRecord) -> str:

@@ -15,6 +15,7 @@ of the payments that ran on it; only new payments cannot use it.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,8 +66,9 @@ class UnreadableCredentials(AccountError):
     pass
 
 
-def credentials_box(secret_key: str) -> SecretBox:
-    return SecretBox(secret_key, purpose=CREDENTIALS_PURPOSE)
+def credentials_box(secret_keys: str | Sequence[str]) -> SecretBox:
+    """The box of connector credentials: one root secret, or the ring (current first)."""
+    return SecretBox(secret_keys, purpose=CREDENTIALS_PURPOSE)
 
 
 def seal_credentials(box: SecretBox, credentials: dict[str, str]) -> str:
@@ -80,8 +82,9 @@ def open_credentials(box: SecretBox, account: ConnectorAccount) -> dict[str, str
         opened = json.loads(box.open(account.credentials_encrypted))
     except UnreadableSecret:
         raise UnreadableCredentials(
-            f"connector account {account.id}'s credentials do not decrypt with the current "
-            "PAYORCH_SECRET_KEY (was the key changed?): set them again"
+            f"connector account {account.id}'s credentials do not decrypt with "
+            "PAYORCH_SECRET_KEY or any of PAYORCH_PREVIOUS_SECRET_KEYS (was a key dropped?): "
+            "set them again"
         ) from None
     return {str(k): str(v) for k, v in opened.items()}
 

@@ -18,7 +18,7 @@ owner: concurrent first uses agree on one owner.
 from __future__ import annotations
 
 from orchestrator.db.uow import UnitOfWork
-from orchestrator.domain.connector_accounts import is_connector_account_id
+from orchestrator.domain.connector_accounts import ConnectorAccount, is_connector_account_id
 from orchestrator.domain.method_ownership import ForeignPaymentMethod, OwnedKind
 from orchestrator.domain.model import ApiClient, PaymentRequest
 from orchestrator.providers.credentials import is_shared_test_method
@@ -27,17 +27,19 @@ from orchestrator.providers.credentials import is_shared_test_method
 def needs_ownership_check(payment_method: str, customer: str | None) -> bool:
     """Whether an accept must look at ownership at all: a payment with neither a customer
     nor a method that could be someone's saved one needs no read."""
-    return customer is not None or not is_shared_test_method(payment_method)
+    return customer is not None or (
+        bool(payment_method) and not is_shared_test_method(payment_method)
+    )
 
 
 class UnusableConnectorAccount(Exception):
     """The pinned account is not one of the merchant's enabled accounts (400 naming
     ``connector_account``)."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, field: str = "connector_account") -> None:
         super().__init__(message)
         self.message = message
-        self.field = "connector_account"
+        self.field = field
 
 
 def needs_thread_path(client_default: str | None, request: PaymentRequest) -> bool:
@@ -46,8 +48,15 @@ def needs_thread_path(client_default: str | None, request: PaymentRequest) -> bo
     return (
         client_default is not None
         or request.connector_account is not None
-        or needs_ownership_check(request.payment_method, request.customer)
+        or bool(request.payment_methods)
+        or any(needs_ownership_check(m, request.customer) for m in _token_methods(request))
     )
+
+
+def _token_methods(request: PaymentRequest) -> list[str]:
+    """Every method id the request names (``payment_method`` and the string entries of
+    ``payment_methods``; a provider's method object is one-time, nobody's)."""
+    return [method for _field, method in _named_methods(request)]
 
 
 def request_needs_thread_path(request: PaymentRequest) -> bool:
@@ -56,13 +65,17 @@ def request_needs_thread_path(request: PaymentRequest) -> bool:
     return needs_thread_path(None, request)
 
 
-def choose_account(uow: UnitOfWork, client: ApiClient, request: PaymentRequest) -> str | None:
+def choose_account(
+    uow: UnitOfWork, client: ApiClient, request: PaymentRequest
+) -> ConnectorAccount | None:
     """The account a new payment runs on: the one it pins (the merchant's own and
-    enabled), else the merchant's default (None: the platform's own account), as read with
-    the client's row by the request's authentication: no query of its own."""
+    enabled), else the merchant's default (None: the platform's own account).  The record
+    names the account's provider, so the default is read too (by its key; a merchant with
+    no account never comes here, it takes the fast paths)."""
     pinned = request.connector_account
     if pinned is None:
-        return client.default_connector_account_id
+        default = client.default_connector_account_id
+        return None if default is None else uow.connector_accounts.get(default)
     account = (
         uow.connector_accounts.get(pinned, client_id=client.id)
         if is_connector_account_id(pinned)
@@ -76,37 +89,51 @@ def choose_account(uow: UnitOfWork, client: ApiClient, request: PaymentRequest) 
         raise UnusableConnectorAccount(
             f"connector_account {pinned} is disabled: enable another or name none."
         )
-    return account.id
+    return account
 
 
 def claim_ownership(uow: UnitOfWork, client: ApiClient, request: PaymentRequest) -> None:
     """Record first uses, refuse another merchant's ids (``ForeignPaymentMethod``).  The
     caller runs this before the payment's INSERT; a refusal leaves only what an earlier
     statement of this merchant's own recorded (never a payment)."""
-    customer, method = request.customer, request.payment_method
-    if not needs_ownership_check(method, customer):
+    customer = request.customer
+    # (field, method id) for every saved method the request may use, with the field a
+    # refusal names.
+    saved = [
+        (field, method)
+        for field, method in _named_methods(request)
+        if not is_shared_test_method(method)
+    ]
+    if customer is None and not saved:
         return
     now = uow.now()
-    saved_method = not is_shared_test_method(method)
-    if customer is not None:
-        if saved_method:
-            # Read first: a method already someone's must not let this merchant claim a
-            # customer on the way to the refusal.
-            owner = uow.method_owners.owner_of(OwnedKind.PAYMENT_METHOD, method)
-            if owner is not None and owner.client_id != client.id:
-                raise ForeignPaymentMethod("payment_method")
+    # Read first: a method already someone's must not let this merchant claim a customer
+    # (or another of its methods) on the way to the refusal.
+    for field, method in saved:
+        owner = uow.method_owners.owner_of(OwnedKind.PAYMENT_METHOD, method)
+        if owner is not None and owner.client_id != client.id:
+            raise ForeignPaymentMethod(field)
+    if customer is None:
+        return
+    owner = uow.method_owners.claim(
+        OwnedKind.CUSTOMER, customer, client_id=client.id, customer=None, now=now
+    )
+    if owner.client_id != client.id:
+        raise ForeignPaymentMethod("customer")
+    for field, method in saved:
         owner = uow.method_owners.claim(
-            OwnedKind.CUSTOMER, customer, client_id=client.id, customer=None, now=now
+            OwnedKind.PAYMENT_METHOD, method, client_id=client.id, customer=customer, now=now
         )
         if owner.client_id != client.id:
-            raise ForeignPaymentMethod("customer")
-        if saved_method:
-            owner = uow.method_owners.claim(
-                OwnedKind.PAYMENT_METHOD, method, client_id=client.id, customer=customer, now=now
-            )
-            if owner.client_id != client.id:
-                raise ForeignPaymentMethod("payment_method")
-        return
-    owner = uow.method_owners.owner_of(OwnedKind.PAYMENT_METHOD, method)
-    if owner is not None and owner.client_id != client.id:
-        raise ForeignPaymentMethod("payment_method")
+            raise ForeignPaymentMethod(field)
+
+
+def _named_methods(request: PaymentRequest) -> list[tuple[str, str]]:
+    named = [
+        (f"payment_methods.{account}", method)
+        for account, method in request.payment_methods.items()
+        if isinstance(method, str)
+    ]
+    if request.payment_method:
+        named.insert(0, ("payment_method", request.payment_method))
+    return named

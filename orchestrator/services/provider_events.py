@@ -112,7 +112,8 @@ def store_event(
 ) -> ReceivedEvent:
     """Store a verified event once and wake its payment, in one short transaction.  An
     account's event finds only that account's payments: by the provider's id, or by our
-    record id when the provider carries it back (an authorisation whose answer was lost)."""
+    record id when the provider carries it back (an authorisation whose answer was lost,
+    or the technical cancel that resolves one: the adapter decides which events carry it)."""
     with uow() as unit:
         now = unit.now()
         events = unit.provider_events

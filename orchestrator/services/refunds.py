@@ -2,7 +2,7 @@
 
 One short transaction, in this order:
 
-1. lock the client's payment row (``FOR UPDATE``): concurrent refunds of one payment queue
+1. lock the client's payment row (``FOR NO KEY UPDATE``): concurrent refunds of one payment queue
    here, and each sees the committed reservations of those before it;
 2. a key already taken is answered from its refund (a replay, or 422 for another request),
    whatever the payment's money says now;
@@ -68,10 +68,17 @@ class PaymentNotRefundable(Exception):
 
 
 class RefundExceedsCaptured(Exception):
-    def __init__(self, requested: int | None, left: int) -> None:
-        super().__init__(f"refund of {requested} exceeds the {left} left")
+    """The payment's money at the refusal: ``captured``, of which ``refunded`` went back
+    in succeeded refunds and ``pending`` is held by refunds still in flight."""
+
+    def __init__(self, requested: int | None, payment: PaymentRecord) -> None:
         self.requested = requested
-        self.left = left
+        self.captured = payment.amount_captured
+        self.refunded = payment.amount_refunded
+        # The reservation counts every refund that has not failed, succeeded ones included.
+        self.pending = max(0, payment.amount_refund_reserved - payment.amount_refunded)
+        self.left = payment.amount_captured - payment.amount_refund_reserved
+        super().__init__(f"refund of {requested} exceeds the {self.left} left")
 
 
 @dataclass(frozen=True)
@@ -104,7 +111,7 @@ def accept_refund(
         left = payment.amount_captured - payment.amount_refund_reserved
         amount = left if request.amount is None else request.amount
         if amount <= 0 or amount > left:
-            raise RefundExceedsCaptured(request.amount, left)
+            raise RefundExceedsCaptured(request.amount, payment)
         values = new_operation_values(
             new_operation_id(REFUND),
             REFUND,
@@ -126,7 +133,7 @@ def accept_refund(
             return None
         if unit.money.reserve_refund(payment.id, amount) is None:
             # The lock makes this unreachable; the conditional UPDATE keeps it so.
-            raise RefundExceedsCaptured(request.amount, left)
+            raise RefundExceedsCaptured(request.amount, payment)
         return record
 
     claimed = accept_operation(

@@ -16,6 +16,7 @@ from playwright.sync_api import Locator, Page, Request
 PAGES = {
     "overview": "/ops/",
     "queues": "/ops/queues",
+    "charts": "/ops/charts",
     "payments": "/ops/payments",
     "webhooks": "/ops/webhooks",
 }

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import sqlalchemy as sa
 
+from orchestrator.broker import BROKER_HEARTBEAT_SECONDS
 from orchestrator.db.tables import payments
 from tests.harness.stack import Stack
 from tests.support.processes import ManagedProcess, process_group
@@ -77,3 +79,47 @@ def wait_for_leases(
 
     wait_until(f"{worker.name} to hold a lease", holds, timeout)
     return held
+
+
+# After a SIGSTOP, a statement the worker had already sent still lands: the re-read that
+# checks the freeze waits this long first.
+IN_FLIGHT_SECONDS = 0.3
+# A frozen worker's connection to RabbitMQ is declared dead after about two missed
+# heartbeats; the wake-ups it had prefetched then go back to the queue.  A takeover's
+# wake-up can land in that prefetch, so waits for a takeover past a freeze allow for it.
+FROZEN_CONSUMER_SECONDS = 2 * BROKER_HEARTBEAT_SECONDS + 15
+
+
+def freeze_while_holding(
+    what: str,
+    read: Callable[[], dict[str, Any]],
+    pick: Callable[[dict[str, Any]], ManagedProcess | None],
+    timeout: float,
+) -> tuple[ManagedProcess, dict[str, Any]]:
+    """SIGSTOP the worker ``pick`` names for the row ``read`` returns, such that the frozen
+    worker still holds the row's lease: same token and owner after the stop, unfinished.
+
+    Between reading the row and the SIGSTOP landing, the worker may have released the lease
+    (a deferred retry, a wait): frozen then, it holds nothing, and neither the takeover nor
+    the fenced write after its resume happen.  So the row is read again once the worker is
+    stopped; if it moved, the worker is resumed and the next hold is waited for.  Returns
+    the frozen worker and the row as it held it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        row = read()
+        victim = pick(row)
+        if victim is not None:
+            victim.pause()
+            time.sleep(IN_FLIGHT_SECONDS)
+            after = read()
+            same = (after["lease_token"], after["lease_owner"]) == (
+                row["lease_token"],
+                row["lease_owner"],
+            )
+            if same and after["status"] == "processing" and after["lease_owner"] is not None:
+                return victim, row
+            victim.resume()
+            assert after["status"] == "processing", f"{what}: finished before a freeze held it"
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(POLL_SECONDS)

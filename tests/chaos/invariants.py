@@ -4,6 +4,10 @@
 prints, for every offending payment, its record and the provider's history of it (every
 request the simulator received for that record, with the fault it injected), which is what
 one needs to tell a double charge from a stuck lease from a lost answer.
+
+The provider's books are read through ``books`` (``StripeBooks`` unless told otherwise), so the
+same invariants hold for payments on any provider: at Adyen a "money movement" is an
+authorisation carrying our reference, checked against the record's amount as well.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from orchestrator.db.tables import ledger_lines, payment_outcomes, payments
+from tests.chaos.books import ProviderBooks, StripeBooks
 from tests.chaos.merchants import LogicalPayment, Traffic
 from tests.harness.stack import Stack
 
@@ -25,6 +30,7 @@ SHOWN = 15
 
 @dataclass
 class Findings:
+    books: ProviderBooks
     by_payment: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     general: list[str] = field(default_factory=list)
 
@@ -41,13 +47,13 @@ class Findings:
         lines.append(f"{len(offending)} offending payments")
         for payment_id in offending[:SHOWN]:
             lines.append(f"\n=== {payment_id}: {'; '.join(self.by_payment[payment_id])}")
-            lines.extend(describe_payment(stack, payment_id))
+            lines.extend(describe_payment(stack, self.books, payment_id))
         if len(offending) > SHOWN:
             lines.append(f"... and {len(offending) - SHOWN} more: {offending[SHOWN:]}")
         return "\n".join(lines)
 
 
-def describe_payment(stack: Stack, payment_id: str) -> list[str]:
+def describe_payment(stack: Stack, books: ProviderBooks, payment_id: str) -> list[str]:
     """The record and its provider history (``payment_id`` may also be an unmatched key)."""
     with stack.container.engine.connect() as conn:
         row = conn.execute(
@@ -59,11 +65,7 @@ def describe_payment(stack: Stack, payment_id: str) -> list[str]:
         return ["  no record"]
     record = {k: v for k, v in row._mapping.items() if k not in ("response_body", "metadata")}
     lines = [f"  record: {record}", "  provider history:"]
-    for request in stack.simulator.admin.requests(record_id=row.id):
-        lines.append(
-            "    #{seq} {method} {operation} key={idempotency_key} -> {status}"
-            " fault={fault} {duration_ms}ms".format(**request)
-        )
+    lines.extend(f"    {line}" for line in books.history(row.id))
     return lines
 
 
@@ -73,16 +75,30 @@ def _rows(stack: Stack, query: sa.Select[Any]) -> list[Any]:
 
 
 def check(
-    stack: Stack, plan: list[LogicalPayment], traffic: Traffic, *, parked_expected: bool
+    stack: Stack,
+    plan: list[LogicalPayment],
+    traffic: Traffic,
+    *,
+    parked_expected: bool,
+    books: ProviderBooks | None = None,
 ) -> Findings:
     """Every invariant of the run.  ``parked_expected``: the forced payments are still parked
-    (before the operator retried them) rather than succeeded."""
-    findings = Findings()
+    (before the operator retried them) rather than succeeded.  ``books``: the provider the
+    payments went to (the stack's Stripe simulator by default)."""
+    findings = Findings(books if books is not None else StripeBooks(stack.simulator.admin))
     findings.general.extend(f"client: {failure}" for failure in traffic.failures)
 
     records = _rows(
         stack,
-        sa.select(payments.c.id, payments.c.idempotency_key, payments.c.status, payments.c.amount),
+        sa.select(
+            payments.c.id,
+            payments.c.idempotency_key,
+            payments.c.status,
+            payments.c.amount,
+            payments.c.currency,
+            payments.c.provider,
+            payments.c.connector_account_id,
+        ),
     )
     keys = Counter(row.idempotency_key for row in records)
     by_key = {row.idempotency_key: row for row in records}
@@ -114,16 +130,56 @@ def check(
         if status_of[row.id] != expected:
             findings.add(row.id, f"status {status_of[row.id]}, expected {expected}")
 
-    _check_money(stack, status_of, findings)
+    _check_money(stack, records, findings)
+    _check_provider_named(stack, records, findings)
     return findings
 
 
-def _check_money(stack: Stack, status_of: dict[str, str], findings: Findings) -> None:
+def _check_provider_named(stack: Stack, records: list[Any], findings: Findings) -> None:
+    """Each record names the provider that moved its money, and so does its ledger: the
+    receivable of a success is owed by that provider (or its connector account), at the
+    amount asked."""
+    name = findings.books.name
+    receivable = {
+        row.payment_id: (str(row.account), int(row.amount))
+        for row in _rows(
+            stack,
+            sa.select(
+                ledger_lines.c.payment_id, ledger_lines.c.account, ledger_lines.c.amount
+            ).where(ledger_lines.c.account.like("provider_receivable:%")),
+        )
+    }
+    for row in records:
+        if row.provider != name:
+            findings.add(row.id, f"the record names provider {row.provider}, not {name}")
+        if str(row.status) != "succeeded":
+            continue
+        owed = {f"provider_receivable:{name}", f"provider_receivable:{row.connector_account_id}"}
+        account, amount = receivable.get(row.id, (None, 0))
+        if account not in owed or amount != row.amount:
+            findings.add(row.id, f"ledger: {amount} receivable at {account}, not at {name}")
+
+
+def _check_money(stack: Stack, records: list[Any], findings: Findings) -> None:
     """Provider movements, outcome rows and ledger lines against the records' final states."""
-    movements = stack.simulator.admin.movements()["by_record"]
+    status_of = {row.id: str(row.status) for row in records}
+    charges = findings.books.charges()
+    movements = Counter(charge.record_id for charge in charges)
     for payment_id, count in movements.items():
         if payment_id not in status_of:
             findings.add(payment_id, f"{count} money movements for a record that does not exist")
+    asked = {row.id: (int(row.amount), str(row.currency).upper()) for row in records}
+    for charge in charges:
+        moved = (charge.amount, charge.currency)
+        if (
+            charge.amount is not None
+            and charge.record_id in asked
+            and moved != asked[charge.record_id]
+        ):
+            findings.add(
+                charge.record_id,
+                f"the provider moved {moved}, the record asks {asked[charge.record_id]}",
+            )
     outcomes = {
         row.payment_id: (int(row.n), row.outcome)
         for row in _rows(

@@ -11,14 +11,21 @@ sends of one payment).
 Everything random comes from ``random.Random(seed)`` per logical payment, so the plan (keys,
 amounts, cards, how many sends, which run together) is the same on every run; only the
 interleaving with the workers differs, and the invariants must hold for any interleaving.
+
+What a merchant pays with depends on the provider (``Methods``): the Stripe simulator's test
+cards by default, or another provider's methods, currencies and the fields its payments
+need (an Adyen payment names its connector account, a customer and a return URL).
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+import threading
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import httpx
@@ -31,6 +38,20 @@ DECLINING_CARDS = (
     "pm_card_chargeDeclinedFraudulent",
 )
 DECLINE_SHARE = 0.2
+
+
+@dataclass(frozen=True)
+class Methods:
+    """What the merchants pay with at one provider: ``declining`` methods fail every payment
+    (a card decline), ``succeeding`` ones never do; ``fields`` go into every body."""
+
+    succeeding: tuple[str, ...]
+    declining: tuple[str, ...]
+    currencies: tuple[str, ...]
+    fields: MappingProxyType[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+
+STRIPE_METHODS = Methods(SUCCEEDING_CARDS, DECLINING_CARDS, ("usd", "eur", "gbp"))
 
 # Retries of one send.  Generous: a broker restart or a PostgreSQL hiccup of another test
 # session must not exhaust them (about a minute of backoff in all).
@@ -79,7 +100,12 @@ class Traffic:
 
 
 def plan_payments(
-    seed: int, count: int, *, forced_amount: int, forced_count: int
+    seed: int,
+    count: int,
+    *,
+    forced_amount: int,
+    forced_count: int,
+    methods: Methods = STRIPE_METHODS,
 ) -> list[LogicalPayment]:
     """``count`` logical payments; ``forced_count`` of them (spread out) carry the amount the
     simulator is told to fail forever, so they must end in needs_attention."""
@@ -89,7 +115,7 @@ def plan_payments(
         rng = random.Random(f"{seed}:{index}")
         declined = rng.random() < DECLINE_SHARE
         forced = index in forced_at
-        card = rng.choice(DECLINING_CARDS if declined and not forced else SUCCEEDING_CARDS)
+        card = rng.choice(methods.declining if declined and not forced else methods.succeeding)
         amount = forced_amount if forced else rng.randrange(100, 100_000)
         if amount == forced_amount and not forced:
             amount += 1
@@ -98,10 +124,11 @@ def plan_payments(
         expected = "needs_attention" if forced else ("failed" if declined else "succeeded")
         body: dict[str, Any] = {
             "amount": amount,
-            "currency": rng.choice(("usd", "eur", "gbp")),
+            "currency": rng.choice(methods.currencies),
             "payment_method": card,
             "customer_reference": f"cus_{index:05d}",
             "metadata": {"order": f"order-{seed}-{index}"},
+            **methods.fields,
         }
         plan.append(
             LogicalPayment(
@@ -213,3 +240,29 @@ class Merchants:
             ceiling = min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * 2**tries)
             await asyncio.sleep(rng.uniform(0, ceiling))
         self.traffic.failures.append(f"{payment.key}: gave up after {tries} tries; last: {last}")
+
+
+class InBackground:
+    """Runs a coroutine on its own event loop in a thread; ``result()`` joins it."""
+
+    def __init__(self, coroutine: Coroutine[Any, Any, Traffic]) -> None:
+        self._coroutine = coroutine
+        self._result: Traffic | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="merchants", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._result = asyncio.run(self._coroutine)
+        except BaseException as error:  # re-raised in the test's thread
+            self._error = error
+
+    def result(self, timeout: float) -> Traffic:
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise AssertionError(f"the merchants did not finish within {timeout}s")
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result

@@ -25,10 +25,8 @@ from run to run; the invariants hold for any order.
 
 from __future__ import annotations
 
-import asyncio
-import threading
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +42,7 @@ from tests.chaos.holders import (
     wait_until,
 )
 from tests.chaos.invariants import check
-from tests.chaos.merchants import Merchants, Traffic, plan_payments
+from tests.chaos.merchants import InBackground, Merchants, Traffic, plan_payments
 from tests.harness.stack import E2E_SETTINGS, Stack, running_stack
 from tests.support.processes import ManagedProcess, ProcessManager
 from tests.support.services import ServiceControl
@@ -99,32 +97,6 @@ class ChaosLog:
 
     def note(self, event: str) -> None:
         self.events.append(f"{time.strftime('%H:%M:%S')} {event}")
-
-
-class InBackground:
-    """Runs a coroutine on its own event loop in a thread; ``result()`` joins it."""
-
-    def __init__(self, coroutine: Coroutine[Any, Any, Traffic]) -> None:
-        self._coroutine = coroutine
-        self._result: Traffic | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="merchants", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self._result = asyncio.run(self._coroutine)
-        except BaseException as error:  # re-raised in the test's thread
-            self._error = error
-
-    def result(self, timeout: float) -> Traffic:
-        self._thread.join(timeout)
-        if self._thread.is_alive():
-            raise AssertionError(f"the merchants did not finish within {timeout}s")
-        if self._error is not None:
-            raise self._error
-        assert self._result is not None
-        return self._result
 
 
 @pytest.fixture

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from orchestrator.providers.base import (
+    ACTION_RESULT_NOT_SUPPORTED,
+    ActionResult,
     Declined,
     OutcomeUnknown,
     PaymentError,
@@ -100,10 +102,14 @@ class _Intent:
 @dataclass
 class FakeProvider:
     name: str = "stripe"
+    # Stripe's semantics: the customer authenticates at the provider, nothing is forwarded.
+    accepts_action_result = False
     retry_after: float = 2.0
     provider_payments: dict[str, _Intent] = field(default_factory=dict)
     saved: dict[str, ProviderPayment | Exception] = field(default_factory=dict)
     calls: list[Call] = field(default_factory=list)
+    # The ``pending`` each retrieve was given (None when the engine resolved no call).
+    pending_calls: list[object] = field(default_factory=list)
     charges: dict[str, int] = field(default_factory=dict)
     # Captures of manual-capture provider payments (provider payment id -> how many times it was
     # captured).
@@ -324,6 +330,19 @@ class FakeProvider:
                 "payment_intent_authentication_failure", None, "Authentication failed."
             )
 
+    def submit_action_result(
+        self,
+        provider_payment_id: str,
+        *,
+        record_id: str,
+        action_result: ActionResult,
+        order: object = None,
+    ) -> ProviderPayment:
+        """Stripe takes no forwarded result: refused, nothing done."""
+        raise Permanent(
+            "no forwarded authentication result (fake)", code=ACTION_RESULT_NOT_SUPPORTED
+        )
+
     def settle(self, provider_payment_id: str) -> None:
         """A processing provider payment succeeds."""
         provider_payment = self.provider_payments[provider_payment_id]
@@ -384,7 +403,13 @@ class FakeProvider:
         return self._with_key(key, fault, act)
 
     def cancel_payment(
-        self, provider_payment_id: str, *, operation_id: str, attempt: int, reason: str | None
+        self,
+        provider_payment_id: str,
+        *,
+        operation_id: str,
+        attempt: int,
+        reason: str | None,
+        order: object = None,  # Stripe's semantics: the intent is canceled by its id
     ) -> ProviderPayment:
         key = cancel_key(operation_id, attempt)
         self.calls.append(Call("cancel", provider_payment_id, key, {"reason": reason}))
@@ -405,9 +430,16 @@ class FakeProvider:
         return self._with_key(key, fault, act)
 
     def retrieve_payment(
-        self, provider_payment_id: str, *, order: object = None, confirm_attempt: int = 0
+        self,
+        provider_payment_id: str,
+        *,
+        order: object = None,
+        confirm_attempt: int = 0,
+        unknown_outcomes: int = 0,
+        pending: object = None,
     ) -> ProviderPayment:
         self.calls.append(Call("retrieve", provider_payment_id, None))
+        self.pending_calls.append(pending)
         fault = self._fault("retrieve")
         if fault in ("unknown_before_effect", "unknown_after_effect", "saved_500_after_effect"):
             raise OutcomeUnknown("retrieve failed (fake)")
@@ -501,8 +533,9 @@ class FakeProvider:
 
         return self._with_key(key, fault, act)  # type: ignore[return-value]
 
-    def retrieve_refund(self, refund_id: str) -> ProviderRefund:
+    def retrieve_refund(self, refund_id: str, *, pending: object = None) -> ProviderRefund:
         self.calls.append(Call("retrieve_refund", refund_id, None))
+        self.pending_calls.append(pending)
         fault = self._fault("retrieve_refund")
         if fault in ("unknown_before_effect", "unknown_after_effect", "saved_500_after_effect"):
             raise OutcomeUnknown("retrieve refund failed (fake)")

@@ -10,7 +10,9 @@ class RecordingPublisher:
         self.fail = fail
         self.published: list[tuple[str, int]] = []
 
-    def publish_process_payment(self, payment_id: str, lease_token: int) -> None:
+    def publish_process_payment(
+        self, payment_id: str, lease_token: int, *, traceparent: str | None = None
+    ) -> None:
         if self.fail:
             raise PublishFailed("broker unreachable (fake)")
         self.published.append((payment_id, lease_token))

@@ -32,10 +32,11 @@ def accept(
     off_session: bool | None = None,
     return_url: str | None = None,
     capture_method: str | None = None,
+    currency: str = "usd",
 ) -> PaymentRecord:
     request = PaymentRequest(
         amount=amount,
-        currency="usd",
+        currency=currency,
         payment_method=payment_method,
         customer=customer,
         off_session=off_session,
@@ -44,7 +45,7 @@ def accept(
     )
     body: dict[str, Any] = {
         "amount": amount,
-        "currency": "usd",
+        "currency": currency,
         "payment_method": payment_method,
         "customer_reference": None,
         "description": None,

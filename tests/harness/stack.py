@@ -85,8 +85,16 @@ class Stack:
             wait_for_output(worker, "ready.", timeout=60)
         return worker
 
-    def start_sweeper(self, processes: ProcessManager, *, name: str = "sweeper") -> ManagedProcess:
-        return processes.payorch("sweeper", name=name, env=self.env)
+    def start_sweeper(
+        self, processes: ProcessManager, *, name: str = "sweeper", wait: bool = True
+    ) -> ManagedProcess:
+        """``payorch sweeper``; with ``wait``, once it has said it started: it checks the
+        database and the broker first (decision 0100), so a test that stops one right
+        after must not stop it before that check."""
+        sweeper = processes.payorch("sweeper", name=name, env=self.env)
+        if wait:
+            wait_for_output(sweeper, '"sweeper_started"', timeout=60)
+        return sweeper
 
     # -- the API ----------------------------------------------------------------------------
 

@@ -15,7 +15,13 @@ import pytest
 
 from devtools.adyen_simulator import AdyenSimulatorConfig, RunningAdyenSimulator, start_in_thread
 from orchestrator.providers.adyen_adapter import AdyenProvider
-from orchestrator.providers.base import Declined, OutcomeUnknown, PaymentOrder
+from orchestrator.providers.base import (
+    Declined,
+    OutcomeUnknown,
+    PaymentOrder,
+    PendingCall,
+    RecordedPayment,
+)
 from tests.integration.adyen_simulator_helpers import API_KEY, MERCHANT, card, new_reference
 from tests.replay.adyen_schema import AdyenWatch
 
@@ -171,3 +177,68 @@ def test_a_refusal_lost_after_the_effect_reads_back_as_declined_with_no_authoris
     assert found.last_payment_error is not None
     assert found.last_payment_error.code == "not_enough_balance"
     assert adyen.authorisations(reference) == []
+
+
+@dataclass
+class SimulatorNotifications:
+    """``ProviderEventLog`` over the simulator's own notification items (what payorch would
+    store once verified), for one payment payorch recorded."""
+
+    simulator: RunningAdyenSimulator
+    recorded: RecordedPayment
+    psp: str
+
+    def payloads(
+        self, *, provider_payment_id: str | None = None, record_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        return [
+            item
+            for item in self.simulator.admin.notification_items()
+            if provider_payment_id in (item.get("originalReference"), item.get("pspReference"))
+        ]
+
+    def recorded_payment(self, provider_payment_id: str) -> RecordedPayment | None:
+        return self.recorded if provider_payment_id == self.psp else None
+
+
+@pytest.mark.parametrize(
+    ("holder", "status", "refused"),
+    [(None, "succeeded", None), ("capture failed", "requires_capture", "capture_failed")],
+)
+def test_a_partial_capture_reads_its_outcome_from_adyens_notifications(
+    adyen: Adyen, holder: str | None, status: str, refused: str | None
+) -> None:
+    reference = new_reference()
+    authorised = adyen.provider.confirm_payment(
+        "x",
+        record_id=reference,
+        attempt=1,
+        order=order(reference, capture_method="manual", payment_method=card(holder=holder)),
+    )
+    log = SimulatorNotifications(
+        adyen.simulator, RecordedPayment(reference, 1250, "eur", "manual"), authorised.id
+    )
+    provider = AdyenProvider(
+        api_key=API_KEY,
+        merchant_account=MERCHANT,
+        api_base=adyen.simulator.url,
+        connect_timeout=2.0,
+        read_timeout=1.0,
+        events=log,
+    )
+    pending = PendingCall("capture", "cap_sim1", 1, 1000, authorised.id)
+    try:
+        answered = provider.capture_payment(
+            authorised.id, operation_id="cap_sim1", attempt=1, amount_to_capture=1000
+        )
+        read = provider.retrieve_payment(authorised.id, pending=pending)
+    finally:
+        provider.close()
+
+    assert answered.status == "processing"
+    assert read.status == status
+    assert read.amount_received == (1000 if refused is None else None)
+    assert (read.refused_call.code if read.refused_call else None) == refused
+    captures = adyen.simulator.admin.movements()["captures"]["items"]
+    # One capture sent, of the partial amount (undone at the scheme when it failed).
+    assert [(c["amount"]["value"], c["failed"]) for c in captures] == [(1000, refused is not None)]

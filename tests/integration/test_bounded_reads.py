@@ -22,6 +22,7 @@ import pytest
 from orchestrator.api import middleware
 from orchestrator.api.problems import problem_body
 from orchestrator.cli import http_protocol
+from orchestrator.db.migrate import upgrade
 from tests.harness.captures import authorized_payment
 from tests.harness.refunds import operation_count
 from tests.integration.hardening_helpers import Api, payorch_environment, running_api, sqlite_url
@@ -127,9 +128,9 @@ def test_payorch_api_refuses_megabytes_of_headers_with_a_431_while_they_arrive(
     processes: ProcessManager, tmp_path
 ) -> None:
     port = free_port()
-    server = processes.payorch(
-        "api", "--port", str(port), env=payorch_environment(sqlite_url(tmp_path))
-    )
+    url = sqlite_url(tmp_path)
+    upgrade(url)  # payorch api refuses a database without its tables (decision 0090)
+    server = processes.payorch("api", "--port", str(port), env=payorch_environment(url))
     wait_for_http(f"http://127.0.0.1:{port}/healthz", timeout=60, process=server, status=None)
     line = b"X-Padding: " + b"p" * 1000 + b"\r\n"
 

@@ -2,7 +2,8 @@
 
 * ``clients create`` prints the new API key whole, alone on its own line (it is shown once:
   a key cut by a table in a narrow terminal is a key lost);
-* list commands fold long cells instead of cutting ids with an ellipsis;
+* list commands never cut an id with an ellipsis: extras are hidden at 80 columns, and
+  ``--wide`` shows them whole;
 * ``leases list`` shows every unfinished payment by default, and a deferred one (waiting
   for a stored retry time, nobody working on it) is "deferred", never "active";
 * ``payorch api`` says, in one log line, where it listens.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -32,7 +34,7 @@ from orchestrator.services.api_keys import authenticate, create_client
 from tests.harness.containers import TEST_SECRET_KEY, build_container
 from tests.harness.seeds import accept, force, new_merchant
 from tests.integration.hardening_helpers import sqlite_url
-from tests.support.processes import payorch_command, process_environment
+from tests.support.processes import free_port, payorch_command, process_environment
 
 COLUMNS = 80
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -181,7 +183,7 @@ def test_leases_list_shows_every_unfinished_payment_and_calls_deferred_ones_defe
     assert cells["lease"] == "deferred"
 
 
-def test_audit_ids_fold_instead_of_being_cut(cli: Cli) -> None:
+def test_audit_ids_are_whole_at_80_columns_and_wide_shows_the_rest(cli: Cli) -> None:
     record = accept(cli.container, cli.merchant, "terminal-audited")
     reason = "a reason long enough to need folding in a narrow terminal window"
     action = take_over_payment(
@@ -197,8 +199,13 @@ def test_audit_ids_fold_instead_of_being_cut(cli: Cli) -> None:
     assert "…" not in "".join(lines)
     cells = one_row_table(lines)
     assert cells["payment_id"] == record.id
-    assert cells["id"] == str(action.audit.id)
-    assert cells["reason"].replace(" ", "") == reason.replace(" ", "")
+    assert cells["action"] == "takeover"
+    assert "reason" not in cells and "--wide" in "".join(lines)  # hidden, and said so
+
+    wide = one_row_table(in_terminal(cli, "audit", "list", "--payment-id", record.id, "--wide"))
+    assert wide["payment_id"] == record.id
+    assert wide["id"] == str(action.audit.id)
+    assert wide["reason"] == reason
 
 
 def test_the_api_logs_one_line_with_the_address_it_listens_on(cli: Cli) -> None:
@@ -229,6 +236,58 @@ def test_the_api_logs_one_line_with_the_address_it_listens_on(cli: Cli) -> None:
                     assert time.monotonic() < deadline
                     time.sleep(0.2)
             assert response.status_code == 200
+            # Stopped as a supervisor stops it: one stop line, then the signal's exit.
+            process.terminate()
+            _, rest = process.communicate(timeout=30)
+            stops = [
+                json.loads(line)
+                for line in rest.splitlines()
+                if line.startswith("{") and json.loads(line)["event"] == "api_stopped"
+            ]
+            assert [stop["signal"] for stop in stops] == ["SIGTERM"], rest
+            assert process.returncode == -signal.SIGTERM
+        finally:
+            if process.poll() is None:
+                process.terminate()
+                process.wait(timeout=30)
+
+
+def test_the_apis_metrics_are_served_on_their_own_port_and_not_on_the_apis(cli: Cli) -> None:
+    with subprocess.Popen(
+        payorch_command("api", "--port", "0", "--metrics-port", str(free_port())),
+        env={**cli.env, "PAYORCH_LOG_LEVEL": "INFO"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as process:
+        try:
+            assert process.stderr is not None
+            urls: dict[str, str] = {}
+            deadline = time.monotonic() + 60
+            while len(urls) < 2:
+                assert time.monotonic() < deadline, f"not both start-up lines: {urls}"
+                line = process.stderr.readline()
+                assert line or process.poll() is None, "the API exited"
+                if line.startswith("{"):
+                    event = json.loads(line)
+                    if event.get("event") in ("api_listening", "api_metrics_listening"):
+                        urls[event["event"]] = event["url"]
+            metrics_url = urls["api_metrics_listening"]
+            scraped = httpx.get(metrics_url, trust_env=False, timeout=10)
+            assert scraped.status_code == 200
+            assert 'payorch_payment_records{status="processing"}' in scraped.text
+            assert "payorch_http_requests_total" in scraped.text
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    on_api = httpx.get(
+                        f"{urls['api_listening']}/metrics", trust_env=False, timeout=5
+                    )
+                    break
+                except httpx.TransportError:
+                    assert time.monotonic() < deadline
+                    time.sleep(0.2)
+            assert on_api.status_code == 404
         finally:
             process.terminate()
             process.wait(timeout=30)

@@ -34,7 +34,8 @@ def _load(path: Path) -> dict[str, Any]:
 def test_only_the_api_is_published_on_the_host() -> None:
     services = _load(COMPOSE)["services"]
     published = {name: svc["ports"] for name, svc in services.items() if svc.get("ports")}
-    assert published == {"api": ["8000:8000"]}
+    # Jaeger's UI (tracing profile only) on the loopback interface, never on every address.
+    assert published == {"api": ["8000:8000"], "jaeger": ["127.0.0.1:16686:16686"]}
     assert "management" not in services["rabbitmq"]["image"]  # no management UI at all
 
 
@@ -77,6 +78,25 @@ def test_production_has_no_fake_provider_default_and_the_simulator_is_dev_only()
     }
 
 
+def test_traces_are_off_by_default_and_their_collector_and_jaeger_are_a_profile() -> None:
+    services = _load(COMPOSE)["services"]
+    assert services["otel-collector"]["profiles"] == ["tracing"]
+    assert services["jaeger"]["profiles"] == ["tracing"]
+    for name in PAYORCH_SERVICES:
+        # Empty unless the operator sets it: the processes then set up no exporter.
+        endpoint = services[name]["environment"]["OTEL_EXPORTER_OTLP_ENDPOINT"]
+        assert endpoint == "${OTEL_EXPORTER_OTLP_ENDPOINT:-}"
+    [mount] = services["otel-collector"]["volumes"]
+    source = mount.split(":")[0]
+    collector = _load(ROOT / source)
+    # OTLP/HTTP in on the port the processes' endpoint names, OTLP out to Jaeger.
+    assert collector["receivers"]["otlp"]["protocols"]["http"]["endpoint"].endswith(":4318")
+    pipeline = collector["service"]["pipelines"]["traces"]
+    assert pipeline["receivers"] == ["otlp"]
+    [exporter] = pipeline["exporters"]
+    assert collector["exporters"][exporter]["endpoint"] == "jaeger:4317"
+
+
 def test_in_the_dev_setup_the_simulator_signs_webhooks_with_the_secret_the_api_verifies() -> None:
     dev = _load(DEV_OVERLAY)["services"]
     sim, api = dev["provider-sim"], dev["api"]
@@ -88,6 +108,24 @@ def test_in_the_dev_setup_the_simulator_signs_webhooks_with_the_secret_the_api_v
     assert sim["environment"]["PAYORCH_SIM_WEBHOOK_SECRET"] == secret
 
 
+def test_each_process_starts_only_once_what_it_checks_at_its_start_is_healthy() -> None:
+    """The API, workers, sweeper and relay exit 69 at their start when the database or the
+    broker cannot be used (decision 0100); compose must not start them before both are up,
+    or every ``up`` would begin with a round of failed starts.  The database is reached
+    through ``migrate`` (which waits for PostgreSQL's healthcheck and exits 0 once the
+    tables exist); the broker through RabbitMQ's healthcheck."""
+    services = _load(COMPOSE)["services"]
+    for server in ("postgres", "rabbitmq"):
+        assert services[server]["healthcheck"]["test"], server
+    assert services["migrate"]["depends_on"] == {"postgres": {"condition": "service_healthy"}}
+    uses_the_broker = {"api", "worker", "sweeper"}
+    for name in ("api", "worker", "sweeper", "relay"):
+        depends_on = services[name]["depends_on"]
+        assert depends_on["migrate"] == {"condition": "service_completed_successfully"}, name
+        if name in uses_the_broker:
+            assert depends_on["rabbitmq"] == {"condition": "service_healthy"}, name
+
+
 def test_the_build_context_is_an_allow_list() -> None:
     lines = [
         line.strip()
@@ -96,9 +134,29 @@ def test_the_build_context_is_an_allow_list() -> None:
     ]
     assert lines[0] == "*"  # everything out (.venv, .git, tests, local databases) ...
     allowed = {line[1:].rstrip("/") for line in lines if line.startswith("!")}
-    assert allowed == {"pyproject.toml", "README.md", "orchestrator", "workers", "devtools"}
+    assert allowed == {
+        "requirements.lock",
+        "pyproject.toml",
+        "README.md",
+        "orchestrator",
+        "workers",
+        "devtools",
+    }
     copied = set().union(*_dockerfile_stages().values())
     assert copied <= allowed, "the Dockerfile copies something .dockerignore leaves out"
+
+
+def test_the_image_installs_exactly_the_runtime_lock() -> None:
+    """Every pip install in the Dockerfile either takes the hashed runtime lock or adds the
+    project without its dependencies: nothing is resolved from pyproject.toml's ranges."""
+    installs = [
+        line.split("pip install", 1)[1].split("&&")[0].rstrip(" \\").split()
+        for line in (ROOT / "Dockerfile").read_text().splitlines()
+        if "pip install" in line
+    ]
+    assert ["--require-hashes", "-r", "requirements.lock"] in installs
+    for words in installs:
+        assert "--require-hashes" in words or "--no-deps" in words, words
 
 
 def _dockerfile_stages() -> dict[str, set[str]]:

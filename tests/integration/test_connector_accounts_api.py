@@ -192,6 +192,10 @@ def test_ops_list_every_merchants_accounts_and_disable_one_with_a_reason_audited
         as_merchant = merchant.get("/v1/ops/connector_accounts")
 
     assert {x["id"] for x in everything} == {a["id"], b["id"]}
+    # Each with its circuit (decision 0082): closed, never failed.
+    assert {(x["circuit"]["state"], x["circuit"]["failures"]) for x in everything} == {
+        ("closed", 0)
+    }
     assert STRIPE_KEY not in str(everything)
     assert [x["id"] for x in only_b.json()["data"]] == [b["id"]]
     assert only_b.json()["data"][0]["client_id"] == api.client_b_id

@@ -85,7 +85,8 @@ def test_add_list_and_disable_never_print_a_secret(cli: Cli) -> None:
         stdin=json.dumps({"stripe_account": "acct_1StdinConnected"}),
     )
     listed = cli.run("list", "--json")
-    table = cli.run("list")
+    # --wide: at the default 80 columns the credential hints are an extra, hidden column.
+    table = cli.run("list", "--wide")
     disabled = cli.run("disable", account["id"], "--reason", "rotating keys")
 
     assert account["credentials"] == {"api_key": "…WXYZ"}

@@ -54,7 +54,7 @@ def _audit_rows(api: Api, payment_id: str) -> int:
         return len(uow.audit.list(payment_id=payment_id))
 
 
-PAGES = ["/ops/", "/ops/queues", "/ops/payments", "/ops/fragments/overview"]
+PAGES = ["/ops/", "/ops/queues", "/ops/charts", "/ops/payments", "/ops/fragments/overview"]
 
 
 def test_without_a_session_every_page_and_form_redirects_to_sign_in(api: Api) -> None:

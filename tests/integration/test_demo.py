@@ -1,5 +1,6 @@
 """``payorch demo`` end to end with a small storm (issue 6), USD through Stripe beside EUR
-through an Adyen connector account (issue 39)."""
+through an Adyen connector account (issue 39), and a round routed across both with soft
+declines forced at the first account (issue 40)."""
 
 from __future__ import annotations
 
@@ -60,6 +61,20 @@ def test_the_demo_survives_faults_and_a_crash_with_every_invariant_intact(tmp_pa
     assert captures.refused >= captures.captured  # every race had a loser
     assert captures.double_captures == 0 and captures.wrong_amounts == 0
     assert captures.stuck == 0
+    # The failover round: 8 EUR payments routed Stripe first, Adyen second, every second one
+    # soft-declined at Stripe.  Each of those fails over with its proof recorded and succeeds
+    # at Adyen; the others succeed at Stripe; no payment has money at both simulators (the
+    # verdict's rows are unit-tested failing in tests/unit/test_demo_failover_verdict).
+    failover = report.failover
+    assert failover is not None
+    assert failover.payments == 8 and failover.soft_declines_forced == 4
+    # A failover other than the forced ones is legitimate only with its proof (the first
+    # account's circuit opened by the round's own timeouts), so the forced ones are a floor.
+    assert failover.failovers >= failover.soft_declines_forced
+    assert failover.failed_over_succeeded == failover.failovers
+    assert failover.failed_over_succeeded + failover.succeeded_at_first == failover.payments
+    assert failover.money_at_two_providers == 0
+    assert failover.failovers_without_proof == 0 and failover.stuck == 0
     # One final event per payment, one per finished refund, the capture round's
     # (requires_capture, then captured and succeeded, or canceled), and a
     # payment.requires_action for each abandoned 3-D Secure payment.  An authenticated one
@@ -69,7 +84,8 @@ def test_the_demo_survives_faults_and_a_crash_with_every_invariant_intact(tmp_pa
     # already finds the payment succeeded.
     finished_refunds = refunds.succeeded + refunds.failed
     assert captures.events == 3 * captures.captured + 2 * captures.canceled
-    always = 40 + finished_refunds + captures.events + report.three_ds_abandoned
+    assert failover.events == failover.payments  # a failover itself is no merchant event
+    always = 40 + finished_refunds + captures.events + failover.events + report.three_ds_abandoned
     assert always <= hooks.events <= always + report.three_ds_authenticated
     assert hooks.delivered == hooks.events
     assert hooks.lost == 0
@@ -99,3 +115,6 @@ def test_the_demo_command_prints_its_report_and_exits_zero(tmp_path):
     assert adyen["payments"] == 4 and adyen["succeeded"] >= 1
     assert adyen["duplicates"] == 0 and adyen["stuck"] == 0 and adyen["wrong_amounts"] == 0
     assert report["stripe"]["payments"] + adyen["payments"] == 15
+    failover = report["failover"]
+    assert failover["payments"] == 4 and failover["soft_declines_forced"] == 2
+    assert failover["failovers"] >= 2 and failover["money_at_two_providers"] == 0

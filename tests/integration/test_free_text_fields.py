@@ -36,6 +36,7 @@ def api(database_url: str) -> Iterator[Api]:
 OPS_BODIES: list[tuple[str, dict[str, Any], str]] = [
     (f"/v1/ops/payments/{PAYMENT}/takeover", {"reason": "{text}"}, "reason"),
     (f"/v1/ops/payments/{PAYMENT}/retry", {"reason": "{text}"}, "reason"),
+    ("/v1/ops/payments/retry", {"status": "needs_attention", "reason": "{text}"}, "reason"),
     (f"/v1/ops/payments/{PAYMENT}/sync_refunds", {"reason": "{text}"}, "reason"),
     (f"/v1/ops/payments/{PAYMENT}/capture", {"reason": "{text}"}, "reason"),
     (f"/v1/ops/payments/{PAYMENT}/cancel", {"reason": "{text}"}, "reason"),

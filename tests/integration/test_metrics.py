@@ -26,6 +26,8 @@ from orchestrator import metrics
 from orchestrator.broker import CeleryPublisher
 from orchestrator.domain.model import Role
 from orchestrator.engine.kinds.charge import process_payment
+from orchestrator.ops.metrics_server import database_gauges
+from orchestrator.ops.status import get_status
 from orchestrator.services.api_keys import create_client
 from tests.harness.containers import build_container
 from tests.harness.seeds import accept, force, reload
@@ -98,11 +100,13 @@ def api(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 
 
 def scrape(api: Api) -> str:
-    with httpx.Client(base_url=api.url, trust_env=False) as client:
-        response = client.get("/metrics")
-    assert response.status_code == 200
-    assert response.headers["content-type"].startswith("text/plain")
-    return response.text
+    """What ``payorch api --metrics-port`` serves, with the API's database gauges, read in
+    this process (``test_cli_terminal`` scrapes a real ``payorch api``'s metrics port)."""
+    body, content_type = metrics.render(
+        metrics.Role.API, database_gauges(api.container.read_only_uow)
+    )
+    assert content_type.startswith("text/plain")
+    return body.decode()
 
 
 class Delta:
@@ -242,7 +246,9 @@ def test_takeovers_are_counted_by_sweeper_and_by_operator(api: Api) -> None:
     assert delta("payorch_lease_takeovers_total", by="operator") == 1
 
 
-def test_records_by_status_and_oldest_processing_age_follow_the_database(api: Api) -> None:
+def test_unfinished_records_by_status_and_oldest_processing_age_follow_the_database(
+    api: Api,
+) -> None:
     with api.client(api.key_b) as client:
         old = post_payment(client, "metrics-old").json()
     with api.container.uow() as uow:
@@ -250,9 +256,12 @@ def test_records_by_status_and_oldest_processing_age_follow_the_database(api: Ap
         counts = uow.payments.count_by_status()
     force(api.container, old["id"], created_at=an_hour_ago)
     text = scrape(api)
-    for status, count in counts.items():
-        assert metric(text, "payorch_payment_records", status=status) == count
+    for status in metrics.UNFINISHED_STATUSES:
+        assert metric(text, "payorch_payment_records", status=status) == counts[status]
     assert metric(text, "payorch_oldest_processing_age_seconds") >= 3600
+    # Finished records are the table's whole history: never counted at a scrape.
+    with pytest.raises(KeyError):
+        metric(text, "payorch_payment_records", status="succeeded")
 
     process_payment(api.container.runner(), old["id"], 1, owner="metrics-test")
     force(api.container, old["id"], created_at=an_hour_ago)  # finished now: not counted
@@ -260,8 +269,33 @@ def test_records_by_status_and_oldest_processing_age_follow_the_database(api: Ap
     assert metric(after, "payorch_payment_records", status="processing") == (
         counts["processing"] - 1
     )
-    assert metric(after, "payorch_payment_records", status="succeeded") == (counts["succeeded"] + 1)
     assert metric(after, "payorch_oldest_processing_age_seconds") < 3600
+
+
+def test_oldest_processing_age_leaves_out_payments_waiting_for_their_customer(
+    api: Api,
+) -> None:
+    """As payorch status does: a payment waiting for its customer is requires_action, and
+    its age beside "processing 0" read as a stuck payment."""
+    with api.client(api.key_b) as client:
+        waiting = post_payment(client, "metrics-waiting").json()
+        fresh = post_payment(client, "metrics-fresh").json()
+    with api.container.uow() as uow:
+        two_hours_ago = uow.now() - timedelta(hours=2)
+    force(api.container, waiting["id"], created_at=two_hours_ago, waiting_for="customer")
+    force(api.container, fresh["id"], created_at=two_hours_ago + timedelta(minutes=90))
+
+    age = metric(scrape(api), "payorch_oldest_processing_age_seconds")
+    settings = api.container.settings
+    shown = get_status(api.container.read_only_uow, settings).oldest_processing_age_seconds
+    # The fresh one (30 minutes old) is the oldest processing payment, for both readers.
+    assert 1800 <= age < 3600, age
+    assert shown is not None and abs(shown - age) < 60, (shown, age)
+
+
+def test_the_api_port_does_not_serve_metrics(api: Api) -> None:
+    with httpx.Client(base_url=api.url, trust_env=False) as client:
+        assert client.get("/metrics").status_code == 404
 
 
 # A real worker process ---------------------------------------------------------------------

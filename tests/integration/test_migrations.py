@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from datetime import UTC, datetime
 
 import pytest
@@ -9,9 +10,15 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
-from orchestrator.db.migrate import downgrade, upgrade
+from orchestrator.cli.exit_codes import EXIT_FAILED
+from orchestrator.db.migrate import MigrationRefused, downgrade, upgrade
+from orchestrator.db.repositories.clients import ClientRepository
 from orchestrator.db.repositories.outcomes import OutcomeRepository
+from orchestrator.db.session import Session
 from orchestrator.db.tables import metadata
+from orchestrator.services.api_keys import hash_key
+from tests.integration.hardening_helpers import payorch_environment
+from tests.support.processes import payorch_command, process_environment
 
 
 def _differences(database_url: str) -> list[object]:
@@ -188,6 +195,110 @@ def _payment(payment_id: str, now: datetime) -> dict[str, object]:
 
 
 def _insert(table: str, values: dict[str, object]) -> sa.Insert:
-    # The declared table, for its column types (JSON, UTC timestamps); only the given
-    # columns are written, all of which exist at 0013 already.
-    return metadata.tables[table].insert().values(**values)
+    # The declared table's column types (JSON, UTC timestamps) where it still declares the
+    # column; a column a later revision dropped (api_clients.key_hash at 0019) is written as
+    # plain text.  Only the given columns are written.
+    declared = metadata.tables[table].c
+    columns = [
+        sa.column(name, declared[name].type if name in declared else sa.String()) for name in values
+    ]
+    return sa.table(table, *columns).insert().values(**values)
+
+
+def test_0019_moves_each_clients_key_so_every_key_in_use_keeps_working(database_url):
+    upgrade(database_url, "0018")
+    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
+    now = datetime(2026, 12, 5, tzinfo=UTC)
+    key = "pok_" + "k" * 43
+    active, revoked = _client(now), {**_client(now), "id": "cli_2", "key_hash": "f" * 64}
+    active["key_hash"] = hash_key(key)
+    revoked["revoked_at"] = now
+    try:
+        with engine.begin() as conn:
+            conn.execute(_insert("api_clients", active))
+            conn.execute(_insert("api_clients", revoked))
+
+        upgrade(database_url)
+
+        with engine.connect() as conn:
+            clients = ClientRepository(Session(conn))
+            found = clients.find_by_key_hash(hash_key(key))
+            assert found is not None and found[0].id == "cli_1"
+            assert clients.find_by_key_hash("f" * 64) is None
+            moved = conn.execute(
+                sa.text("SELECT id, client_id, key_prefix, revoked_at IS NULL FROM api_keys")
+            ).all()
+            assert sorted(tuple(m) for m in moved) == [
+                ("key_" + hash_key(key)[:24], "cli_1", "pk", True),
+                ("key_" + "f" * 24, "cli_2", "pk", False),
+            ]
+
+        downgrade(database_url, "0018")
+
+        with engine.begin() as conn:
+            back = conn.execute(sa.text("SELECT id, key_hash FROM api_clients ORDER BY id")).all()
+            assert [tuple(b) for b in back] == [("cli_1", hash_key(key)), ("cli_2", "f" * 64)]
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.postgres
+def test_0031_stops_on_a_ledger_already_out_of_balance_and_names_the_payment(
+    make_postgres_database,
+):
+    """The trigger would refuse every later entry of a payment already out of balance: the
+    upgrade stops and names it (nothing of 0031 applied); once its lines are booked to
+    zero the upgrade runs, and from then on the trigger refuses such a commit."""
+    database_url = make_postgres_database()
+    upgrade(database_url, "0030")
+    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
+    now = datetime(2026, 12, 5, tzinfo=UTC)
+    payment_id = "pay_" + "3" * 32
+    line = {
+        "payment_id": payment_id,
+        "account": "provider_receivable:stripe",
+        "amount": 1000,
+        "currency": "usd",
+        "created_at": now,
+    }
+    version = sa.text("SELECT version_num FROM alembic_version")
+    try:
+        with engine.begin() as conn:
+            # The key columns moved to api_keys at 0019.
+            client = {k: v for k, v in _client(now).items() if not k.startswith("key_")}
+            conn.execute(_insert("api_clients", client))
+            conn.execute(_insert("payments", _payment(payment_id, now)))
+            conn.execute(_insert("ledger_lines", line))
+
+        with pytest.raises(MigrationRefused, match=f"{payment_id} usd \\+1000"):
+            upgrade(database_url)
+        with engine.connect() as conn:
+            assert conn.execute(version).scalar_one() == "0030"
+        # What an operator sees: one line naming the payment, exit 1, no traceback.
+        cli = subprocess.run(
+            payorch_command("db", "upgrade"),
+            env=process_environment(payorch_environment(database_url)),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert cli.returncode == EXIT_FAILED, cli.stderr
+        assert cli.stderr.startswith("payorch: the upgrade stopped: 0031: ledger lines")
+        assert f"{payment_id} usd +1000" in cli.stderr
+        assert "Traceback" not in cli.stderr and len(cli.stderr.strip().splitlines()) == 1
+
+        with engine.begin() as conn:
+            conn.execute(
+                _insert(
+                    "ledger_lines", {**line, "account": "merchant_payable:cli_1", "amount": -1000}
+                )
+            )
+        upgrade(database_url)
+
+        with engine.connect() as conn:
+            assert conn.execute(version).scalar_one() == "0031"
+        with pytest.raises(sa.exc.IntegrityError, match="do not balance"), engine.begin() as conn:
+            conn.execute(_insert("ledger_lines", line))
+    finally:
+        engine.dispose()

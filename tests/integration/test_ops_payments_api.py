@@ -191,6 +191,11 @@ def test_the_list_filters_by_status_merchant_reference_key_and_date(api: Api) ->
     [
         {"cursor": "not-a-cursor"},
         {"cursor": "WyJ4IiwxXQ"},  # base64 of ["x",1]
+        # base64 of ["0001-01-01T00:00:00+01:00","pay_0…0"]: a position before UTC's year 1
+        {
+            "cursor": "WyIwMDAxLTAxLTAxVDAwOjAwOjAwKzAxOjAwIiwicGF5XzAwMDAwMDAwMDAwMDAwMDAw"
+            "MDAwMDAwMDAwMDAwMDAwMDAwIl0"
+        },
         {"created_after": "2026-12-01T09:00:00"},  # no time zone
         {"status": "lost"},
         {"limit": 0},

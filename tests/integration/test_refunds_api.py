@@ -154,6 +154,49 @@ def test_more_than_is_left_is_409_refund_exceeds_captured_with_nothing_stored(ap
     api.publisher.published.clear()
 
 
+def test_the_refusal_says_what_was_captured_and_refunded_and_names_no_pending_refund_when_none(
+    api,
+):
+    payment_id = api.paid(1000)
+    with api.client() as client:
+        problem = assert_problem(
+            refund(client, payment_id, "r-1", {"amount": 1500}), 409, "refund-exceeds-captured"
+        )
+    detail = problem["detail"]
+    assert "captured 1000" in detail and "nothing refunded yet" in detail, detail
+    assert "at most 1000 can be refunded" in detail, detail
+    assert "progress" not in detail and "hold" not in detail, detail
+    assert (problem["amount_refunded"], problem["amount_refund_pending"]) == (0, 0)
+    assert operation_count(api.container, payment_id) == 0
+
+
+def test_the_refusal_names_refunds_in_progress_then_refunded_money_as_it_moves(api):
+    payment_id = api.paid(1000)
+    with api.client() as client:
+        assert refund(client, payment_id, "r-1", {"amount": 800}).status_code == 202
+        pending = assert_problem(
+            refund(client, payment_id, "r-2", {"amount": 300}), 409, "refund-exceeds-captured"
+        )
+        api.run_published()  # the 800 succeeds at the provider
+        refunded = assert_problem(
+            refund(client, payment_id, "r-3", {"amount": 300}), 409, "refund-exceeds-captured"
+        )
+        assert refund(client, payment_id, "r-4", {"amount": 200}).status_code == 202
+        api.run_published()
+        spent = assert_problem(
+            refund(client, payment_id, "r-5", {"amount": 1}), 409, "refund-exceeds-captured"
+        )
+
+    assert "800 held by refunds in progress" in pending["detail"], pending["detail"]
+    assert "at most 200 can be refunded" in pending["detail"], pending["detail"]
+    assert "800 refunded" in refunded["detail"], refunded["detail"]
+    assert "progress" not in refunded["detail"], refunded["detail"]
+    assert (refunded["amount_refunded"], refunded["amount_refund_pending"]) == (800, 0)
+    assert "1000 refunded" in spent["detail"], spent["detail"]
+    assert "nothing is left to refund" in spent["detail"], spent["detail"]
+    assert spent["amount_refundable"] == 0
+
+
 def test_a_payment_still_processing_is_409_payment_not_refundable(api):
     record = accept(api.container, api.merchant, f"order-{random.getrandbits(64):x}")
     with api.client() as client:

@@ -47,6 +47,13 @@ CONFIG = schemathesis.Config.from_dict(
                 "include-method": "GET",
                 "checks": {"positive_data_acceptance": {"expected-statuses": [*ACCEPTED, "400"]}},
             },
+            # The merchant's payment list: starting_after / ending_before must name one of
+            # the caller's own payments (decision 0089), which no schema can say.
+            {
+                "include-path": "/v1/payments",
+                "include-method": "GET",
+                "checks": {"positive_data_acceptance": {"expected-statuses": [*ACCEPTED, "400"]}},
+            },
             # Webhook URLs must pass the SSRF rules (no schema can say "resolves to a public
             # address"), and 'after' must name an existing event: a schema-valid value can
             # still be a 400.
@@ -58,6 +65,19 @@ CONFIG = schemathesis.Config.from_dict(
             {
                 "include-path": "/v1/events",
                 "include-method": "GET",
+                "checks": {"positive_data_acceptance": {"expected-statuses": [*ACCEPTED, "400"]}},
+            },
+            # Routing rules must name the merchant's own enabled accounts, and a payment body
+            # the provider's minimum amount: a schema-valid value can still be a 400.
+            {
+                "include-path-regex": "^/v1/routing",
+                "checks": {"positive_data_acceptance": {"expected-statuses": [*ACCEPTED, "400"]}},
+            },
+            # A bulk retry's 'since' is any RFC 3339 time to the schema; one Python cannot
+            # read (a leap second) is refused with 400 rather than guessed.
+            {
+                "include-path": "/v1/ops/payments/retry",
+                "include-method": "POST",
                 "checks": {"positive_data_acceptance": {"expected-statuses": [*ACCEPTED, "400"]}},
             },
             # A schema-valid event is still refused without Stripe's signature over its bytes.
@@ -85,6 +105,7 @@ def test_the_document_covers_every_route(api: Api) -> None:
         "GET /v1/ops/leases",
         "POST /v1/ops/payments/{payment_id}/takeover",
         "POST /v1/ops/payments/{payment_id}/retry",
+        "POST /v1/ops/payments/retry",
         "GET /v1/ops/payments/{payment_id}",
         "GET /v1/ops/payments",
         "GET /v1/ops/status",
@@ -99,6 +120,10 @@ def test_the_document_covers_every_route(api: Api) -> None:
         "GET /v1/ops/events/{event_id}/deliveries",
         "POST /v1/ops/events/{event_id}/redeliver",
         "POST /v1/providers/stripe/webhooks",
+        "GET /v1/routing",
+        "PUT /v1/routing",
+        "POST /v1/routing/evaluate",
+        "GET /v1/ops/clients/{client_id}/routing",
     } <= labels
 
 

@@ -19,7 +19,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from orchestrator.db.tables import api_clients, audit_log, payments
+from orchestrator.db.tables import api_clients, api_keys, audit_log, payments
 from orchestrator.domain.model import Role
 from orchestrator.engine.kinds.charge import process_payment
 from orchestrator.services.api_keys import create_client, revoke_client
@@ -73,12 +73,13 @@ def test_keys_are_random_256_bit_tokens_stored_only_as_sha256(api: Api) -> None:
     assert all(KEY_SHAPE.fullmatch(key) for key in keys), keys
     assert len(set(keys)) == 3
     with api.container.engine.connect() as conn:
-        rows = conn.execute(sa.select(api_clients)).mappings().all()
-    stored = json.dumps([dict(row) for row in rows], default=str)
+        rows = conn.execute(sa.select(api_keys)).mappings().all()
+        clients = conn.execute(sa.select(api_clients)).mappings().all()
+    stored = json.dumps([dict(row) for row in [*rows, *clients]], default=str)
     for issue in issued:
         assert issue.api_key not in stored
         assert issue.api_key[len("pok_") :] not in stored
-        row = next(r for r in rows if r["id"] == issue.client.id)
+        row = next(r for r in rows if r["client_id"] == issue.client.id)
         assert row["key_hash"] == hashlib.sha256(issue.api_key.encode()).hexdigest()
 
 
@@ -95,6 +96,110 @@ def test_a_revoked_key_gets_401_on_its_next_request(api: Api) -> None:
         assert_problem(post_payment(client, "before-revocation"), 401, "unauthorized")
         assert_problem(post_payment(client, "after-revocation"), 401, "unauthorized")
     assert api.count(idempotency_key="after-revocation") == 0
+
+
+def test_a_second_key_works_beside_the_first_until_one_is_revoked_through_the_ops_api(
+    api: Api,
+) -> None:
+    issued = create_client(api.container.uow, "rotating", Role.MERCHANT)
+    ops = {"Authorization": f"Bearer {api.ops_key}"}
+    keys_url = f"/v1/ops/clients/{issued.client.id}/keys"
+    with api.client(api.ops_key) as operator:
+        added = operator.post(keys_url, json={"reason": "yearly rotation"}, headers=ops)
+        assert added.status_code == 201, added.text
+        assert added.headers["cache-control"] == "no-store"
+        new_key = added.json()["api_key"]
+        assert KEY_SHAPE.fullmatch(new_key) and new_key != issued.api_key
+        assert added.json()["audit"]["action"] == "issue_api_key"
+        listed = operator.get(keys_url).json()["data"]
+        assert issued.api_key not in json.dumps(listed) and new_key not in json.dumps(listed)
+        old_id = next(k["id"] for k in listed if issued.api_key.startswith(k["key_prefix"]))
+        assert [k["revoked_at"] for k in listed] == [None, None]
+
+        with api.client(issued.api_key) as old, api.client(new_key) as new:
+            assert post_payment(old, "rotation-old").status_code == 202
+            assert post_payment(new, "rotation-new").status_code == 202
+            # Both keys are the same client: each sees the other's payments.
+            assert new.get("/v1/payments?idempotency_key=rotation-old").status_code == 200
+
+            revoked = operator.post(f"{keys_url}/{old_id}/revoke", json={"reason": "switched"})
+            assert revoked.status_code == 200, revoked.text
+            assert revoked.json()["audit"]["action"] == "revoke_api_key"
+            again = operator.post(f"{keys_url}/{old_id}/revoke", json={"reason": "twice"})
+            assert again.status_code == 200 and again.json()["audit"] is None
+
+            assert_problem(post_payment(old, "rotation-after"), 401, "unauthorized")
+            assert_problem(
+                old.get("/v1/payments?idempotency_key=rotation-old"), 401, "unauthorized"
+            )
+            assert post_payment(new, "rotation-after").status_code == 202
+        assert api.count(idempotency_key="rotation-after") == 1
+
+        assert_problem(
+            operator.post(f"{keys_url}/{old_id}/revoke", json={}), 400, "invalid-request"
+        )
+        other = f"/v1/ops/clients/{api.client_a_id}/keys/{old_id}/revoke"
+        assert_problem(operator.post(other, json={"reason": "x"}), 404, "not-found")
+        assert_problem(operator.get("/v1/ops/clients/cli_nope/keys"), 404, "not-found")
+    with api.client() as merchant:  # a merchant key is not an operator's
+        assert merchant.get(keys_url).status_code == 403
+
+
+def test_keys_rotated_by_the_cli_are_audited_under_the_operator(postgres_api: Api) -> None:
+    url = postgres_api.container.settings.database_url
+    issued = create_client(postgres_api.container.uow, "cli-rotating", Role.MERCHANT)
+    client_id = issued.client.id
+
+    added = _payorch(
+        url,
+        "clients",
+        "keys",
+        "add",
+        client_id,
+        "--reason",
+        "leak",
+        "--operator",
+        "alice",
+        "--json",
+    )
+    assert added.returncode == 0, added.stderr
+    new_key = json.loads(added.stdout)["api_key"]
+    listed = _payorch(url, "clients", "keys", "list", client_id, "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert new_key not in listed.stdout and issued.api_key not in listed.stdout
+    old_id = next(
+        k["id"] for k in json.loads(listed.stdout) if k["id"] != json.loads(added.stdout)["id"]
+    )
+    revoked = _payorch(
+        url,
+        "clients",
+        "keys",
+        "revoke",
+        client_id,
+        old_id,
+        "--reason",
+        "leaked",
+        "--operator",
+        "alice",
+    )
+    assert revoked.returncode == 0, revoked.stderr
+
+    with postgres_api.client(issued.api_key) as old, postgres_api.client(new_key) as new:
+        assert_problem(post_payment(old, "cli-rotated"), 401, "unauthorized")
+        assert post_payment(new, "cli-rotated").status_code == 202
+    with postgres_api.container.engine.connect() as conn:
+        actions = conn.execute(
+            sa.select(audit_log.c.action, audit_log.c.actor_name, audit_log.c.reason).where(
+                audit_log.c.payment_id.in_([old_id, json.loads(added.stdout)["id"]])
+            )
+        ).all()
+    assert sorted(tuple(a) for a in actions) == [
+        ("issue_api_key", "alice", "leak"),
+        ("revoke_api_key", "alice", "leaked"),
+    ]
+    unknown = _payorch(url, "clients", "keys", "revoke", client_id, "key_nope", "--reason", "x")
+    assert unknown.returncode == 1 and "key_nope" in unknown.stderr
+    assert "Traceback" not in unknown.stderr
 
 
 def test_a_key_that_differs_in_one_character_is_401(api: Api) -> None:
@@ -150,7 +255,10 @@ def test_another_clients_payment_looks_exactly_like_a_missing_one(api: Api) -> N
         foreign = assert_problem(b.get(f"/v1/payments/{theirs['id']}"), 404, "not-found")
         absent = assert_problem(b.get(f"/v1/payments/{missing}"), 404, "not-found")
         assert _without_instance(foreign) == _without_instance(absent)
-        assert b.get("/v1/payments", params={"idempotency_key": "a-private"}).json() == {"data": []}
+        assert b.get("/v1/payments", params={"idempotency_key": "a-private"}).json() == {
+            "data": [],
+            "has_more": False,
+        }
 
 
 def test_reusing_another_clients_key_makes_an_independent_payment(api: Api) -> None:
@@ -204,6 +312,10 @@ def test_a_merchant_key_is_forbidden_on_every_ops_route(api: Api) -> None:
                     json={"reason": "mine now", "force": True},
                 ),
                 merchant.post(f"/v1/ops/payments/{victim['id']}/retry", json={"reason": "again"}),
+                merchant.post(
+                    "/v1/ops/payments/retry",
+                    json={"status": "needs_attention", "reason": "all of them"},
+                ),
                 merchant.post(
                     "/v1/ops/payments/pay_" + "1" * 32 + "/takeover",
                     json={"reason": "guess", "force": True},

@@ -244,7 +244,7 @@ def test_a_held_failure_answered_before_the_commit_is_sent_is_the_one_raised(
             with container.uow() as uow:
                 uow.session.one(MARK, {"p_id": payment_id, "p_error": "late"})
                 uow.session.write(OUTCOME, _outcome(payment_id, "pi_2"))
-                uow.session.write(LEDGER, _ledger_line(payment_id))
+                uow.session.write(LEDGER, _ledger_entry(payment_id))
                 uow.commit()
 
         event.listen(container.engine, "before_cursor_execute", wait_for_the_failed_insert)
@@ -317,23 +317,27 @@ def test_the_commit_travels_with_the_held_writes(make_postgres_database, tmp_pat
 
         def finish_shape(uow: Any) -> None:
             read.append(uow.session.one(MARK, {"p_id": payment_id, "p_error": "x"}))
-            uow.session.write(LEDGER, _ledger_line(payment_id))
+            uow.session.write(LEDGER, _ledger_entry(payment_id))
 
         assert _traced_round_trips(container, finish_shape, tmp_path) == 3
         assert all(row is not None and row["last_error"] == "x" for row in read)
-        assert _ledger_lines(container, payment_id) == 2
+        assert _ledger_lines(container, payment_id) == 4  # two runs of a two-line entry
     finally:
         container.close()
 
 
-def _ledger_line(payment_id: str) -> dict[str, Any]:
-    return {
-        "payment_id": payment_id,
-        "account": "provider_receivable",
-        "amount": 1000,
-        "currency": "usd",
-        "created_at": datetime.now(UTC),
-    }
+def _ledger_entry(payment_id: str) -> list[dict[str, Any]]:
+    """Two lines that balance (PostgreSQL refuses a commit that leaves them unbalanced)."""
+    return [
+        {
+            "payment_id": payment_id,
+            "account": account,
+            "amount": amount,
+            "currency": "usd",
+            "created_at": datetime.now(UTC),
+        }
+        for account, amount in (("provider_receivable", 1000), ("merchant_payable", -1000))
+    ]
 
 
 def _ledger_lines(container: Container, payment_id: str) -> int:

@@ -72,7 +72,9 @@ class FailingPublisher:
     def __init__(self) -> None:
         self.attempts = 0
 
-    def publish_process_payment(self, payment_id: str, lease_token: int) -> None:
+    def publish_process_payment(
+        self, payment_id: str, lease_token: int, *, traceparent: str | None = None
+    ) -> None:
         self.attempts += 1
         raise PublishFailed("broker refused (fake)")
 
@@ -237,7 +239,9 @@ class TaskRecordingPublisher:
     def __init__(self) -> None:
         self.published: list[tuple[str, str, int]] = []
 
-    def publish_process_payment(self, payment_id: str, lease_token: int) -> None:
+    def publish_process_payment(
+        self, payment_id: str, lease_token: int, *, traceparent: str | None = None
+    ) -> None:
         self.published.append(("process_payment", payment_id, lease_token))
 
     def publish_operation(self, operation_id: str, lease_token: int) -> None:

@@ -76,6 +76,44 @@ def test_urls_that_could_reach_inside_our_network_are_refused_outside_dev(
         assert conn.execute(sa.select(sa.func.count()).select_from(webhook_endpoints)).scalar() == 0
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://127.0.0.1/hooks",  # loopback
+        "https://[::1]/hooks",
+        "https://internal.merchant.example/hooks",  # a name resolving to a private address
+        "https://[2002:7f00:1::1]/hooks",  # 6to4 of 127.0.0.1
+        "http://hooks.merchant.example/hooks",  # plain http
+    ],
+)
+def test_a_refusal_the_private_flag_would_lift_names_the_flag(api: Api, url: str) -> None:
+    """Someone trying payorch locally points a webhook at their laptop: the refusal says
+    the setting exists, and that it is not for production."""
+    with api.client() as client:
+        response = client.post("/v1/webhook_endpoints", json={"url": url, "events": ["*"]})
+    detail = assert_problem(response, 400, "invalid-request")["detail"]
+    assert "PAYORCH_WEBHOOK_ALLOW_PRIVATE=true" in detail, detail
+    assert "never in production" in detail, detail
+
+
+def test_a_bad_port_names_the_ports_setting_and_a_name_that_does_not_resolve_neither(
+    api: Api,
+) -> None:
+    # The private flag would lift the port rule too, but the setting for a port is the list
+    # of ports: naming the flag would send people to the wrong knob.
+    with api.client() as client:
+        unresolved = client.post(
+            "/v1/webhook_endpoints", json={"url": "https://localhost.invalid/h", "events": ["*"]}
+        )
+        port = client.post(
+            "/v1/webhook_endpoints", json={"url": "https://8.8.8.8:25/", "events": ["*"]}
+        )
+    assert "PAYORCH_" not in assert_problem(unresolved, 400, "invalid-request")["detail"]
+    port_detail = assert_problem(port, 400, "invalid-request")["detail"]
+    assert "PAYORCH_WEBHOOK_ALLOWED_PORTS" in port_detail, port_detail
+    assert "ALLOW_PRIVATE" not in port_detail, port_detail
+
+
 def test_an_unknown_event_type_is_refused_naming_it(api: Api) -> None:
     with api.client() as client:
         response = client.post(

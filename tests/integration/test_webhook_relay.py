@@ -429,3 +429,75 @@ def all_recorded(api: Api, endpoint_id: str, count: int) -> bool:
             .where(d.endpoint_id == endpoint_id)
         ).scalar_one()
     return bool(recorded == count)
+
+
+def test_the_relay_loop_logs_its_start_each_failed_attempt_and_true_counts_at_its_stop(
+    database_url: str,
+) -> None:
+    """An operator reading ``payorch relay``'s log sees it start, sees every attempt a
+    receiver refused (which endpoint, what it answered, whether it is retried) and, at the
+    stop, counts that match the attempts recorded in the database."""
+    import logging
+    import threading
+
+    import structlog
+    from structlog.testing import LogCapture
+
+    from orchestrator.db.tables import webhook_delivery_attempts
+
+    capture = LogCapture()
+    with running_api(database_url, **FAST) as api:
+        # After the API's start-up, which configures logging for itself.
+        saved = structlog.get_config()
+        structlog.configure(
+            processors=[capture], wrapper_class=structlog.make_filtering_bound_logger(logging.INFO)
+        )
+        try:
+            merchant = client_of(api.container, api.client_a_id)
+            with (
+                WebhookReceiver(Behaviour(status=503)) as down,
+                WebhookReceiver() as up,
+            ):
+                down_endpoint = register(api, down.url)
+                down.secrets.append(down_endpoint["secret"])
+                down_id = down_endpoint["id"]
+                up_endpoint = register(api, up.url)
+                up.secrets.append(up_endpoint["secret"])
+                for n in range(2):
+                    finished_payment(api.container, merchant, f"log-{n}")
+                relay = api.container.relay(name="relay-logs")
+                stop = threading.Event()
+                loop = threading.Thread(target=relay.run, args=(stop,))
+                loop.start()
+                try:
+                    deadline = time.monotonic() + 15
+                    while not (down.received and len(up.delivered_ids()) >= 2):
+                        assert time.monotonic() < deadline, "the relay attempted nothing"
+                        time.sleep(0.05)
+                finally:
+                    stop.set()
+                    loop.join(timeout=30)
+                    relay.close()
+                assert not loop.is_alive()
+            with api.container.engine.connect() as conn:
+                outcomes = [
+                    str(row.outcome)
+                    for row in conn.execute(sa.select(webhook_delivery_attempts.c.outcome))
+                ]
+        finally:
+            structlog.configure(**saved)
+
+    events = [entry["event"] for entry in capture.entries]
+    assert events.count("relay_started") == 1 and events.count("relay_stopped") == 1
+    failed = [e for e in capture.entries if e["event"] == "webhook_attempt_failed"]
+    assert failed, events
+    assert "relay_delivery_failed" not in events
+    assert {e["endpoint"] for e in failed} == {down_id}
+    assert all(e["status_code"] == 503 and e["gave_up"] is False for e in failed)
+    # True counts: the stop line adds up to what the database recorded.
+    stopped = next(e for e in capture.entries if e["event"] == "relay_stopped")
+    assert stopped["attempted"] == len(outcomes) > 0
+    assert stopped["delivered"] == outcomes.count("delivered") >= 2
+    assert stopped["retrying"] == len(failed) == len(outcomes) - outcomes.count("delivered")
+    fanned = [e for e in capture.entries if e["event"] == "relay_fan_out"]
+    assert fanned and all("attempted" not in e for e in fanned)

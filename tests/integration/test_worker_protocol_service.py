@@ -392,8 +392,9 @@ def test_a_long_backoff_is_deferred_to_the_row_and_the_lease_released(
 def test_every_statement_of_a_payment_fits_psycopgs_statement_cache(container, provider, sleeps):
     """psycopg converts a statement's placeholders once and caches the result, but only
     for statements up to MAX_CACHED_STATEMENT_LENGTH bytes (and 50 parameters); a longer
-    one is converted again on every execution.  The claim once came to just over the limit,
-    and converting it on every claim was a visible share of the worker's CPU."""
+    one is converted again on every execution.  The claim once came to just over psycopg's
+    default limit, and converting it on every claim was a visible share of the worker's
+    CPU; ``db.engine`` raises the limit (``STATEMENT_CACHE_TEXT_LIMIT``)."""
     if container.engine.dialect.name != "postgresql":
         pytest.skip("the prebuilt statements run on psycopg itself only on PostgreSQL")
     record = accept(container, new_merchant(container), "order-cache", amount=2500)

@@ -8,7 +8,7 @@ or ``make cassettes`` with the Stripe ones); ``PAYORCH_CASSETTES=stripe`` leaves
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -19,6 +19,7 @@ from vcr.request import Request as VcrRequest
 
 from devtools.adyen_simulator import RunningAdyenSimulator
 from orchestrator.providers.adyen_adapter import AdyenProvider
+from orchestrator.providers.base import RecordedPayment
 from tests.replay.adyen_schema import request_errors, response_errors
 from tests.replay.cassette_support import (
     SIMULATOR_HOST,
@@ -96,6 +97,24 @@ def assert_adyen_shaped(method: str, path: str, status: int, request: Any, respo
 
 
 @dataclass
+class CassetteEventLog:
+    """The ``ProviderEventLog`` an Adyen cassette's provider reads: the payments payorch
+    would have recorded (``recorded``, by pspReference) and the notifications it would have
+    stored (``items``, by the payment's pspReference); tests fill them in."""
+
+    recorded: dict[str, RecordedPayment] = field(default_factory=dict)
+    items: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def payloads(
+        self, *, provider_payment_id: str | None = None, record_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        return list(self.items.get(provider_payment_id or "", []))
+
+    def recorded_payment(self, provider_payment_id: str) -> RecordedPayment | None:
+        return self.recorded.get(provider_payment_id)
+
+
+@dataclass
 class AdyenCassette:
     """What an Adyen replay test gets: the provider, and the recording's context."""
 
@@ -106,6 +125,7 @@ class AdyenCassette:
     run: str
     scenario: str
     api_base: str
+    events: CassetteEventLog = field(default_factory=CassetteEventLog)
 
     @property
     def recording(self) -> bool:

@@ -48,6 +48,7 @@ from tests.replay.adyen_cassette_support import (
     ADYEN_MERCHANT_ACCOUNT,
     AdyenCassette,
     AdyenTarget,
+    CassetteEventLog,
     adyen_recorder,
 )
 from tests.replay.cassette_support import (
@@ -217,12 +218,14 @@ def _open_adyen_cassette(
     vcr_recorder = adyen_recorder()
     if target.simulator is not None:
         target.simulator.admin.reset()
+    events = CassetteEventLog()
     provider = AdyenProvider(
         api_key=ADYEN_API_KEY,
         merchant_account=ADYEN_MERCHANT_ACCOUNT,
         api_base=target.api_base,
         connect_timeout=5.0,
         read_timeout=RECORDING_READ_TIMEOUT_SECONDS,
+        events=events,
     )
     try:
         if target.mode == "replay":
@@ -230,7 +233,7 @@ def _open_adyen_cassette(
             with vcr_recorder.use_cassette(final.name, record_mode="none") as recorded:
                 run = str(recorded.get_metadata("run", None))
                 handle = AdyenCassette(
-                    target.mode, provider, recorded, None, run, scenario, target.api_base
+                    target.mode, provider, recorded, None, run, scenario, target.api_base, events
                 )
                 yield handle
                 assert recorded.all_played, f"{final.name}: the test skipped recorded requests"
@@ -254,6 +257,7 @@ def _open_adyen_cassette(
                     run,
                     scenario,
                     target.api_base,
+                    events,
                 )
                 yield handle
                 # A recording is only kept when every body is one Adyen could take or send.

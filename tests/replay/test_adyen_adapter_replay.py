@@ -19,15 +19,19 @@ import httpx
 import pytest
 from vcr.errors import CannotOverwriteExistingCassetteException
 
+from devtools.adyen_simulator import three_ds_result
 from orchestrator.providers import keys
 from orchestrator.providers.adyen_adapter import AdyenProvider
 from orchestrator.providers.adyen_objects import REFERENCE_PREFIX, payment_request
 from orchestrator.providers.base import (
+    ActionResult,
     Declined,
     OutcomeUnknown,
     PaymentOrder,
+    PendingCall,
     Permanent,
     ProviderError,
+    RecordedPayment,
     Retryable,
 )
 from tests.replay.adyen_cassette_support import (
@@ -189,6 +193,85 @@ def test_a_3ds2_card_requires_action_with_adyens_challenge(adyen_cassette: Adyen
     assert action["paymentData"] and action["token"]
 
 
+# -- 3-D Secure: the shopper's result, forwarded to /payments/details --------------------
+
+
+def _challenged(cassette: AdyenCassette) -> tuple[PaymentOrder, dict[str, Any]]:
+    """A 3DS2 card's order, and Adyen's challenge action for it."""
+    order = _order(cassette.record_id("order"), method=_card("4917610000000000"))
+    challenged = _confirm(cassette, order)
+    assert challenged.status == "requires_action"
+    return order, challenged.next_action["adyen_action"]
+
+
+def _shopper_result(action: dict[str, Any], *, succeed: bool = True) -> ActionResult:
+    """What the shopper's 3DS2 component hands the merchant (a pure function of the action,
+    so a replay sends the very body that was recorded)."""
+    result = three_ds_result(action["authorisationToken"], succeed=succeed)
+    return ActionResult(body={"details": {"threeDSResult": result}}, attempt=1)
+
+
+def _forward(cassette: AdyenCassette, order: PaymentOrder, result: ActionResult) -> Any:
+    return cassette.provider.submit_action_result(
+        REFERENCE_PREFIX + order.record_id,
+        record_id=order.record_id,
+        action_result=result,
+        order=order,
+    )
+
+
+def test_details_with_a_passed_challenge_authorise_the_payment_under_the_details_key(
+    adyen_cassette: AdyenCassette,
+) -> None:
+    order, action = _challenged(adyen_cassette)
+    result = _shopper_result(action)
+
+    paid = _forward(adyen_cassette, order, result)
+
+    assert paid.status == "succeeded"
+    assert not paid.id.startswith(REFERENCE_PREFIX)  # the pspReference, named at last
+    assert paid.raw["resultCode"] == "Authorised"
+    assert paid.raw["merchantReference"] == order.record_id
+    key, body = _sent(adyen_cassette, 1)
+    assert key == keys.details_key(order.record_id, 1)
+    assert body == result.body  # forwarded as the merchant sent it
+    assert adyen_cassette.recorded.requests[1].uri.endswith("/v71/payments/details")
+
+
+def test_details_with_a_failed_challenge_are_a_3d_not_authenticated_card_decline(
+    adyen_cassette: AdyenCassette,
+) -> None:
+    order, action = _challenged(adyen_cassette)
+
+    with pytest.raises(Declined) as declined:
+        _forward(adyen_cassette, order, _shopper_result(action, succeed=False))
+
+    assert (declined.value.code, declined.value.decline_code) == ("3d_not_authenticated", "11")
+    assert declined.value.kind == "card"
+    assert declined.value.http_status == 200
+
+
+def test_details_whose_answer_is_lost_are_read_back_by_replaying_the_details_key(
+    adyen_cassette: AdyenCassette,
+) -> None:
+    order, action = _challenged(adyen_cassette)
+    result = _shopper_result(action)
+    adyen_cassette.arm("details:error_500_after:times=1")
+
+    with pytest.raises(OutcomeUnknown):
+        _forward(adyen_cassette, order, result)
+    read = adyen_cassette.provider.retrieve_payment(
+        REFERENCE_PREFIX + order.record_id, order=order, confirm_attempt=1, action_result=result
+    )
+
+    assert read.status == "succeeded"
+    assert _sent(adyen_cassette, 1) == _sent(adyen_cassette, 2)  # same key, same body
+    assert _sent(adyen_cassette, 2)[0] == keys.details_key(order.record_id, 1)
+    if adyen_cassette.simulator is not None:  # recording: the simulator authorised once
+        payments = adyen_cassette.simulator.admin.payments(reference=order.record_id)
+        assert len([p for p in payments if p["status"] in ("authorised", "captured")]) == 1
+
+
 # -- idempotency: a read is the confirm replayed --------------------------------------
 
 
@@ -226,6 +309,44 @@ def test_a_500_after_the_effect_is_unknown_and_the_key_replay_finds_the_authoris
     assert unknown.value.http_status == 500
     assert found.status == "succeeded"
     assert _sent(adyen_cassette, 0)[0] == _sent(adyen_cassette, 1)[0]
+
+
+def test_past_its_replays_a_lost_authorisation_is_technically_cancelled_by_our_reference(
+    adyen_cassette: AdyenCassette,
+) -> None:
+    order = _order(adyen_cassette.record_id("order"), capture_method="manual")
+    adyen_cassette.arm("payments:error_500_before:times=1:status=503")
+    provider = adyen_cassette.provider
+
+    with pytest.raises(OutcomeUnknown):
+        _confirm(adyen_cassette, order)
+    # Replays have not settled it: a technical cancel, whose outcome is a notification (none
+    # is stored here), so the payment is still processing (it waits for the notification)
+    # and the confirm's key is not sent.
+    waiting = provider.retrieve_payment(
+        REFERENCE_PREFIX + order.record_id,
+        order=order,
+        confirm_attempt=1,
+        unknown_outcomes=provider.technical_cancel_after,
+    )
+    assert waiting.status == "processing"
+    assert "TECHNICAL_CANCEL notification has not arrived" in (waiting.awaiting or "")
+
+    assert len(adyen_cassette.recorded.requests) == 2
+    assert adyen_cassette.recorded.requests[1].uri.endswith("/v71/cancels")
+    key, body = _sent(adyen_cassette, 1)
+    assert key == keys.technical_cancel_key(order.record_id)
+    assert body == {
+        "merchantAccount": ADYEN_MERCHANT_ACCOUNT,
+        "paymentReference": order.record_id,
+        "reference": f"{order.record_id}-technical-cancel",
+    }
+    answer = adyen_cassette.recorded.responses[1]
+    assert answer["status"]["code"] == 201
+    received = json.loads(answer["body"]["string"])
+    assert (received["status"], received["paymentReference"]) == ("received", order.record_id)
+    if adyen_cassette.simulator is not None:  # recording: nothing was ever authorised
+        assert adyen_cassette.simulator.admin.payments(reference=order.record_id) == []
 
 
 def _hold_key(cassette: AdyenCassette, order: PaymentOrder, key: str) -> threading.Thread:
@@ -354,3 +475,107 @@ def test_an_adyen_cassette_miss_fails_loudly_and_is_never_an_unknown_outcome(
 
     assert not isinstance(miss.value, ProviderError)
     assert socket_guard == []
+
+
+# -- modifications: received now, the outcome by notification (decision 0072) ---------
+
+
+def _authorised(cassette: AdyenCassette, capture_method: str) -> tuple[PaymentOrder, str]:
+    """An authorised payment, recorded by payorch as it would be (for the modification's
+    currency)."""
+    order = _order(cassette.record_id("order"), capture_method=capture_method)
+    paid = _confirm(cassette, order)
+    cassette.events.recorded[paid.id] = RecordedPayment(
+        record_id=order.record_id,
+        amount=order.amount,
+        currency=order.currency,
+        capture_method=capture_method,
+    )
+    return order, paid.id
+
+
+def test_a_partial_capture_is_received_and_a_read_before_its_notification_replays_it(
+    adyen_cassette: AdyenCassette,
+) -> None:
+    order, psp = _authorised(adyen_cassette, "manual")
+    operation = adyen_cassette.record_id("cap")
+
+    answered = adyen_cassette.provider.capture_payment(
+        psp, operation_id=operation, attempt=1, amount_to_capture=1000
+    )
+    read = adyen_cassette.provider.retrieve_payment(
+        psp,
+        pending=PendingCall(
+            step="capture",
+            operation_id=operation,
+            attempt=1,
+            amount=1000,
+            provider_payment_id=psp,
+        ),
+    )
+
+    assert answered.status == read.status == "processing"
+    assert answered.metadata[keys.RECORD_ID_METADATA_KEY] == order.record_id
+    key, body = _sent(adyen_cassette, 1)
+    assert key == keys.capture_key(operation, 1)
+    assert body == {
+        "merchantAccount": ADYEN_MERCHANT_ACCOUNT,
+        "reference": operation,
+        "amount": {"currency": "EUR", "value": 1000},
+    }
+    assert _sent(adyen_cassette, 2) == (key, body)  # the replay: the same key and body
+    first, again = (
+        json.loads(adyen_cassette.recorded.responses[i]["body"]["string"]) for i in (1, 2)
+    )
+    assert first["status"] == "received"
+    assert again["pspReference"] == first["pspReference"]  # Adyen's stored answer
+
+
+def test_a_cancel_is_received_under_the_operations_key_and_reference(
+    adyen_cassette: AdyenCassette,
+) -> None:
+    _, psp = _authorised(adyen_cassette, "manual")
+    operation = adyen_cassette.record_id("cnl")
+
+    answered = adyen_cassette.provider.cancel_payment(
+        psp, operation_id=operation, attempt=1, reason=None
+    )
+
+    assert answered.status == "processing"
+    key, body = _sent(adyen_cassette, 1)
+    assert key == keys.cancel_key(operation, 1)
+    assert body == {"merchantAccount": ADYEN_MERCHANT_ACCOUNT, "reference": operation}
+
+
+def test_a_refund_is_pending_under_its_fixed_key_and_a_read_replays_it(
+    adyen_cassette: AdyenCassette,
+) -> None:
+    _, psp = _authorised(adyen_cassette, "automatic")
+    operation = adyen_cassette.record_id("rfd")
+
+    refund = adyen_cassette.provider.create_refund(
+        provider_payment_id=psp,
+        operation_id=operation,
+        attempt=1,
+        amount=500,
+        reason=None,
+        metadata={keys.REFUND_ID_METADATA_KEY: operation},
+    )
+    read = adyen_cassette.provider.retrieve_refund(
+        refund.id,
+        pending=PendingCall(
+            step="refund",
+            operation_id=operation,
+            attempt=1,
+            amount=500,
+            provider_payment_id=psp,
+        ),
+    )
+
+    assert (refund.status, refund.amount, refund.provider_payment_id) == ("pending", 500, psp)
+    assert refund.metadata == {keys.REFUND_ID_METADATA_KEY: operation}
+    assert (read.id, read.status) == (refund.id, "pending")
+    key, body = _sent(adyen_cassette, 1)
+    assert key == keys.refund_key(operation, 1)
+    assert body["reference"] == operation and body["amount"] == {"currency": "EUR", "value": 500}
+    assert _sent(adyen_cassette, 2) == (key, body)

@@ -23,7 +23,9 @@ from orchestrator.providers.base import (
     Declined,
     OutcomeUnknown,
     PaymentOrder,
+    PendingCall,
     Permanent,
+    RecordedPayment,
     Retryable,
 )
 from orchestrator.providers.observed import ObservedProvider
@@ -49,6 +51,8 @@ class AdyenCheckoutFake:
     faults: list[str] = field(default_factory=list)
     stored: dict[str, dict[str, Any]] = field(default_factory=dict)
     authorisations: list[dict[str, Any]] = field(default_factory=list)
+    # (path, body) of each modification processed (a replay under a stored key is not).
+    modifications: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         fault = self.faults.pop(0) if self.faults else None
@@ -95,10 +99,28 @@ class AdyenCheckoutFake:
             )
         key = request.headers["Idempotency-Key"]
         if key not in self.stored:
-            self.stored[key] = self._process(json.loads(request.content))
+            body = json.loads(request.content)
+            path = request.url.path
+            self.stored[key] = (
+                self._process(body) if path.endswith("/payments") else self._modify(path, body)
+            )
         if fault == "timeout_after_effect":
             raise urllib3.exceptions.ReadTimeoutError(None, request.url.path, "Read timed out.")  # type: ignore[arg-type]
         return httpx.Response(200, json=self.stored[key])
+
+    def _modify(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """A capture, cancel or refund: ``received``, its outcome left to notifications."""
+        self.modifications.append((path, body))
+        answer = {
+            "merchantAccount": body["merchantAccount"],
+            "paymentPspReference": path.split("/")[-2],
+            "pspReference": f"MOD{len(self.modifications):013d}",
+            "reference": body["reference"],
+            "status": "received",
+        }
+        if "amount" in body:
+            answer["amount"] = body["amount"]
+        return answer
 
     def _process(self, body: dict[str, Any]) -> dict[str, Any]:
         method = body["paymentMethod"]
@@ -162,11 +184,51 @@ def order(**overrides: Any) -> PaymentOrder:
     return PaymentOrder(**values)
 
 
+@dataclass
+class StoredNotifications:
+    """``ProviderEventLog`` as payorch's store answers it: the items stored (once each) for
+    payment ``PSP_PAID``, and the payment as payorch recorded it."""
+
+    items: list[dict[str, Any]] = field(default_factory=list)
+    recorded: RecordedPayment | None = field(
+        default_factory=lambda: RecordedPayment(
+            record_id="pay_01adyen", amount=1250, currency="eur", capture_method="manual"
+        )
+    )
+
+    def payloads(
+        self, *, provider_payment_id: str | None = None, record_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        return list(self.items) if provider_payment_id == PSP_PAID else []
+
+    def recorded_payment(self, provider_payment_id: str) -> RecordedPayment | None:
+        return self.recorded if provider_payment_id == PSP_PAID else None
+
+    def add(self, code: str, psp: str, reference: str, value: int, **fields: Any) -> None:
+        item: dict[str, Any] = {
+            "eventCode": code,
+            "pspReference": psp,
+            "merchantReference": reference,
+            "amount": {"currency": "EUR", "value": value},
+            "success": "true",
+            **fields,
+        }
+        if code != "AUTHORISATION":
+            item["originalReference"] = PSP_PAID
+        self.items.append(item)
+
+
+PSP_PAID = "PSP0000000000001"
 Build = Callable[..., tuple[AdyenProvider, AdyenCheckoutFake, FakeStripeTransport]]
 
 
 @pytest.fixture
-def build() -> Build:
+def notifications() -> StoredNotifications:
+    return StoredNotifications()
+
+
+@pytest.fixture
+def build(notifications: StoredNotifications) -> Build:
     def make(
         *faults: str, api_base: str = "http://adyen.test", live_url_prefix: str | None = None
     ) -> tuple[AdyenProvider, AdyenCheckoutFake, FakeStripeTransport]:
@@ -180,6 +242,7 @@ def build() -> Build:
             connect_timeout=1,
             read_timeout=1,
             transport=transport,
+            events=notifications,
         )
         return provider, fake, transport
 
@@ -278,11 +341,17 @@ def test_a_retrieve_before_any_confirm_sends_nothing(build: Build) -> None:
     assert transport.requests == []
 
 
-def test_a_retrieve_without_the_order_is_refused_before_sending(build: Build) -> None:
+def test_a_read_after_the_charge_is_the_stored_notifications_and_sends_nothing(
+    build: Build, notifications: StoredNotifications
+) -> None:
     provider, _, transport = build()
+    notifications.add("AUTHORISATION", PSP_PAID, "pay_01adyen", 1250)
 
-    with pytest.raises(Permanent):
-        provider.retrieve_payment("PSP1")
+    found = provider.retrieve_payment(PSP_PAID)
+
+    assert found.status == "requires_capture"
+    assert found.amount_capturable == 1250
+    assert found.metadata["payorch_record_id"] == "pay_01adyen"
     assert transport.requests == []
 
 
@@ -389,15 +458,228 @@ def test_a_live_account_sends_to_its_prefix_url(build: Build) -> None:
     )
 
 
-def test_modifications_are_refused_before_anything_is_sent_until_notifications_are_read(
+OPERATION_IDS = {"capture": "cap_01", "cancel": "can_01", "refund": "rfd_01"}
+
+
+def pending(step: str, attempt: int = 1, amount: int | None = 1000) -> PendingCall:
+    return PendingCall(
+        step=step,
+        operation_id=OPERATION_IDS[step],
+        attempt=attempt,
+        amount=amount,
+        provider_payment_id=PSP_PAID,
+    )
+
+
+def test_a_capture_sends_our_operation_as_reference_and_answers_processing(
+    build: Build, notifications: StoredNotifications
+) -> None:
+    provider, fake, transport = build()
+    notifications.add("AUTHORISATION", PSP_PAID, "pay_01adyen", 1250)
+
+    captured = provider.capture_payment(
+        PSP_PAID, operation_id="cap_01", attempt=1, amount_to_capture=1000
+    )
+
+    (sent,) = transport.requests
+    assert str(sent.url) == f"http://adyen.test/v71/payments/{PSP_PAID}/captures"
+    assert sent.headers["Idempotency-Key"] == "payorch-cap_01-capture-1"
+    assert json.loads(sent.content) == {
+        "merchantAccount": MERCHANT,
+        "reference": "cap_01",
+        "amount": {"currency": "EUR", "value": 1000},
+    }
+    assert captured.status == "processing"
+    assert captured.metadata["payorch_record_id"] == "pay_01adyen"
+    assert len(fake.modifications) == 1
+
+
+def test_a_read_never_says_a_pending_capture_is_owed_it_replays_it_under_its_key(
+    build: Build, notifications: StoredNotifications
+) -> None:
+    provider, fake, transport = build("timeout_after_effect")
+    notifications.add("AUTHORISATION", PSP_PAID, "pay_01adyen", 1250)
+
+    with pytest.raises(OutcomeUnknown):
+        provider.capture_payment(PSP_PAID, operation_id="cap_01", attempt=1, amount_to_capture=1000)
+    read = provider.retrieve_payment(PSP_PAID, pending=pending("capture"))
+
+    # Without the call named, the same notifications read as still awaiting a capture.
+    assert provider.retrieve_payment(PSP_PAID).status == "requires_capture"
+    assert read.status == "processing"
+    assert [r.headers["Idempotency-Key"] for r in transport.requests] == [
+        "payorch-cap_01-capture-1",
+        "payorch-cap_01-capture-1",
+    ]
+    assert len(fake.modifications) == 1  # the replay was answered from Adyen's store
+
+
+def test_a_capture_notification_settles_the_read_with_the_captured_amount(
+    build: Build, notifications: StoredNotifications
+) -> None:
+    provider, _, transport = build()
+    notifications.add("CAPTURE", "MOD1", "cap_01", 1000)  # before its authorisation
+    notifications.add("AUTHORISATION", PSP_PAID, "pay_01adyen", 1250)
+    notifications.add("CAPTURE", "MOD1", "cap_01", 1000)  # a duplicate the store kept twice
+
+    read = provider.retrieve_payment(PSP_PAID, pending=pending("capture"))
+
+    assert read.status == "succeeded"
+    assert read.amount_received == 1000
+    assert read.refused_call is None
+    assert transport.requests == []
+
+
+@pytest.mark.parametrize(
+    ("items", "code", "reason"),
+    [
+        (
+            [
+                ("CAPTURE", "MOD1", "true", None),
+                ("CAPTURE_FAILED", "MOD1", "true", "Capture Failed"),
+            ],
+            "capture_failed",
+            "Capture Failed",
+        ),
+        (
+            [
+                ("CAPTURE_FAILED", "MOD1", "true", "Capture Failed"),
+                ("CAPTURE", "MOD1", "true", None),
+            ],
+            "capture_failed",
+            "Capture Failed",
+        ),
+        (
+            [("CAPTURE", "MOD1", "false", "Insufficient balance on payment")],
+            "capture_refused",
+            "Insufficient balance on payment",
+        ),
+    ],
+)
+def test_a_capture_adyen_refused_or_failed_later_is_named_and_the_payment_still_capturable(
+    build: Build,
+    notifications: StoredNotifications,
+    items: list[tuple[str, str, str, str | None]],
+    code: str,
+    reason: str,
+) -> None:
+    provider, _, transport = build()
+    notifications.add("AUTHORISATION", PSP_PAID, "pay_01adyen", 1250)
+    for event, psp, success, why in items:
+        notifications.add(event, psp, "cap_01", 1000, success=success, reason=why or "")
+
+    read = provider.retrieve_payment(PSP_PAID, pending=pending("capture"))
+
+    assert read.status == "requires_capture"
+    assert read.refused_call is not None
+    assert (read.refused_call.operation_id, read.refused_call.code) == ("cap_01", code)
+    assert read.refused_call.message == reason
+    assert transport.requests == []
+
+
+def test_another_operations_capture_does_not_answer_ours(
+    build: Build, notifications: StoredNotifications
+) -> None:
+    provider, fake, _ = build()
+    notifications.add("AUTHORISATION", PSP_PAID, "pay_01adyen", 1250)
+    notifications.add("CAPTURE", "MOD9", "cap_other", 1000, success="false", reason="closed")
+
+    read = provider.retrieve_payment(PSP_PAID, pending=pending("capture"))
+
+    assert read.status == "processing"
+    assert read.refused_call is None
+    assert len(fake.modifications) == 1  # ours, replayed: it never arrived before
+
+
+def test_a_cancel_is_read_canceled_from_its_notification(
+    build: Build, notifications: StoredNotifications
+) -> None:
+    provider, _, transport = build()
+    notifications.add("AUTHORISATION", PSP_PAID, "pay_01adyen", 1250)
+
+    answered = provider.cancel_payment(PSP_PAID, operation_id="can_01", attempt=1, reason=None)
+    notifications.add("CANCELLATION", "MOD1", "can_01", 1250)
+    read = provider.retrieve_payment(PSP_PAID, pending=pending("cancel", amount=None))
+
+    (sent,) = transport.requests
+    assert str(sent.url).endswith(f"/payments/{PSP_PAID}/cancels")
+    assert sent.headers["Idempotency-Key"] == "payorch-can_01-cancel-1"
+    assert json.loads(sent.content) == {"merchantAccount": MERCHANT, "reference": "can_01"}
+    assert answered.status == "processing"
+    assert read.status == "canceled"
+
+
+def test_a_refund_is_pending_until_its_notification_then_succeeded_or_failed(
+    build: Build, notifications: StoredNotifications
+) -> None:
+    provider, _, transport = build()
+    notifications.add("AUTHORISATION", PSP_PAID, "pay_01adyen", 1250)
+    notifications.add("CAPTURE", "MODC", "cap_01", 1250)
+
+    refund = provider.create_refund(
+        provider_payment_id=PSP_PAID,
+        operation_id="rfd_01",
+        attempt=1,
+        amount=300,
+        reason=None,
+        metadata={"payorch_refund_id": "rfd_01"},
+    )
+    waiting = provider.retrieve_refund(refund.id, pending=pending("refund", amount=300))
+    notifications.add("REFUND", refund.id, "rfd_01", 300)
+    done = provider.retrieve_refund(refund.id, pending=pending("refund", amount=300))
+    notifications.add("REFUND_FAILED", refund.id, "rfd_01", 300, reason="Refund Failed")
+    failed = provider.retrieve_refund(refund.id, pending=pending("refund", amount=300))
+
+    assert str(transport.requests[0].url).endswith(f"/payments/{PSP_PAID}/refunds")
+    assert json.loads(transport.requests[0].content)["reference"] == "rfd_01"
+    # The read before any notification replayed the create under its fixed key.
+    assert [r.headers["Idempotency-Key"] for r in transport.requests] == [
+        "payorch-rfd_01-refund-1"
+    ] * 2
+    assert (refund.status, refund.metadata, refund.amount) == (
+        "pending",
+        {"payorch_refund_id": "rfd_01"},
+        300,
+    )
+    assert (waiting.id, waiting.status) == (refund.id, "pending")
+    assert (done.status, done.amount, done.provider_payment_id) == ("succeeded", 300, PSP_PAID)
+    assert (failed.status, failed.failure_reason, failed.failure_message) == (
+        "failed",
+        "refund_failed",
+        "Refund Failed",
+    )
+
+
+def test_the_refund_list_is_what_the_notifications_name_newest_first(
+    build: Build, notifications: StoredNotifications
+) -> None:
+    provider, _, transport = build()
+    notifications.add("AUTHORISATION", PSP_PAID, "pay_01adyen", 1250)
+    notifications.add("REFUND", "MODA", "rfd_a", 100)
+    notifications.add("REFUND", "MODB", "pay_01adyen", 200)  # made without our reference
+    notifications.add("REFUND", "MODA", "rfd_a", 100)
+
+    page = provider.list_refunds(PSP_PAID, starting_after=None, limit=100)
+    empty = provider.list_refunds("PSP_UNKNOWN", starting_after=None, limit=100)
+
+    assert [(r.id, r.metadata, r.status) for r in page.refunds] == [
+        ("MODB", {}, "succeeded"),
+        ("MODA", {"payorch_refund_id": "rfd_a"}, "succeeded"),
+    ]
+    assert not page.has_more
+    assert empty.refunds == ()
+    assert transport.requests == []
+
+
+def test_a_modification_of_a_payment_we_never_recorded_is_refused_before_sending(
     build: Build,
 ) -> None:
     provider, _, transport = build()
 
     with pytest.raises(Permanent) as raised:
-        provider.capture_payment("PSP1", operation_id="op_1", attempt=1, amount_to_capture=None)
+        provider.capture_payment("PSP_NOT_OURS", operation_id="c", attempt=1, amount_to_capture=1)
 
-    assert raised.value.code == "operation_not_supported"
+    assert raised.value.code == "payment_not_recorded"
     assert transport.requests == []
 
 
@@ -445,7 +727,12 @@ def test_the_operators_page_shows_adyens_requests_not_stripes(build: Build) -> N
     assert [(row.operation, row.method, row.path) for row in rows] == [
         ("create", "-", "(nothing sent: known by our reference)"),
         ("confirm", "POST", "/payments"),
-        ("retrieve", "POST", "/payments (the last confirm, replayed)"),
+        (
+            "retrieve",
+            "POST",
+            "/payments (the last confirm or details, or the pending modification, replayed)"
+            " or /cancels",
+        ),
     ]
 
 
@@ -481,3 +768,31 @@ def test_a_refusal_whose_answer_was_lost_reads_back_as_a_declined_payment_not_an
     assert (reading.next, reading.outcome) == (Next.SETTLE, Outcome.FAILED)
     assert reading.failure is not None and reading.failure.code == "not_enough_balance"
     assert fake.authorisations == []
+
+
+def test_a_capture_adyen_refuses_outright_is_named_by_the_read_that_replays_it(
+    build: Build, notifications: StoredNotifications
+) -> None:
+    provider, fake, _ = build("422", "422")
+    notifications.add("AUTHORISATION", PSP_PAID, "pay_01adyen", 1250)
+
+    with pytest.raises(Permanent):
+        provider.capture_payment(PSP_PAID, operation_id="cap_01", attempt=1, amount_to_capture=1000)
+    read = provider.retrieve_payment(PSP_PAID, pending=pending("capture"))
+
+    assert read.status == "requires_capture"
+    assert read.refused_call is not None
+    assert (read.refused_call.operation_id, read.refused_call.code) == ("cap_01", "130")
+    assert fake.modifications == []  # nothing happened at Adyen
+
+
+def test_a_read_whose_replay_is_unauthorised_raises_for_an_operator(
+    build: Build, notifications: StoredNotifications
+) -> None:
+    provider, _, _ = build("401")
+    notifications.add("AUTHORISATION", PSP_PAID, "pay_01adyen", 1250)
+
+    with pytest.raises(Permanent) as raised:
+        provider.retrieve_payment(PSP_PAID, pending=pending("capture"))
+
+    assert raised.value.http_status == 401

@@ -58,9 +58,11 @@ def test_a_refused_authorisation_is_a_failed_payment_event() -> None:
 def test_a_cancellation_points_at_the_payment_it_cancelled() -> None:
     [event] = parse(notification("technical_cancel_success"))
 
-    assert event.type == "adyen.technical_cancel"  # stored and a wake-up, no check yet
+    assert event.type == "adyen.technical_cancel"  # stored, wakes the payment
     assert event.provider_payment_id == event.raw["originalReference"]
-    assert event.record_id is None  # a modification's reference is not the payment's
+    # Adyen's example carries the cancelled payment's own reference (our record id): how a
+    # technical cancel finds a payment whose pspReference payorch never learnt.
+    assert event.record_id == "YOUR_ORIGINAL_REFERENCE"
 
 
 def test_a_chargeback_is_a_dispute_with_its_amount_and_reason() -> None:

@@ -173,3 +173,26 @@ def test_a_key_in_flight_answers_704_with_the_configured_status(status: int) -> 
 def test_the_in_flight_status_is_409_or_422() -> None:
     with pytest.raises(ValueError, match="409 or 422"):
         AdyenSimulatorConfig(idempotency_in_flight_status=500)
+
+
+@pytest.mark.parametrize(
+    ("stored", "result_code", "refusal_code"),
+    [
+        ("8415718415172200", "Authorised", None),
+        ("8415718415172201", "Refused", "2"),
+        ("8415718415172212", "Refused", "12"),
+    ],
+)
+def test_the_simulators_stored_cards_answer_as_the_cards_they_were_stored_from(
+    sim: InProcess, stored: str, result_code: str, refusal_code: str | None
+) -> None:
+    body = {
+        **PAYMENT,
+        "paymentMethod": {"type": "scheme", "storedPaymentMethodId": stored},
+        "shopperReference": "cus_ada",
+    }
+
+    answer = sim.request("POST", "/v71/payments", json=body, headers=HEADERS).json()
+
+    assert answer["resultCode"] == result_code
+    assert answer.get("refusalReasonCode") == refusal_code

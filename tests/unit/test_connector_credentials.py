@@ -163,7 +163,7 @@ def _registry(accounts: _Accounts) -> tuple[ProviderRegistry, list[_Built], obje
     platform = object()
     box = credentials_box(SECRET)
 
-    def stripe(account: ConnectorAccount, credentials: dict[str, str]) -> Any:
+    def stripe(account: ConnectorAccount, credentials: dict[str, str], events: Any) -> Any:
         made = _Built(account.id, credentials)
         built.append(made)
         return made
@@ -214,3 +214,38 @@ def test_an_account_without_an_adapter_or_that_is_gone_is_permanent() -> None:
     with pytest.raises(Permanent, match="does not exist"):
         registry.provider_for("ca_" + "3" * 24)
     assert built == []
+
+
+def test_each_accounts_provider_is_guarded_by_its_own_circuit() -> None:
+    """Decision 0082: the registry hands each account's observed provider to ``guard`` with
+    the account's id (its circuit key), once per account version."""
+    box = credentials_box(SECRET)
+    accounts = _Accounts()
+    one = _account(credentials_encrypted=seal_credentials(box, {"api_key": "sk_test_one1"}))
+    two = _account(
+        id="ca_" + "4" * 24,
+        credentials_encrypted=seal_credentials(box, {"api_key": "sk_test_two2"}),
+    )
+    accounts.rows.update({one.id: one, two.id: two})
+    guarded: list[tuple[Any, str]] = []
+
+    def guard(provider: Any, key: str) -> Any:
+        guarded.append((provider, key))
+        return ("guarded", key)
+
+    registry = ProviderRegistry(
+        platform=lambda: object(),
+        uow=lambda: _Unit(accounts),
+        box=box,
+        factories={"stripe": lambda account, credentials, events: _Built(account.id, credentials)},
+        observe=lambda provider: provider,
+        guard=guard,
+    )
+
+    assert registry.provider_for(one.id) == ("guarded", one.id)
+    assert registry.provider_for(two.id) == ("guarded", two.id)
+    assert registry.provider_for(one.id) == ("guarded", one.id)
+    assert [(built.account_id, key) for built, key in guarded] == [
+        (one.id, one.id),
+        (two.id, two.id),
+    ]

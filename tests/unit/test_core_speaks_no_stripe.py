@@ -43,10 +43,13 @@ ALLOWED_FILES = {
 
 # Exact text allowed in one file only.
 ALLOWED_TEXT = {
-    # The provider name stored with each payment and each received event; routing (next
-    # wave) chooses it per payment instead.
+    # The provider name stored with each payment on the platform's own account (a payment on
+    # a connector account stores that account's) and each received event.
     ("orchestrator/services/accept.py", '"provider": "stripe"'),
     ("orchestrator/services/provider_events.py", 'provider: str = "stripe"'),
+    # The contract's name for the platform account's circuit (design.md Part 3, "Provider
+    # outages"), shown to operators; decision 0082.
+    ("orchestrator/domain/circuit.py", 'PLATFORM_CIRCUIT_KEY = "ca_platform_stripe"'),
 }
 
 

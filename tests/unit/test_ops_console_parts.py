@@ -154,6 +154,21 @@ def test_a_session_expires_and_a_changed_byte_is_refused() -> None:
     assert read_session(other, value) is None
 
 
+def test_a_session_signed_before_a_rotation_holds_while_its_key_is_a_previous_one() -> None:
+    old = "the-old-secret-key-0123456789abcdef0123456789"
+    new = "the-new-secret-key-0123456789abcdef0123456789"
+    before = Settings(env="test", secret_key=old)
+    value, session = issue_session(before, "cli_ops")
+    during = Settings(env="test", secret_key=new, previous_secret_keys=[old])
+    after = Settings(env="test", secret_key=new)
+
+    assert read_session(during, value) == session
+    assert read_session(after, value) is None
+    fresh, fresh_session = issue_session(during, "cli_ops")
+    assert read_session(after, fresh) == fresh_session  # signed with the new key
+    assert read_session(before, fresh) is None
+
+
 def test_the_sign_in_token_must_match_its_signed_cookie() -> None:
     cookie, token = issue_sign_in_token(SETTINGS)
     assert sign_in_token_matches(SETTINGS, cookie, token)

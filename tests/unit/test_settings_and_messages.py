@@ -3,6 +3,7 @@ provider; validation messages carry no pydantic prefix and name the offending me
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -141,3 +142,37 @@ def test_metadata_errors_name_the_offending_key(metadata: dict[str, str], named:
     assert error["field"].startswith("metadata")
     assert named in f"{error['field']} {error['message']}", error
     assert "Value error" not in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("previous", "named"),
+    [
+        (["changeme"], "PAYORCH_PREVIOUS_SECRET_KEYS[0] is a placeholder"),
+        ([SECRET + "-old", "short"], "PAYORCH_PREVIOUS_SECRET_KEYS[1] is a placeholder"),
+        ([SECRET], "PAYORCH_PREVIOUS_SECRET_KEYS[0] is PAYORCH_SECRET_KEY itself"),
+    ],
+)
+def test_outside_dev_a_previous_secret_key_is_held_to_the_current_keys_rules(
+    previous: list[str], named: str
+) -> None:
+    with pytest.raises(ValidationError, match=re.escape(named)):
+        _settings(env="test", secret_key=SECRET, previous_secret_keys=previous)
+
+
+def test_the_key_ring_is_the_current_key_then_the_previous_ones_in_order() -> None:
+    older, old = SECRET + "-older", SECRET + "-old"
+    settings = _settings(env="test", secret_key=SECRET, previous_secret_keys=[old, older])
+    assert settings.secret_key_ring == (SECRET, old, older)
+    assert old not in repr(settings)
+
+
+@pytest.mark.parametrize(
+    ("after", "max_attempts", "threshold"),
+    [(3, 8, 3), (3, 3, 2), (7, 4, 3), (3, 1, 1), (1, 8, 1)],
+)
+def test_the_adyen_technical_cancel_threshold_stays_below_the_attempts_that_park(
+    after: int, max_attempts: int, threshold: int
+) -> None:
+    settings = _settings(adyen_technical_cancel_after=after, max_attempts=max_attempts)
+
+    assert settings.technical_cancel_threshold == threshold

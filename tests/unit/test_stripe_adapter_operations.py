@@ -404,6 +404,20 @@ def test_a_thread_keeps_one_connection_alive_across_calls() -> None:
     assert len(set(server.client_ports)) == 1
 
 
+def test_a_read_after_unknown_outcomes_is_still_stripes_strongly_consistent_get() -> None:
+    # The count is for a provider whose read is a replay (Adyen); Stripe reads the intent.
+    with (
+        LocalStripeServer(_intent()) as server,
+        StripeProvider(
+            api_key="sk_test_unit", api_base=server.url, connect_timeout=1.0, read_timeout=5.0
+        ) as provider,
+    ):
+        intent = provider.retrieve_payment("pi_fake", confirm_attempt=2, unknown_outcomes=7)
+
+    assert intent.id == "pi_fake"
+    assert server.paths == ["/v1/payment_intents/pi_fake"]
+
+
 def test_requests_go_through_the_proxy_the_environment_names(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -72,6 +72,40 @@ def test_a_sealed_secret_opens_only_with_the_same_secret_key() -> None:
         SecretBox("j" * 48).open(sealed)
 
 
+def test_a_ring_seals_with_its_first_key_opens_with_any_and_reseals_to_the_first() -> None:
+    old, new = "o" * 48, "n" * 48
+    secret = new_signing_secret()
+    sealed_before = SecretBox(old).seal(secret)
+    ring = SecretBox([new, old])
+
+    assert ring.open(sealed_before) == secret
+    assert not ring.is_current(sealed_before)
+    sealed_now = ring.seal(secret)
+    assert ring.is_current(sealed_now)
+    with pytest.raises(UnreadableSecret):
+        SecretBox(old).open(sealed_now)  # new secrets are sealed under the first key only
+
+    resealed = ring.reseal(sealed_before)
+    assert SecretBox(new).open(resealed) == secret
+    assert ring.is_current(resealed)
+
+
+def test_a_secret_sealed_under_a_key_dropped_from_the_ring_is_unreadable_and_not_resealed() -> None:
+    sealed = SecretBox("d" * 48).seal(new_signing_secret())
+    ring = SecretBox(["n" * 48, "o" * 48])
+    with pytest.raises(UnreadableSecret, match="PAYORCH_PREVIOUS_SECRET_KEYS"):
+        ring.open(sealed)
+    with pytest.raises(UnreadableSecret):
+        ring.reseal(sealed)
+
+
+def test_each_purpose_has_its_own_key_from_the_same_ring() -> None:
+    ring = ["n" * 48, "o" * 48]
+    sealed = SecretBox(ring).seal("x")
+    with pytest.raises(UnreadableSecret):
+        SecretBox(ring, purpose=b"another purpose").open(sealed)
+
+
 def test_secrets_are_standard_webhooks_secrets_with_256_random_bits() -> None:
     secrets = {new_signing_secret() for _ in range(20)}
     assert len(secrets) == 20

@@ -8,9 +8,12 @@ from fastapi.staticfiles import StaticFiles
 
 from orchestrator.api.console import (
     capture_forms,
+    chart_pages,
     connector_pages,
     overview_pages,
     payment_pages,
+    reconciliation_pages,
+    routing_pages,
     sign_in_pages,
     webhook_pages,
 )
@@ -22,10 +25,13 @@ def install_console(app: FastAPI) -> None:
     for pages in (
         sign_in_pages,
         overview_pages,
+        chart_pages,
         payment_pages,
         webhook_pages,
         capture_forms,
         connector_pages,
+        routing_pages,
+        reconciliation_pages,
     ):
         app.include_router(pages.router)
     app.mount("/ops/static", StaticFiles(directory=HERE / "static"), name="console-static")

@@ -14,6 +14,7 @@ from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
 from orchestrator.api.capture_schemas import CancellationReason
+from orchestrator.api.console.attempts import attempt_rows
 from orchestrator.api.console.guard import (
     ConsoleUser,
     CurrentUser,
@@ -75,8 +76,13 @@ def payments(
         client_id=(client_id or "").strip()[:40] or None,
         text=q,
         created_after=datetime.combine(start, time(), UTC) if start else None,
-        # "to" a day includes that whole day.
-        created_before=datetime.combine(end, time(), UTC) + timedelta(days=1) if end else None,
+        # "to" a day includes that whole day; "to" the last day there is bounds nothing
+        # (its next day has no datetime: adding one raised OverflowError, a 500).
+        created_before=(
+            datetime.combine(end, time(), UTC) + timedelta(days=1)
+            if end and end < date.max
+            else None
+        ),
     )
     error = None
     try:
@@ -124,6 +130,8 @@ def payment_page(
     if detail is None:
         return render_page(request, "not_found.html", user, status_code=404, page="payments")
     done_entry = next((a for a in detail.audit if a.id == done), None)
+    record = detail.record
+    shown_status = "requires_action" if record.requires_action else record.status.value
     return render_page(
         request,
         "payment.html",
@@ -134,6 +142,7 @@ def payment_page(
         record=detail.record,
         state=lease_state(detail.record, detail.now),
         timeline=build_timeline(detail),
+        attempts=attempt_rows(detail, shown_status),
         refunds=[
             (op, lease_state(op, detail.now))
             for op in detail.operations

@@ -38,8 +38,10 @@ class ConsoleSession:
 
 
 def _serializer(settings: Settings, purpose: str) -> URLSafeTimedSerializer:
+    # itsdangerous signs with the LAST key of a list and verifies with any: the ring reversed,
+    # so a cookie signed before a rotation stays valid until its previous key is dropped.
     return URLSafeTimedSerializer(
-        settings.secret_key.get_secret_value(), salt=f"payorch-console-{purpose}"
+        list(reversed(settings.secret_key_ring)), salt=f"payorch-console-{purpose}"
     )
 
 

@@ -1,12 +1,13 @@
-"""Liveness, readiness and metrics."""
+"""Liveness and readiness.  Metrics are not here: ``payorch api --metrics-port`` serves them
+on a port of their own (``orchestrator.ops.metrics_server``), which need not be reachable
+from wherever the API's port is."""
 
 from __future__ import annotations
 
 import sqlalchemy as sa
-from fastapi import APIRouter, Response
+from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from orchestrator import metrics
 from orchestrator.api.deps import ContainerDep
 from orchestrator.api.problems import Problem
 from orchestrator.api.responses import problem
@@ -54,24 +55,3 @@ def _database_ok(container: Container) -> bool:
         return True
     except Exception:
         return False
-
-
-@router.get("/metrics", summary="Prometheus metrics", include_in_schema=False)
-def metrics_endpoint(container: ContainerDep) -> Response:
-    _sample_database_gauges(container)
-    body, content_type = metrics.render(metrics.Role.API)
-    return Response(body, media_type=content_type)
-
-
-def _sample_database_gauges(container: Container) -> None:
-    try:
-        with container.uow(read_only=True) as uow:
-            counts = uow.payments.count_by_status()
-            oldest = uow.payments.oldest_processing_created_at()
-            now = uow.now()
-    except Exception:
-        return  # a scrape during an outage still returns the process's counters
-    for status, count in counts.items():
-        metrics.RECORDS_BY_STATUS.labels(status=status).set(count)
-    age = 0.0 if oldest is None else (now - oldest).total_seconds()
-    metrics.OLDEST_PROCESSING_AGE.set(max(age, 0.0))

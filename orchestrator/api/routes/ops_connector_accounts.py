@@ -14,9 +14,12 @@ from orchestrator.api.deps import ContainerDep, JsonBody, OpsClient
 from orchestrator.api.problems import Problem
 from orchestrator.api.responses import AUTH_ERRORS, problem
 from orchestrator.api.routes.connector_accounts import AccountOut, account_document
+from orchestrator.api.routes.ops_circuits import CircuitOut
 from orchestrator.api.routes.ops_leases import AuditOut
+from orchestrator.domain.circuit import Circuit
 from orchestrator.domain.connector_accounts import ConnectorAccount
 from orchestrator.engine.takeover import Actor
+from orchestrator.ops.circuits import CircuitView, circuit_document, read_circuits
 from orchestrator.ops.connector_accounts import AccountNotFound, disable_account, list_accounts
 from orchestrator.ops.errors import MAX_REASON_LENGTH, ConcurrentChange, InvalidReason
 from orchestrator.ops.lease_documents import audit_representation
@@ -36,6 +39,11 @@ class DisableRequest(BaseModel):
 
 class OpsAccountOut(AccountOut):
     client_id: str
+    circuit: CircuitOut | None = Field(
+        default=None,
+        description="The account's circuit (decision 0082; also GET /v1/ops/circuits). "
+        "Absent in a disable's answer.",
+    )
 
 
 class OpsAccountList(BaseModel):
@@ -68,7 +76,14 @@ def get_accounts(
     ] = None,
 ) -> Response:
     accounts = list_accounts(container.read_only_uow, client_id=client_id)
-    return JSONResponse({"data": [ops_account_document(a) for a in accounts]})
+    with container.read_only_uow() as uow:
+        circuits = {view.circuit.key: view for view in read_circuits(uow)}
+    documents = []
+    for account in accounts:
+        view = circuits.get(account.id) or CircuitView(Circuit(key=account.id), 0)
+        circuit = circuit_document(view)["circuit"]
+        documents.append({**ops_account_document(account), "circuit": circuit})
+    return JSONResponse({"data": documents})
 
 
 @router.post(

@@ -143,8 +143,21 @@ class AuditOut(BaseModel):
     created_at: str
     actor_client_id: str = Field(description="Ops API client id, or 'cli:<operator>'.")
     actor_name: str
-    action: Literal["takeover", "park", "retry", "redeliver", "sync_refunds", "capture", "cancel"]
-    payment_id: str
+    action: Literal[
+        "takeover",
+        "park",
+        "retry",
+        "redeliver",
+        "sync_refunds",
+        "capture",
+        "cancel",
+        "disable_connector_account",
+        "issue_api_key",
+        "revoke_api_key",
+    ]
+    payment_id: str = Field(
+        description="The subject: a payment (pay_…), a connector account (ca_…) or a key (key_…)."
+    )
     operation_id: str | None = Field(
         default=None, description="The operation acted on (rfd_…); null: the payment's charge."
     )

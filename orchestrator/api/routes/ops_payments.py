@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
@@ -16,7 +16,9 @@ from pydantic import BaseModel, Field
 
 from orchestrator.api.deps import ContainerDep, OpsClient
 from orchestrator.api.problems import Problem
+from orchestrator.api.query_parameters import checked_time
 from orchestrator.api.responses import AUTH_ERRORS, problem
+from orchestrator.api.routes.ops_circuits import ConnectorCircuitOut
 from orchestrator.api.routes.ops_leases import AuditOut, LeaseOut
 from orchestrator.api.schemas import PaymentOut
 from orchestrator.domain.ids import is_payment_id
@@ -44,6 +46,16 @@ _Text = Annotated[str | None, Query(min_length=1, max_length=255)]
 class OpsPaymentOut(PaymentOut):
     client_id: str = Field(description="The merchant API client that owns the payment.")
     recovery_point: Literal["accepted", "intent_created", "provider_settled", "completed"]
+    route_rule: str | None = Field(
+        default=None,
+        description="The routing rule that chose the route; null: the default route, or a "
+        "pinned account.",
+    )
+    route_skipped: list[dict[str, str]] = Field(
+        default_factory=list,
+        description="Accounts of the rule's route left out at accept, with why "
+        '(`{"connector_account", "reason"}`: `disabled`, `no_payment_method`).',
+    )
 
 
 class OperationOut(BaseModel):
@@ -68,14 +80,26 @@ class OperationOut(BaseModel):
     provider_charge_id: str | None
     provider_outcome: str | None
     last_error: str | None
-    waiting_for: Literal["customer", "provider"] | None = Field(
+    waiting_for: Literal["customer", "provider", "circuit"] | None = Field(
         default=None,
         description="A waiting operation (no lease held; re-checked at next_attempt_at): "
         "'customer' while 3-D Secure is pending (requires_action), 'provider' while an "
-        "asynchronous method is processing.",
+        "asynchronous method is processing, 'circuit' while its connector account's "
+        "circuit is open (released by the sweeper when it lets calls through).",
     )
     waiting_since: str | None = Field(
         default=None, description="When the wait began (the authentication timeout counts from it)."
+    )
+    action_result_attempts: int | None = Field(
+        default=None,
+        description="The charge: how many customer's authentication results were sent to "
+        "POST /v1/payments/{id}/details (the last one is forwarded with the key "
+        "payorch-{id}-details-{n}).",
+    )
+    action_result_pending: bool | None = Field(
+        default=None,
+        description="The charge: the last result waits to be forwarded (or for the "
+        "provider's answer to it).",
     )
     amount: int | None = Field(default=None, description="A refund's amount.")
     provider_object_id: str | None = Field(
@@ -92,6 +116,7 @@ class ProviderCallOut(BaseModel):
         "confirm",
         "retrieve",
         "lookup",
+        "details",
         "capture",
         "cancel",
         "refund",
@@ -122,7 +147,7 @@ class ProviderEventOut(BaseModel):
 class LeaseEventOut(BaseModel):
     id: int
     created_at: str
-    event: Literal["claim", "takeover", "defer", "park", "retry", "finish"]
+    event: Literal["claim", "takeover", "defer", "park", "retry", "wait", "finish", "failover"]
     owner: str | None
     lease_token: int
     locked_until: str | None
@@ -167,6 +192,25 @@ class LedgerLineOut(BaseModel):
     created_at: str
 
 
+class EndedAttemptOut(BaseModel):
+    """An attempt that ended in a failover, with the proof recorded with the move."""
+
+    number: int = Field(description="1 for the route's first account, then 2, …")
+    connector_account: str
+    provider: str
+    provider_payment_id: str | None
+    status: Literal["failed"]
+    failure: dict[str, Any] | None
+    reason: Literal["provider_decline", "circuit_open"]
+    proof: str = Field(
+        description="What proved this account moved no money, recorded in the transaction "
+        "that moved the payment to `next_connector_account`."
+    )
+    next_connector_account: str
+    started_at: str
+    ended_at: str
+
+
 class PaymentDetailOut(BaseModel):
     payment: OpsPaymentOut
     now: str = Field(description="The database clock the lease was judged by.")
@@ -184,6 +228,11 @@ class PaymentDetailOut(BaseModel):
         default_factory=list,
         description="Disputes the provider reported about this payment, oldest first.",
     )
+    attempts: list[EndedAttemptOut] = Field(
+        default_factory=list,
+        description="The attempts that ended in a failover, oldest first, each with its "
+        "proof; the attempt in progress (or the last) is `payment.route_attempts`' last.",
+    )
 
 
 class OpsPaymentList(BaseModel):
@@ -197,6 +246,39 @@ class LeaseCountsOut(BaseModel):
     expired: int
     deferred: int
     retry_due: int
+
+
+class ReconciliationStatusOut(BaseModel):
+    last_run_id: str | None = Field(description="The last completed reconciliation run.")
+    last_run_age_seconds: float | None = Field(
+        description="How long ago it finished; null when no run ever completed."
+    )
+    open_findings: int = Field(description="Findings no operator has resolved yet.")
+    open_findings_by_kind: dict[str, int]
+
+
+class FailoverCountOut(BaseModel):
+    connector_account: str = Field(description="The account the failovers left.")
+    reason: str = Field(description="Why: provider_decline or circuit_open.")
+    failovers: int
+
+
+class FailoverRateOut(BaseModel):
+    window_seconds: int = Field(description="The window counted back from `now` (an hour).")
+    payments_finished: int = Field(
+        description="Payments that reached a final status in the window (completed_at)."
+    )
+    failovers: int = Field(description="Attempts that ended in a failover in the window.")
+    attempts_ended: int = Field(
+        description="payments_finished + failovers: every attempt that ended in the window."
+    )
+    failover_rate: float = Field(
+        description="failovers / attempts_ended (0 when no attempt ended), as the metrics "
+        "payorch_failovers_total / payorch_route_attempts_total; 4 decimals."
+    )
+    top_failovers: list[FailoverCountOut] = Field(
+        description="The five largest (connector account, reason) pairs, most first."
+    )
 
 
 class StatusOut(BaseModel):
@@ -219,6 +301,22 @@ class StatusOut(BaseModel):
     )
     disabled_webhook_endpoints: int = Field(
         description="Endpoints disabled (410, failing for the whole retry window, or by hand)."
+    )
+    connectors: list[ConnectorCircuitOut] = Field(
+        default_factory=list,
+        description="Connector accounts' circuits: every account whose provider failed at "
+        "least once, and every account with payments waiting out its circuit (the "
+        "platform's own account is ca_platform_stripe). An account not listed has a "
+        "closed circuit.",
+    )
+    reconciliation: ReconciliationStatusOut | None = Field(
+        default=None,
+        description="The last completed reconciliation run's age and the open findings.",
+    )
+    failover: FailoverRateOut | None = Field(
+        default=None,
+        description="The last hour's payments finished, failovers and failover rate, with "
+        "the failovers by connector account and reason.",
     )
 
 
@@ -263,21 +361,13 @@ def get_ops_payments(
         str | None, Query(min_length=1, max_length=500, description="`next_cursor` of a page.")
     ] = None,
 ) -> JSONResponse:
-    for name, value in (("created_after", created_after), ("created_before", created_before)):
-        if value is not None and value.tzinfo is None:
-            raise Problem(
-                400,
-                "invalid-request",
-                f"{name} needs a time zone (e.g. 2026-12-01T09:00:00Z).",
-                errors=[{"field": f"query.{name}", "message": "time zone missing"}],
-            )
     filters = PaymentFilters(
         status=status,
         client_id=client_id,
         customer_reference=customer_reference,
         idempotency_key=idempotency_key,
-        created_after=created_after,
-        created_before=created_before,
+        created_after=checked_time("created_after", created_after),
+        created_before=checked_time("created_before", created_before),
     )
     try:
         page = list_payments(container.read_only_uow, filters, limit=limit, cursor=cursor)

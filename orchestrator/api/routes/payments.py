@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request
@@ -13,7 +14,6 @@ from orchestrator.api.accept_route import (
     bind_client,
     idempotency_key,
     merchant,
-    not_a_merchant,
     serve_with,
     unauthorized,
 )
@@ -26,6 +26,7 @@ from orchestrator.api.deps import (
     MerchantClient,
 )
 from orchestrator.api.problems import Problem
+from orchestrator.api.query_parameters import checked_time, invalid_parameters
 from orchestrator.api.responses import (
     AUTH_ERRORS,
     ETAG,
@@ -40,12 +41,15 @@ from orchestrator.api.responses import (
     payment_headers,
     problem,
 )
+from orchestrator.api.role_problems import not_a_merchant
 from orchestrator.api.schemas import PaymentCreate, PaymentList, PaymentOut
 from orchestrator.bootstrap import Container
 from orchestrator.domain.fingerprint import request_fingerprint
 from orchestrator.domain.ids import is_payment_id
 from orchestrator.domain.method_ownership import ForeignPaymentMethod
 from orchestrator.domain.model import ApiClient, Role
+from orchestrator.domain.payment_filters import PaymentFilters
+from orchestrator.domain.states import PaymentStatus
 from orchestrator.services.accept import (
     Accepted,
     AuthenticatedClaimOnLoop,
@@ -61,7 +65,14 @@ from orchestrator.services.payment_ownership import (
     UnusableConnectorAccount,
     request_needs_thread_path,
 )
-from orchestrator.services.payment_reads import find_payment_by_key, get_payment
+from orchestrator.services.payment_reads import (
+    DEFAULT_CLIENT_PAGE_SIZE,
+    MAX_CLIENT_PAGE_SIZE,
+    ClientPaymentQuery,
+    UnknownPosition,
+    get_payment,
+    list_client_payments,
+)
 
 router = APIRouter(tags=["payments"])
 
@@ -149,7 +160,7 @@ def serve_accept(container: Container, request: Request, raw: RawBody) -> Respon
     if keyed.client is None:
         raise unauthorized("The API key is unknown or revoked.")
     if keyed.accepted is None:
-        raise not_a_merchant()
+        raise not_a_merchant(request)
     return accepted_answer(container, keyed.accepted)
 
 
@@ -330,27 +341,135 @@ def read_payment(
     )
 
 
+# Everything the list takes.  Anything else is refused: a misspelt filter (``stauts``)
+# silently ignored would list every payment as if it matched.
+_LIST_PARAMETERS = frozenset(
+    {
+        "limit",
+        "starting_after",
+        "ending_before",
+        "status",
+        "created[gte]",
+        "created[lt]",
+        "idempotency_key",
+    }
+)
+
+
 @router.get(
     PAYMENTS_PATH,
-    summary="Find a payment by its Idempotency-Key",
+    summary="List your payments, newest first (or find one by its Idempotency-Key)",
     response_model=PaymentList,
+    description=(
+        "Your payments, newest first, `limit` at a time (decision 0089). `has_more` says "
+        "whether more payments follow in the direction you paged: pass the last payment's "
+        "`id` as `starting_after` for the next (older) page, or the first payment's `id` as "
+        "`ending_before` for the previous (newer) one. Filters combine: `status`, "
+        "`created[gte]` (inclusive) and `created[lt]` (exclusive), each an ISO 8601 time "
+        "with a time zone or Unix seconds, and `idempotency_key` (0 or 1 payment). Another "
+        "client's payments are never listed. An unknown parameter is refused, so a "
+        "misspelt filter cannot silently list everything."
+    ),
     responses={
-        400: problem("The idempotency_key parameter is missing or not 1-255 printable ASCII"),
+        400: problem(
+            "A parameter is invalid (named in `errors`): limit out of 1-100, an unknown "
+            "status, a time without a time zone, starting_after and ending_before together, "
+            "a starting_after/ending_before that is not one of your payments, an "
+            "idempotency_key that is not 1-255 printable ASCII, or an unknown parameter"
+        ),
         **AUTH_ERRORS,
     },
 )
-def find_payment(
+def list_payments(
+    request: Request,
     container: ContainerDep,
     client: MerchantClient,
+    limit: Annotated[
+        int,
+        Query(ge=1, le=MAX_CLIENT_PAGE_SIZE, description="How many payments, 1-100."),
+    ] = DEFAULT_CLIENT_PAGE_SIZE,
+    starting_after: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=255,
+            description="A payment id: the page of payments created before it.",
+        ),
+    ] = None,
+    ending_before: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=255,
+            description="A payment id: the page of payments created just after it.",
+        ),
+    ] = None,
+    status: Annotated[
+        PaymentStatus | None, Query(description="Only payments with this status.")
+    ] = None,
+    created_gte: Annotated[
+        datetime | None,
+        Query(
+            alias="created[gte]",
+            description="Created at or after this time (ISO 8601 with a time zone, or Unix "
+            "seconds).",
+        ),
+    ] = None,
+    created_lt: Annotated[
+        datetime | None,
+        Query(
+            alias="created[lt]",
+            description="Created before this time (ISO 8601 with a time zone, or Unix seconds).",
+        ),
+    ] = None,
     idempotency_key: Annotated[
-        str,
+        str | None,
         Query(
             min_length=1,
             max_length=255,
             pattern=IDEMPOTENCY_KEY_PATTERN,
-            description="The Idempotency-Key the payment was created with.",
+            description="The Idempotency-Key a payment was created with: 0 or 1 payment.",
         ),
-    ],
+    ] = None,
 ) -> JSONResponse:
-    record = find_payment_by_key(container.read_only_uow, client, idempotency_key)
-    return JSONResponse({"data": [] if record is None else [payment_document(record)]})
+    _refuse_unknown_parameters(request)
+    if starting_after is not None and ending_before is not None:
+        raise invalid_parameters(
+            "Send starting_after (an older page) or ending_before (a newer page), not both.",
+            {
+                "starting_after": "not with ending_before",
+                "ending_before": "not with starting_after",
+            },
+        )
+    query = ClientPaymentQuery(
+        filters=PaymentFilters(
+            status=status,
+            idempotency_key=idempotency_key,
+            created_after=checked_time("created[gte]", created_gte),
+            created_before=checked_time("created[lt]", created_lt),
+        ),
+        limit=limit,
+        starting_after=starting_after,
+        ending_before=ending_before,
+    )
+    try:
+        page = list_client_payments(container.read_only_uow, client, query)
+    except UnknownPosition as unknown:
+        raise invalid_parameters(
+            f"{unknown.parameter}: none of your payments has this id; pass the id of a "
+            "payment from a page this API listed.",
+            {unknown.parameter: "not one of your payments"},
+        ) from None
+    return JSONResponse(
+        {"data": [payment_document(r) for r in page.records], "has_more": page.has_more}
+    )
+
+
+def _refuse_unknown_parameters(request: Request) -> None:
+    unknown = sorted(set(request.query_params) - _LIST_PARAMETERS)
+    if unknown:
+        raise invalid_parameters(
+            f"Unknown parameter(s): {', '.join(unknown)}. This list takes "
+            f"{', '.join(sorted(_LIST_PARAMETERS))}.",
+            {name: "unknown parameter" for name in unknown},
+        )

@@ -76,6 +76,26 @@ def _headers(record: OperationRecord, poll_interval: int) -> dict[str, str]:
     return headers
 
 
+def over_refund_detail(payment_id: str, refused: RefundExceedsCaptured) -> str:
+    """What is true of the payment's money: captured, refunded, held by refunds in flight
+    (named only when there are some), and so the most a refund may ask for now."""
+    taken = []
+    if refused.refunded:
+        taken.append(f"{refused.refunded} refunded")
+    if refused.pending:
+        taken.append(f"{refused.pending} held by refunds in progress")
+    so_far = " and ".join(taken) if taken else "nothing refunded yet"
+    most = (
+        "nothing is left to refund"
+        if refused.left <= 0
+        else f"at most {refused.left} can be refunded; ask for at most that amount"
+    )
+    return (
+        f"Payment {payment_id} captured {refused.captured} (minor units), {so_far}: "
+        f"{most}. Nothing was stored."
+    )
+
+
 def _refund(description: str, headers: dict[str, Any] | None = None) -> dict[str, Any]:
     doc: dict[str, Any] = {"model": RefundOut, "description": description}
     if headers:
@@ -138,10 +158,11 @@ def create_refund(
         raise Problem(
             409,
             "refund-exceeds-captured",
-            f"Only {refused.left} (minor units) of payment {payment_id} is left to refund; "
-            "refunds that have not failed already hold the rest. Ask for at most that "
-            "amount. Nothing was stored.",
+            over_refund_detail(payment_id, refused),
             amount_refundable=refused.left,
+            amount_captured=refused.captured,
+            amount_refunded=refused.refunded,
+            amount_refund_pending=refused.pending,
         ) from None
     except IdempotencyKeyReused as reused:
         raise Problem(

@@ -1,6 +1,7 @@
 """``payorch worker``: a Celery worker that processes payments and operations.
 
-It refuses bad configuration and unsupported pools before it starts anything, sizes the
+It refuses bad configuration and unsupported pools before it starts anything, and a
+database or broker it cannot use (exit 69, one log line with the cause), sizes the
 connection pools from its own pool (``pool``), and runs one threads pool per usable CPU
 under a supervisor (``processes``).  Each worker process runs the tasks of ``workers/``.
 """
@@ -13,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from orchestrator import metrics
+from orchestrator import metrics, tracing
 from orchestrator.bootstrap import bootstrap
 from orchestrator.broker import (
     ADAPTIVE_PREFETCH_STEP,
@@ -21,6 +22,7 @@ from orchestrator.broker import (
     THREADS_POOL_ALIAS,
     THREADS_POOL_CLASS,
 )
+from orchestrator.cli import process_setup
 from orchestrator.cli.config import load_settings
 from orchestrator.cli.process_setup import (
     MetricsHost,
@@ -28,6 +30,7 @@ from orchestrator.cli.process_setup import (
     log_celery_as_json,
     use_multiprocess_metrics,
 )
+from orchestrator.cli.start_checks import refuse_unusable_services, service_fields
 from orchestrator.cli.worker.pool import (
     DEFAULT_POOL,
     POOLS,
@@ -98,14 +101,22 @@ def worker(
     container = bootstrap(settings)
     app = container.celery_app
     assert app is not None
-    # The parent builds no engine of its own use; pool children (and the processes forked
-    # below) build theirs after the fork.
-    container.close()
+    try:
+        # Before any "started" line and before the fork: a database or broker this worker
+        # cannot use ends it here (exit 69), not in Celery's reconnect loop (decision 0100).
+        refuse_unusable_services("worker", settings, engine=container.engine, celery_app=app)
+    finally:
+        # The parent builds no engine of its own use; pool children (and the processes
+        # forked below) build theirs after the fork.
+        container.close()
     if pool == "threads":
         configure_for_threads(app, settings)
     log_celery_as_json(settings, loglevel)
 
     def run_pool(process: int, share: int) -> None:
+        # After the fork (run_forked): each worker process has its own exporter thread.
+        # Celery imports the tasks (workers.tasks, which instruments them) after this.
+        tracing.setup("payorch-worker")
         log.info(
             "worker_started",
             pool=pool,
@@ -114,6 +125,7 @@ def worker(
             processes=len(shares),
             # What the pool's containers will use (an operator's variable wins over the sizing).
             db_pool_size=os.environ.get("PAYORCH_DB_POOL_SIZE"),
+            **service_fields(settings, broker=True),
         )
         argv = [
             "--quiet",  # no banner: the log stays one JSON object per line
@@ -125,11 +137,16 @@ def worker(
             "--without-gossip",
             "--without-mingle",
         ]
-        app.worker_main(argv)
+        try:
+            status = run_celery_worker(app, argv)
+        finally:
+            log.info("worker_stopped", pool=pool, process=process)
+            tracing.shutdown()
+        if status:
+            raise typer.Exit(status)
 
     def serve_metrics() -> None:
-        if metrics_port is not None:
-            metrics.start_metrics_server(metrics_port, metrics_host, metrics.Role.WORKER)
+        process_setup.serve_metrics(metrics_port, metrics_host, metrics.Role.WORKER)
 
     if len(shares) == 1:
         serve_metrics()
@@ -139,6 +156,23 @@ def worker(
         shares, run_pool, on_child_exit=metrics.forget_process, while_supervising=serve_metrics
     )
     raise typer.Exit(status)
+
+
+def run_celery_worker(app: Any, argv: list[str]) -> int:
+    """``app.worker_main(argv)``, returning the worker's exit status: e.g. 69 when the
+    broker refused the worker after its start (``workers.consumer``).  ``worker_main``
+    (through ``app.start``) drops it: click's non-standalone ``main`` returns the status
+    the ``worker`` command exits with, and ``app.start`` ignores that return.  This is
+    ``app.start``'s body with the return kept (the command's first parameter is its
+    ``--app``)."""
+    from celery.bin.celery import celery as celery_command
+
+    celery_command.params[0].default = app
+    try:
+        status = celery_command.main(args=argv, standalone_mode=False)
+    finally:
+        celery_command.params[0].default = None
+    return status if isinstance(status, int) else 0
 
 
 def configure_for_threads(app: Any, settings: Settings) -> None:

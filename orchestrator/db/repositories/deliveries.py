@@ -6,14 +6,16 @@ Named queries, in the order the relay uses them:
   only, never of the payments they join), one delivery per subscribed enabled endpoint
   (``ON CONFLICT DO NOTHING`` on (event, endpoint)), then ``published_at`` is set.
 * ``claim_due``: pending, due deliveries of enabled endpoints whose lease is free or
-  expired, ``FOR UPDATE SKIP LOCKED``; the lease token is bumped so a relay whose lease
-  ran out cannot record over the next holder's attempt.
+  expired, at most one per endpoint and only of endpoints with no attempt in flight
+  (``attempt_locked_until``), ``FOR UPDATE SKIP LOCKED``; the lease token is bumped so a
+  relay whose lease ran out cannot record over the next holder's attempt.
 * ``record_attempt``: the attempt row, and the delivery's new state when the caller still
   holds the lease (compare-and-set on ``lease_token``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -198,10 +200,27 @@ class DeliveryRepository:
     # -- claim and record ---------------------------------------------------------------
 
     def claim_due(
-        self, *, owner: str, limit: int, lease_seconds: float, now: datetime
+        self,
+        *,
+        owner: str,
+        limit: int,
+        lease_seconds: float,
+        now: datetime,
+        exclude: Collection[int] = (),
     ) -> list[ClaimedDelivery]:
+        """Up to ``limit`` due deliveries, at most one per endpoint, of endpoints with no
+        attempt in flight; each claimed delivery's endpoint is leased with it.
+
+        Why the endpoint row is locked and written, not just checked: two relays claiming at
+        once would each see the endpoint free.  Locking it (``SKIP LOCKED``) makes the
+        second skip it while the first's transaction is open; once the first committed,
+        PostgreSQL re-checks the written ``attempt_locked_until`` on the row it locks and
+        skips it too.  ``exclude``: deliveries not to take (attempted earlier in the same
+        pass)."""
+        until = now + timedelta(seconds=lease_seconds)
+        endpoint_free = sa.or_(e.attempt_locked_until.is_(None), e.attempt_locked_until <= now)
         due = (
-            sa.select(d.id)
+            sa.select(d.id, d.endpoint_id)
             .select_from(webhook_deliveries.join(webhook_endpoints, e.id == d.endpoint_id))
             .where(
                 d.status == DeliveryStatus.PENDING.value,
@@ -209,20 +228,32 @@ class DeliveryRepository:
                 sa.or_(d.locked_until.is_(None), d.locked_until <= now),
                 e.status == EndpointStatus.ENABLED.value,
                 e.deleted_at.is_(None),
+                endpoint_free,
+                d.id.not_in(list(exclude)) if exclude else sa.true(),
             )
             .order_by(d.next_attempt_at)
             .limit(limit)
-            .with_for_update(skip_locked=True, of=webhook_deliveries)
+            .with_for_update(skip_locked=True, of=[webhook_deliveries, webhook_endpoints])
+        )
+        chosen: dict[str, int] = {}
+        for row in self._db.all(due):
+            chosen.setdefault(row["endpoint_id"], row["id"])
+        if not chosen:
+            return []
+        self._db.execute(
+            webhook_endpoints.update()
+            .where(e.id.in_(list(chosen)))
+            .values(attempt_locked_until=until)
         )
         claimed = [
             to_delivery(r)
             for r in self._db.all(
                 webhook_deliveries.update()
-                .where(d.id.in_(due.scalar_subquery()))
+                .where(d.id.in_(list(chosen.values())))
                 .values(
                     lease_owner=owner,
                     lease_token=d.lease_token + 1,
-                    locked_until=now + timedelta(seconds=lease_seconds),
+                    locked_until=until,
                     updated_at=now,
                 )
                 .returning(*webhook_deliveries.c)
@@ -292,6 +323,17 @@ class DeliveryRepository:
                 updated_at=now,
             )
         )
+        if result > 0 and claimed.locked_until is not None:
+            # Free the endpoint for its next delivery, unless another claim took it since
+            # (our lease ran out first): its lease has another expiry.
+            self._db.execute(
+                webhook_endpoints.update()
+                .where(
+                    e.id == claimed.endpoint_id,
+                    e.attempt_locked_until == claimed.locked_until,
+                )
+                .values(attempt_locked_until=None)
+            )
         return result > 0
 
     # -- ops ----------------------------------------------------------------------------

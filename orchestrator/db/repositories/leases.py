@@ -279,6 +279,20 @@ class LeaseRepository(LeaseRepositoryBase[PaymentRecord]):
             updated_at=now,
         )
 
+    def record_action_result_answered(
+        self, payment_id: str, *, token: int, attempt: int, now: datetime
+    ) -> PaymentRecord | None:
+        """The provider answered forward ``attempt`` of the customer's result: it no longer
+        waits to be sent (a later read replays it, ``ActionResult``).  Guarded by the
+        number, so an answer to an older forward never clears a newer result the merchant
+        sent meanwhile."""
+        return self._update_one(
+            None,
+            sa.and_(self._held(payment_id, token), c.action_result_attempts == attempt),
+            action_result_pending=False,
+            updated_at=now,
+        )
+
     def wait(
         self,
         payment_id: str,
@@ -306,4 +320,57 @@ class LeaseRepository(LeaseRepositoryBase[PaymentRecord]):
                 else_=now,
             ),
             woken_at=None,
+        )
+
+    def fail_over(
+        self,
+        payment_id: str,
+        *,
+        token: int,
+        failovers: int,
+        connector_account_id: str | None,
+        provider: str,
+        route_attempts: list[dict[str, Any]],
+        reason: str,
+        now: datetime,
+    ) -> PaymentRecord | None:
+        """Move the payment to the next account of its route (decision 0086): attempt
+        ``failovers + 1`` starts at ``accepted`` with nothing of the last attempt's provider
+        state (its provider payment, confirm numbers, unknown outcomes, lookup, customer's
+        result), the ended attempt appended to ``route_attempts``.  Guarded by the lease
+        and by ``failovers`` (the attempt it leaves), so a stale decision cannot move a
+        payment twice.  The caller writes the attempt's row and its proof in the same
+        transaction (``AttemptRepository.add``)."""
+        return self._update_one(
+            "failover",
+            sa.and_(self._held(payment_id, token), c.failovers == failovers),
+            failovers=failovers + 1,
+            connector_account_id=connector_account_id,
+            provider=provider,
+            route_attempts=route_attempts,
+            recovery_point=RecoveryPoint.ACCEPTED.value,
+            provider_payment_id=None,
+            provider_charge_id=None,
+            provider_outcome=None,
+            failure_code=None,
+            decline_code=None,
+            failure_message=None,
+            settled_amount=None,
+            settled_currency=None,
+            confirm_attempts=0,
+            unknown_outcomes=0,
+            first_create_at=None,
+            last_create_at=None,
+            lookup_pending=False,
+            lookup_cursor=None,
+            lookup_pages=0,
+            waiting_for=None,
+            waiting_since=None,
+            next_action=None,
+            client_secret=None,
+            action_result=None,
+            action_result_attempts=0,
+            action_result_pending=False,
+            last_error=reason[:2000],
+            updated_at=now,
         )

@@ -28,11 +28,18 @@ class MoneyRepository:
 
     def lock_payment(self, client_id: str, payment_id: str) -> PaymentRecord | None:
         """The client's payment, row-locked until the transaction ends (SQLite: its single
-        writer already serialises us)."""
+        writer already serialises us).
+
+        ``FOR NO KEY UPDATE``, not ``FOR UPDATE``: the lock orders the writers that take it
+        (refunds and captures finishing at once), and nothing here changes a key.  ``FOR
+        UPDATE`` also blocks every insert that references the payment (a foreign key's
+        ``KEY SHARE``): a provider event stored for it waited on a refund's finish, which
+        waited on the operation row that event's transaction had just woken — a deadlock
+        PostgreSQL broke by failing the finish."""
         row = self._db.one(
             sa.select(payments)
             .where(c.id == payment_id, c.client_id == client_id)
-            .with_for_update()
+            .with_for_update(key_share=True)
         )
         return None if row is None else to_payment(row)
 

@@ -79,6 +79,10 @@ class OperationRepository(LeaseRepositoryBase[OperationRecord]):
     def _retryable(self) -> sa.ColumnElement[bool]:
         return sa.and_(c.status == NEEDS_ATTENTION, c.recovery_point != _COMPLETED)
 
+    def _claim_values(self, now: sa.ColumnElement[datetime]) -> dict[str, Any]:
+        # A wake-up from now on, while we hold the lease, is kept for our own wait.
+        return {"woken_at": None}
+
     # -- the claim and the reads ----------------------------------------------------------
 
     def insert_if_absent(
@@ -151,14 +155,17 @@ class OperationRepository(LeaseRepositoryBase[OperationRecord]):
         """Release the lease as a wait (the provider has not settled yet): no holder,
         re-checked at ``until``; the claim that found out is not a failed attempt, so its
         count is given back.  (An operation row keeps no ``waiting_for``: its recovery point
-        and provider object say what the re-check reads.)"""
+        and provider object say what the re-check reads.)  A provider event that came while
+        we held the lease (``woken_at``) makes the operation due at once."""
+        due = sa.case((c.woken_at.is_not(None), now), else_=until)
         return self._update_one(
             "wait",
             self._held(operation_id, token),
             lease_owner=None,
-            locked_until=until,
-            next_attempt_at=until,
+            locked_until=due,
+            next_attempt_at=due,
             attempts=sa.case((c.attempts > 0, c.attempts - 1), else_=0),
+            woken_at=None,
         )
 
     # -- the operation's steps, fenced ----------------------------------------------------

@@ -11,7 +11,7 @@ from orchestrator.db.compiled import prepare_once
 from orchestrator.db.session import Session
 from orchestrator.db.tables import ledger_lines, outbox_events, payment_outcomes, payments
 from orchestrator.domain.ids import new_event_id
-from orchestrator.domain.ledger import LedgerLine
+from orchestrator.domain.ledger import LedgerLine, check_balanced
 from orchestrator.domain.model import PaymentRecord
 
 # Built once with bound parameters (see ``lease_statements.prebuilt_update``): the finish
@@ -83,8 +83,15 @@ class OutcomeRepository:
         )
 
     def add_ledger_lines(self, payment_id: str, lines: list[LedgerLine], *, now: datetime) -> None:
+        """One entry of the payment's ledger: every line the business event books, which
+        must sum to zero per currency (``UnbalancedEntry`` otherwise, nothing written).
+        The only writer of ledger lines; on PostgreSQL the deferred trigger of migration
+        0031 repeats the check at commit, on SQLite this check is the only one.  Hazard:
+        never from a single-statement unit (``Container.statement_uow``): there every
+        statement commits on its own, and the trigger would judge half an entry."""
         if not lines:
             return
+        check_balanced(lines)
         self._db.write(
             _LEDGER_INSERT,
             [

@@ -1,5 +1,6 @@
-"""Operator reads over all payments: filtered, keyset-paginated listing and the status
-counts of the overview.  Read-only named queries."""
+"""Operator reads over all payments: filtered, keyset-paginated listing, the parked
+payments a bulk retry walks, and the status counts of the overview.  Read-only named
+queries."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import sqlalchemy as sa
 from orchestrator.db.repositories.rows import to_payment
 from orchestrator.db.session import Session
 from orchestrator.db.tables import payments
+from orchestrator.domain.circuit import PLATFORM_CIRCUIT_KEY
 from orchestrator.domain.model import PaymentRecord
 from orchestrator.domain.payment_filters import PaymentFilters
 from orchestrator.domain.states import PaymentStatus, WaitingFor
@@ -45,9 +47,14 @@ class PaymentSearchRepository:
         *,
         limit: int,
         before: tuple[datetime, str] | None = None,
+        after: tuple[datetime, str] | None = None,
     ) -> list[PaymentRecord]:
         """Newest first; ``before`` is the (created_at, id) of the last row of the previous
-        page (keyset pagination: stable while payments keep arriving, no OFFSET scan)."""
+        page (keyset pagination: stable while payments keep arriving, no OFFSET scan).
+        ``after`` pages the other way: the rows just newer than that position, nearest
+        first (oldest first), so that ``limit`` keeps the ones next to it; the caller puts
+        them back newest first.  Filtered by a client, the index on (client_id, created_at,
+        id) serves both directions."""
         query = sa.select(payments)
         if filters.status is PaymentStatus.REQUIRES_ACTION:
             # Shown, not stored: a processing payment waiting for its customer.
@@ -76,15 +83,52 @@ class PaymentSearchRepository:
             query = query.where(c.created_at >= filters.created_after)
         if filters.created_before is not None:
             query = query.where(c.created_at < filters.created_before)
+        # A row-value comparison, not "a < x OR (a = x AND b < y)": PostgreSQL starts the
+        # index scan at the position itself instead of reading every newer row and
+        # filtering them out, so page 1,000 costs what page 1 costs.
         if before is not None:
-            created_at, payment_id = before
+            query = query.where(_position() < _at(before))
+        if after is not None:
+            query = query.where(_position() > _at(after))
+            query = query.order_by(c.created_at.asc(), c.id.asc()).limit(limit)
+        else:
+            query = query.order_by(c.created_at.desc(), c.id.desc()).limit(limit)
+        return [to_payment(r) for r in self._db.all(query)]
+
+    def parked(
+        self,
+        *,
+        since: datetime | None,
+        connector: str | None,
+        after: tuple[datetime, str] | None,
+        limit: int,
+    ) -> list[PaymentRecord]:
+        """``needs_attention`` payments, oldest first, for a bulk retry (``ops.bulk_retry``).
+
+        ``since``: parked at or after it.  A parked row's ``updated_at`` is when it was
+        parked: every lease write is guarded by ``processing`` (or, for the retry, leaves
+        ``needs_attention``), so the park is the last write a parked row has had.
+        ``connector``: a connector account's id, ``PLATFORM_CIRCUIT_KEY`` for the
+        platform's own account (the payments with none).  ``after``: the (created_at, id)
+        of the last payment of the previous page.  The keyset only moves forward, so a run
+        never comes back to a payment it has passed, even one that parked again after its
+        retry (it would otherwise be retried twice by one run)."""
+        query = sa.select(payments).where(c.status == PaymentStatus.NEEDS_ATTENTION.value)
+        if since is not None:
+            query = query.where(c.updated_at >= since)
+        if connector == PLATFORM_CIRCUIT_KEY:
+            query = query.where(c.connector_account_id.is_(None))
+        elif connector is not None:
+            query = query.where(c.connector_account_id == connector)
+        if after is not None:
+            created_at, payment_id = after
             query = query.where(
                 sa.or_(
-                    c.created_at < created_at,
-                    sa.and_(c.created_at == created_at, c.id < payment_id),
+                    c.created_at > created_at,
+                    sa.and_(c.created_at == created_at, c.id > payment_id),
                 )
             )
-        query = query.order_by(c.created_at.desc(), c.id.desc()).limit(limit)
+        query = query.order_by(c.created_at, c.id).limit(limit)
         return [to_payment(r) for r in self._db.all(query)]
 
     def waiting_for_customer_since_before(self, cutoff: datetime) -> int:
@@ -97,6 +141,18 @@ class PaymentSearchRepository:
             )
         )
         return int(count)
+
+    def finished_since(self, since: datetime) -> int:
+        """Payments that reached a final status (``completed_at`` set) at or after
+        ``since``.  Bounded by time through the partial index ``ix_payments_completed``
+        (migration 0028): never a scan of every payment."""
+        return int(
+            self._db.scalar(
+                sa.select(sa.func.count())
+                .select_from(payments)
+                .where(c.completed_at.is_not(None), c.completed_at >= since)
+            )
+        )
 
     def status_counts(self, *, now: datetime) -> StatusCounts:
         # As clients see them: a processing payment waiting for its customer is
@@ -121,7 +177,11 @@ class PaymentSearchRepository:
         deferral = c.next_attempt_at.is_not(None)
         row = self._db.one(
             sa.select(
-                sa.func.min(c.created_at).label("oldest"),
+                # Oldest *processing*: a payment waiting for its customer is shown as
+                # requires_action (counted there), so its age is not this one's.
+                sa.func.min(
+                    sa.case((c.waiting_for == WaitingFor.CUSTOMER.value, None), else_=c.created_at)
+                ).label("oldest"),
                 _count(sa.and_(~deferral, c.locked_until > now)).label("active"),
                 _count(sa.and_(~deferral, c.locked_until <= now)).label("expired"),
                 _count(sa.and_(deferral, c.next_attempt_at > now)).label("deferred"),
@@ -139,6 +199,17 @@ class PaymentSearchRepository:
                 due_retries=int(row["due"] or 0),
             ),
         )
+
+
+def _position() -> sa.Tuple:
+    return sa.tuple_(c.created_at, c.id)
+
+
+def _at(position: tuple[datetime, str]) -> sa.Tuple:
+    created_at, payment_id = position
+    return sa.tuple_(
+        sa.literal(created_at, type_=c.created_at.type), sa.literal(payment_id, type_=c.id.type)
+    )
 
 
 def _count(condition: sa.ColumnElement[bool]) -> sa.ColumnElement[int]:

@@ -10,12 +10,13 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from orchestrator.db.compiled import prepare_once
+from orchestrator.db.repositories.clients import client_by_active_key
 from orchestrator.db.repositories.rows import to_payment
 from orchestrator.db.session import Session
-from orchestrator.db.tables import api_clients, payments
+from orchestrator.db.tables import payments
 from orchestrator.db.wake import WAKE_CHANNEL
 from orchestrator.domain.model import PaymentRecord, Role
-from orchestrator.domain.states import FINAL_STATUSES, PaymentStatus
+from orchestrator.domain.states import FINAL_STATUSES, PaymentStatus, WaitingFor
 
 
 @functools.cache
@@ -53,10 +54,11 @@ def _insert_if_absent(dialect: str, columns: tuple[str, ...], wake: bool) -> sa.
 def authenticated_claim_statement(columns: tuple[str, ...], wake: bool) -> sa.Executable:
     """PostgreSQL: the accept's authentication and claim in one statement, one round trip.
 
-    It reads the client by ``:key_hash`` and inserts the payment (``INSERT … SELECT … ON
-    CONFLICT DO NOTHING``, ``client_id`` taken from that row) only when the client is an
-    active merchant without a default connector account (its payments run on the
-    platform's Stripe account: ``connector_account_id`` stays NULL); ``wake`` adds the
+    It reads the client by its active key ``:key_hash`` and inserts the payment
+    (``INSERT … SELECT … ON CONFLICT DO NOTHING``, ``client_id`` taken from that row) only
+    when the client is an active merchant without a default connector account or a routing
+    configuration (its payments run on the platform's Stripe account:
+    ``connector_account_id`` and ``route`` stay NULL); ``wake`` adds the
     claim's ``pg_notify``, as ``_insert_if_absent``.
     It returns the client's row (none: no such key) and ``claimed_rows``: 1 when the
     payment was inserted, 0 when the key was taken or the client may not create payments.
@@ -64,11 +66,7 @@ def authenticated_claim_statement(columns: tuple[str, ...], wake: bool) -> sa.Ex
     The caller still decides, from the client's row, between 401, 403 and the claim (a
     revoked or non-merchant client inserts nothing), so the answers are the separate
     read's and claim's; only the round trips and the checkouts are halved."""
-    client = (
-        sa.select(api_clients)
-        .where(api_clients.c.key_hash == sa.bindparam("key_hash", type_=sa.String()))
-        .cte("client")
-    )
+    client = client_by_active_key().cte("client")
     source = sa.select(
         *(
             client.c.id if name == "client_id" else sa.bindparam(name, type_=payments.c[name].type)
@@ -77,9 +75,12 @@ def authenticated_claim_statement(columns: tuple[str, ...], wake: bool) -> sa.Ex
     ).where(
         client.c.role == Role.MERCHANT.value,
         client.c.revoked_at.is_(None),
-        # A merchant with a default connector account takes the thread path, which stores
-        # the account with the payment (services.payment_ownership; decision 0062).
+        # A merchant with a default connector account or a routing configuration takes
+        # the thread path, which stores the account and the route with the payment
+        # (services.routing; decisions 0062, 0076): both are columns of the row this
+        # statement reads anyway, so a merchant with neither pays no routing read.
         client.c.default_connector_account_id.is_(None),
+        client.c.routing_version.is_(None),
     )
     claimed = (
         postgresql.insert(payments)
@@ -115,6 +116,11 @@ BY_KEY = prepare_once(
     )
 )
 
+# The worker's read before a task's span starts, when its message carried no trace context.
+_TRACEPARENT = prepare_once(
+    sa.select(payments.c.traceparent).where(payments.c.id == sa.bindparam("payment_id"))
+)
+
 
 class PaymentRepository:
     def __init__(self, session: Session) -> None:
@@ -142,12 +148,45 @@ class PaymentRepository:
         row = self._db.one(_with_latest_event_sequence().where(payments.c.id == payment_id))
         return None if row is None else to_payment(row)
 
+    def traceparent(self, payment_id: str) -> str | None:
+        """The trace context the accept stored with the payment (None: none stored, or no
+        such payment): the worker's task span joins it (decision 0102)."""
+        row = self._db.one(_TRACEPARENT, {"payment_id": payment_id})
+        return None if row is None else row["traceparent"]
+
     def get_for_client(self, client_id: str, payment_id: str) -> PaymentRecord | None:
         """Scoped read: another client's payment is indistinguishable from a missing one."""
         row = self._db.one(
             _with_latest_event_sequence().where(
                 payments.c.id == payment_id, payments.c.client_id == client_id
             )
+        )
+        return None if row is None else to_payment(row)
+
+    def store_action_result(
+        self, payment_id: str, body: dict[str, Any], *, now: datetime
+    ) -> PaymentRecord | None:
+        """The customer's authentication result, to forward (decision 0073): stored pending
+        under the next forward number (its key, durable before any worker sends it), and
+        the payment woken.  A payment nobody holds (waiting for the customer) becomes due
+        now, claimable under its current token; a holder's run (a re-check in flight) has
+        its wait end at once instead (``woken_at``), as a provider event's wake does.  The
+        caller holds the row lock and checked the status."""
+        c = payments.c
+        unheld = c.lease_owner.is_(None)
+        row = self._db.one(
+            payments.update()
+            .where(c.id == payment_id, c.status == PaymentStatus.PROCESSING.value)
+            .values(
+                action_result=body,
+                action_result_attempts=c.action_result_attempts + 1,
+                action_result_pending=True,
+                next_attempt_at=sa.case((unheld, now), else_=c.next_attempt_at),
+                locked_until=sa.case((unheld, now), else_=c.locked_until),
+                woken_at=sa.case((unheld, c.woken_at), else_=now),
+                updated_at=now,
+            )
+            .returning(*payments.c)
         )
         return None if row is None else to_payment(row)
 
@@ -159,10 +198,29 @@ class PaymentRepository:
         counts.update({row["status"]: int(row["count"]) for row in rows})
         return counts
 
+    def count_unfinished_by_status(self, statuses: tuple[str, ...]) -> dict[str, int]:
+        """How many payments have each of ``statuses`` (unfinished ones: each a small set
+        read through ``ix_payments_status``, never the table's whole history)."""
+        rows = self._db.all(
+            sa.select(payments.c.status, sa.func.count().label("count"))
+            .where(payments.c.status.in_(statuses))
+            .group_by(payments.c.status)
+        )
+        counts = dict.fromkeys(statuses, 0)
+        counts.update({row["status"]: int(row["count"]) for row in rows})
+        return counts
+
     def oldest_processing_created_at(self) -> datetime | None:
+        """The oldest payment *processing* as ``payorch status`` counts it: one waiting for
+        its customer is shown as requires_action, and its wait is the customer's, not
+        ours (``search.status_counts`` leaves it out the same way)."""
+        waiting = payments.c.waiting_for
         value = self._db.scalar(
             sa.select(sa.func.min(payments.c.created_at)).where(
-                payments.c.status == PaymentStatus.PROCESSING.value
+                payments.c.status == PaymentStatus.PROCESSING.value,
+                # Not ``waiting_for != 'customer'``: that is NULL, so false, for the NULL
+                # of a payment waiting for nothing, which would leave every one of them out.
+                sa.or_(waiting.is_(None), waiting != WaitingFor.CUSTOMER.value),
             )
         )
         return value if isinstance(value, datetime) else None

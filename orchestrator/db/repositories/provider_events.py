@@ -1,5 +1,6 @@
 """Provider events (``provider_events``): stored once by id, mapped to our payment, and the
-one write an event may make to a payment: a deferred payment is made due now."""
+one write an event may make to a payment: a deferred payment, and its operations waiting
+for the provider, are made due now."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from orchestrator.db.session import Row, Session
-from orchestrator.db.tables import payments, provider_events
+from orchestrator.db.tables import operations, payments, provider_events
+from orchestrator.domain.operations import OperationStatus
 from orchestrator.domain.states import PaymentStatus
 
 e = provider_events.c
@@ -60,6 +62,43 @@ class ProviderEventRepository:
             .order_by(e.received_at, e.provider_created)
         )
         return [_to_event(r) for r in self._db.all(query)]
+
+    def payloads_about(
+        self,
+        provider: str,
+        *,
+        provider_payment_id: str | None = None,
+        payment_id: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """The payloads of ``provider``'s events stored for our payment ``payment_id`` or for
+        the payment carrying ``provider_payment_id``, in the order received (both indexed:
+        events by our payment id, payments by their provider id)."""
+        about = []
+        if payment_id is not None:
+            about.append(e.payment_id == payment_id)
+        if provider_payment_id is not None:
+            carrying = sa.select(payments.c.id).where(
+                payments.c.provider_payment_id == provider_payment_id
+            )
+            about.append(e.payment_id.in_(carrying))
+        if not about:
+            return []
+        query = (
+            sa.select(e.payload)
+            .where(e.provider == provider, sa.or_(*about))
+            .order_by(e.received_at, e.provider_created, e.id)
+        )
+        return [dict(row["payload"]) for row in self._db.all(query)]
+
+    def recorded_payment(self, provider_payment_id: str) -> Row | None:
+        """Our payment carrying ``provider_payment_id`` (id, amount, currency,
+        capture_method), for an adapter whose requests repeat what the payment was."""
+        c = payments.c
+        return self._db.one(
+            sa.select(c.id, c.amount, c.currency, c.capture_method)
+            .where(c.provider_payment_id == provider_payment_id)
+            .limit(1)
+        )
 
     def payment_for_provider_payment(
         self, provider_payment_id: str, *, connector_account_id: str | None = None
@@ -124,35 +163,66 @@ class ProviderEventRepository:
     def make_deferred_payment_due(self, payment_id: str, *, now: datetime) -> bool:
         """A payment waiting for its ``next_attempt_at`` with nobody holding it becomes due
         now, so the sweeper's next pass dispatches it (which reads the provider's truth).
-        Never touches a payment a worker holds or one that is finished: no token changes,
-        so nothing is fenced and nothing is decided here."""
+        One a worker holds keeps the wake-up in ``woken_at`` (it may be about to write a
+        wait after reading the provider just before this event's change): that wait then
+        ends at once instead of at its re-check (``LeaseRepository.wait``; each claim
+        clears it).  Never touches a finished payment; no token changes, so nothing is
+        fenced and nothing is decided here.  True when it made a waiting payment due.
+
+        One statement on purpose, as for the operations: held and waiting were two
+        statements, and a worker's wait committing between them lost the wake-up (the
+        "waiting" one had read the row still held; the "held" one, blocked on the wait's
+        row lock, re-checked the row as the wait left it: released, so no longer held).
+        The payment then sat out its re-check (a technical cancel's notification, stored
+        that instant, waited five minutes).  In one statement PostgreSQL evaluates the
+        CASEs on the row as the wait left it."""
+        self._wake_waiting_operations(payment_id, now=now)
         c = payments.c
-        result = self._db.execute(
+        held = c.lease_owner.is_not(None)
+        waiting = sa.and_(
+            c.lease_owner.is_(None), c.next_attempt_at.is_not(None), c.next_attempt_at > now
+        )
+        row = self._db.one(
             payments.update()
             .where(
                 c.id == payment_id,
                 c.status == PaymentStatus.PROCESSING.value,
-                c.lease_owner.is_(None),
-                c.next_attempt_at.is_not(None),
-                c.next_attempt_at > now,
+                sa.or_(held, waiting),
             )
-            .values(next_attempt_at=now, locked_until=now, updated_at=now)
+            .values(
+                woken_at=sa.case((held, now), else_=c.woken_at),
+                next_attempt_at=sa.case((waiting, now), else_=c.next_attempt_at),
+                locked_until=sa.case((waiting, now), else_=c.locked_until),
+                updated_at=sa.case((waiting, now), else_=c.updated_at),
+            )
+            .returning(c.lease_owner)
         )
-        if result == 1:
-            return True
-        # A worker holds it (it may be about to write a wait after reading the provider just
-        # before this event's change): leave ``woken_at`` so that wait ends at once instead
-        # of at its re-check (``LeaseRepository.wait``; each claim clears it).
+        return row is not None and row["lease_owner"] is None
+
+    def _wake_waiting_operations(self, payment_id: str, *, now: datetime) -> None:
+        """The payment's operations (a capture, cancel or refund) waiting for the provider
+        with nobody holding them become due now: a provider that settles them
+        asynchronously (Adyen's notifications) answers them by this event.  One a worker
+        holds keeps the wake-up in ``woken_at`` (it may be about to write a wait after its
+        call, before this event's change): that wait then ends at once.
+
+        One statement on purpose: if a worker's wait commits while this waits for the row's
+        lock, PostgreSQL evaluates the CASEs on the row as that wait left it (released, due
+        at the re-check), so the wake-up is never lost between "held" and "waiting"."""
+        o = operations.c
+        waiting = sa.and_(
+            o.lease_owner.is_(None), o.next_attempt_at.is_not(None), o.next_attempt_at > now
+        )
         self._db.execute(
-            payments.update()
-            .where(
-                c.id == payment_id,
-                c.status == PaymentStatus.PROCESSING.value,
-                c.lease_owner.is_not(None),
+            operations.update()
+            .where(o.payment_id == payment_id, o.status == OperationStatus.PROCESSING.value)
+            .values(
+                woken_at=sa.case((o.lease_owner.is_not(None), now), else_=o.woken_at),
+                next_attempt_at=sa.case((waiting, now), else_=o.next_attempt_at),
+                locked_until=sa.case((waiting, now), else_=o.locked_until),
+                updated_at=sa.case((waiting, now), else_=o.updated_at),
             )
-            .values(woken_at=now)
         )
-        return False
 
     def purge_received_before(self, *, cutoff: datetime, limit: int) -> int:
         """Delete up to ``limit`` events received before ``cutoff`` (the sweeper's retention,

@@ -38,8 +38,14 @@ def to_payment(m: Row) -> PaymentRecord:
             off_session=m.get("off_session"),
             return_url=m.get("return_url"),
             capture_method=m.get("capture_method") or "automatic",
+            payment_methods=dict(m.get("payment_methods") or {}),
         ),
         connector_account_id=m.get("connector_account_id"),
+        route=tuple(m.get("route") or ()),
+        route_rule=m.get("route_rule"),
+        route_skipped=tuple(m.get("route_skipped") or ()),
+        failovers=m.get("failovers") or 0,
+        route_attempts=tuple(m.get("route_attempts") or ()),
         status=PaymentStatus(m["status"]),
         recovery_point=RecoveryPoint(m["recovery_point"]),
         lease_token=m["lease_token"],
@@ -79,6 +85,9 @@ def to_payment(m: Row) -> PaymentRecord:
         amount_refunded=m.get("amount_refunded") or 0,
         latest_event_sequence=m.get("latest_event_sequence") or 0,
         amount_capturable=m.get("amount_capturable") or 0,
+        action_result=m.get("action_result"),
+        action_result_attempts=m.get("action_result_attempts") or 0,
+        action_result_pending=bool(m.get("action_result_pending")),
     )
 
 
@@ -92,10 +101,10 @@ def to_client(m: Row) -> ApiClient:
         id=m["id"],
         name=m["name"],
         role=Role(m["role"]),
-        key_prefix=m["key_prefix"],
         created_at=m["created_at"],
         revoked_at=m["revoked_at"],
         default_connector_account_id=m.get("default_connector_account_id"),
+        routing_version=m.get("routing_version"),
     )
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from orchestrator.db.session import Row, Session
-from orchestrator.db.tables import webhook_endpoints
+from orchestrator.db.tables import api_clients, webhook_endpoints
 from orchestrator.domain.webhooks import EndpointStatus, WebhookEndpoint
 
 c = webhook_endpoints.c
@@ -40,6 +40,22 @@ def to_endpoint(m: Row) -> WebhookEndpoint:
 class WebhookEndpointRepository:
     def __init__(self, session: Session) -> None:
         self._db = session
+
+    def lock_client(self, client_id: str) -> None:
+        """Queue this transaction behind any other changing the client's endpoints: lock
+        the client's row until it ends (PostgreSQL; SQLite's writers are serial already).
+
+        Hazard: two creates at the limit would each count without the other's new row and
+        both insert.  Locked first, in a statement of its own, the count that follows reads
+        a snapshot taken after the lock was granted (READ COMMITTED), which holds the row
+        the previous holder committed.  FOR NO KEY UPDATE, not FOR UPDATE: every insert
+        that references the client (a payment, this endpoint) holds a KEY SHARE lock on the
+        row, which FOR UPDATE would wait for and block, stalling the merchant's payments."""
+        self._db.execute(
+            sa.select(api_clients.c.id)
+            .where(api_clients.c.id == client_id)
+            .with_for_update(key_share=True)
+        )
 
     def add(
         self,

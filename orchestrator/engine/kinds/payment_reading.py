@@ -51,6 +51,7 @@ def read_payment(provider_payment: ProviderPayment) -> Reading:
             code=error.code or "card_declined",
             decline_code=error.decline_code,
             message=error.message or "The payment method was declined.",
+            kind=error.kind,
         )
         return Reading(Next.SETTLE, Outcome.FAILED, failure=failure)
     if status == "requires_action":

@@ -22,6 +22,13 @@ saved 500 would replay forever under the old one)::
                           code and message); moved on → the verdict, as after a timeout
     [provider_settled] finish (the kind's one fenced transaction)
 
+Every retrieve after a call names that call (``PendingCall``: step, operation, attempt,
+amount): a provider whose calls finish asynchronously (Adyen answers ``received``, the outcome
+comes by notification) reads ``processing`` while the call may still be in flight, so the
+verdict waits instead of sending call n+1; and a call the provider refused after accepting
+it comes back as ``refused_call``, which fails the operation with the provider's reason
+(``refused_verdict``, before the kind's verdict) without sending anything again.
+
 The kind supplies ``verdict`` (how it reads a provider payment), ``send`` (its call) and its books
 for ``finish_payment_operation`` (one fenced transaction under the payment's row lock).
 """
@@ -45,9 +52,11 @@ from orchestrator.providers.base import (
     UNEXPECTED_STATE,
     OutcomeUnknown,
     PaymentProvider,
+    PendingCall,
     Permanent,
     ProviderPayment,
     Retryable,
+    optional,
 )
 from orchestrator.providers.keys import RECORD_ID_METADATA_KEY
 
@@ -119,10 +128,29 @@ class PaymentOperation:
                     continue
             self.call()
 
+    def pending_call(self) -> PendingCall | None:
+        """The call this run's read resolves: the last one taken (``step_attempts``), whose
+        outcome the read must account for (a provider whose calls finish asynchronously
+        answers ``processing`` until it knows it, so no call n+1 follows a call n still in
+        flight); None before any call was taken."""
+        record = self.record
+        if record.step_attempts < 1:
+            return None
+        return PendingCall(
+            step=record.kind.value,
+            operation_id=record.id,
+            attempt=record.step_attempts,
+            amount=record.amount,
+            provider_payment_id=self.provider_payment_id,
+        )
+
     def retrieve(self) -> ProviderPayment | None:
         self.lease.renew()
+        pending = self.pending_call()
         try:
-            provider_payment = self.provider.retrieve_payment(self.provider_payment_id)
+            provider_payment = self.provider.retrieve_payment(
+                self.provider_payment_id, **optional(pending=(pending, None))
+            )
         except Retryable as error:
             self.lease.wait(error.retry_after, describe_error(error))
             return None
@@ -205,7 +233,9 @@ class PaymentOperation:
                 f"provider payment {provider_payment.id} (metadata {named!r}) is not payment "
                 f"{self.payment_id}'s {self.provider_payment_id}"
             )
-        verdict = self.step.verdict(self.record, provider_payment)
+        verdict = refused_verdict(self.record, provider_payment) or self.step.verdict(
+            self.record, provider_payment
+        )
         if verdict.next is Next.SETTLE:
             self.settle(verdict)
         elif verdict.next is Next.WAIT:
@@ -242,6 +272,21 @@ class PaymentOperation:
                 now=now,
             )
         )
+
+
+def refused_verdict(record: OperationRecord, provider_payment: ProviderPayment) -> Verdict | None:
+    """The provider refused this operation's call after accepting it (an asynchronous
+    failure, ``refused_call``): the operation failed with the provider's reason, and the
+    payment stands as the read says.  Never a reason to send again under a new key."""
+    refused = provider_payment.refused_call
+    if refused is None or refused.operation_id != record.id:
+        return None
+    return Verdict(
+        Next.SETTLE,
+        OperationStatus.FAILED,
+        failure_code=refused.code,
+        failure_message=refused.message,
+    )
 
 
 # The kind's part of the finish: on the locked payment (with its latest event sequence),

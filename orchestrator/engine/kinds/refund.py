@@ -46,9 +46,11 @@ from orchestrator.logging import get_logger
 from orchestrator.providers.base import (
     OutcomeUnknown,
     PaymentProvider,
+    PendingCall,
     Permanent,
     ProviderRefund,
     Retryable,
+    optional,
 )
 from orchestrator.providers.keys import REFUND_ID_METADATA_KEY
 
@@ -101,7 +103,10 @@ class _Refund(OperationSteps):
         if record.provider_object_id is not None:
             self.lease.renew()
             try:
-                refund = self.provider.retrieve_refund(record.provider_object_id)
+                refund = self.provider.retrieve_refund(
+                    record.provider_object_id,
+                    **optional(pending=(self.pending_create(provider_payment_id), None)),
+                )
             except Retryable as error:
                 self.lease.wait(error.retry_after, describe_error(error))
                 return
@@ -121,6 +126,21 @@ class _Refund(OperationSteps):
                 self.act_on(found, provider_payment_id)
                 return
         self.create(provider_payment_id)
+
+    def pending_create(self, provider_payment_id: str) -> PendingCall | None:
+        """Our create this read resolves (its fixed key, amount and provider payment), for a
+        provider that learns a refund's outcome by notification; None for a refund made
+        outside payorch (recorded by the sync: no create of ours to speak of)."""
+        record = self.record
+        if record.origin == ORIGIN_PROVIDER:
+            return None
+        return PendingCall(
+            step="refund",
+            operation_id=record.id,
+            attempt=REFUND_KEY_ATTEMPT,
+            amount=record.amount,
+            provider_payment_id=provider_payment_id,
+        )
 
     def look_up(self, provider_payment_id: str) -> ProviderRefund | str:
         """Our refund among the provider payment's refunds (matched by our id in its metadata), or

@@ -94,7 +94,8 @@ def judge_refund(refund: ProviderRefund) -> RefundVerdict:
         return RefundVerdict(
             OperationStatus.FAILED,
             failure_code=refund.failure_reason or f"refund_{refund.status}",
-            failure_message=f"the provider's refund {refund.id} is {refund.status}",
+            failure_message=refund.failure_message
+            or f"the provider's refund {refund.id} is {refund.status}",
         )
     if refund.status in _PENDING:
         return RefundVerdict(None)

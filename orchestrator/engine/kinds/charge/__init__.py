@@ -17,7 +17,9 @@ finished or the run stops (``engine.lease``: Deferred, Waiting, Parked, Fenced):
       confirm (key payorch-{id}-confirm-{n}) ── unknown ──► the next round queries first
         │
         ├── requires_action ──► authentication: wait for the customer (no lease), or
-        │                       past the deadline cancel (key payorch-{id}-cancel-{n})
+        │                       past the deadline cancel (key payorch-{id}-cancel-{n});
+        │                       a customer's result sent to us (pending) is forwarded
+        │                       first (key payorch-{id}-details-{n}) and its answer acted on
         ├── processing ──► wait for the provider (no lease)
         ▼
       settle (held on the run) ──► [provider_settled] finish (status, outcome, ledger,
@@ -29,6 +31,7 @@ One module per step, each with its hazards in its docstring::
     lookup.py          resolve a create whose outcome is unknown: scan, verdict, resend
     confirm.py         query first, take confirm n, confirm, act on the provider payment
     authentication.py  3-D Secure: show the action, wait, cancel an abandoned provider payment
+    action_result.py   3-D Secure through us: forward the customer's result, act on the answer
     finish.py          settle, and the one transaction that writes the final status
     context.py         ``ChargeRun``: what the steps share, and the writes they share
 
@@ -82,16 +85,27 @@ from typing import Any
 
 from orchestrator.db.repositories.leases import LeaseRepository
 from orchestrator.db.uow import UnitOfWork
-from orchestrator.domain.model import PaymentRecord
+from orchestrator.domain.failover import (
+    Decision,
+    FailoverReason,
+    after_circuit_open,
+    has_unresolved_call,
+    skipped_accounts,
+)
+from orchestrator.domain.model import Failure, PaymentRecord
+from orchestrator.domain.routing import PLATFORM_ACCOUNT
 from orchestrator.domain.states import RecoveryPoint
+from orchestrator.engine.kinds.charge.action_result import forward_action_result
 from orchestrator.engine.kinds.charge.confirm import drive_payment
 from orchestrator.engine.kinds.charge.context import ChargeRun
 from orchestrator.engine.kinds.charge.create import create_payment
+from orchestrator.engine.kinds.charge.failover import enabled_following, fail_over, log_skipped
 from orchestrator.engine.kinds.charge.finish import finish
 from orchestrator.engine.kinds.charge.lookup import resolve_lost_create
 from orchestrator.engine.lease import Lease, ProcessResult
 from orchestrator.engine.runner import Runner, run_operation
 from orchestrator.providers.base import PaymentProvider
+from orchestrator.providers.circuit import CircuitOpen
 
 __all__ = ["CHARGE", "ChargeKind", "ChargeRun", "process_payment", "run_steps"]
 
@@ -108,7 +122,35 @@ class ChargeKind:
         return {"payment_id": record_id}
 
     def run(self, lease: Lease[PaymentRecord], provider: PaymentProvider) -> None:
-        run_steps(ChargeRun.after_claim(lease, provider))
+        charge = ChargeRun.after_claim(lease, provider)
+        try:
+            run_steps(charge)
+        except CircuitOpen as refused:
+            # Nothing was sent (decision 0082).  With a next account and no call that could
+            # have moved money ever sent here, that is the proof failover needs (decision
+            # 0086); otherwise the runner makes it a wait.  Disabled accounts are passed over
+            # (none read, none logged, when a call sent here makes it a wait anyway).
+            if has_unresolved_call(lease.record):
+                raise
+            enabled = enabled_following(charge)
+            if after_circuit_open(lease.record, enabled) is Decision.FAIL_OVER:
+                account = lease.record.connector_account_id or PLATFORM_ACCOUNT
+                fail_over(
+                    charge,
+                    reason=FailoverReason.CIRCUIT_OPEN,
+                    proof=(
+                        f"the circuit of {account} refused the call before it was sent "
+                        f"({refused}), and no confirm, customer's result or call of unknown "
+                        f"outcome was ever sent at {account} for this attempt"
+                    ),
+                    failure=Failure(
+                        code="provider_unavailable",
+                        message=f"{account} is unavailable (its circuit is open).",
+                    ),
+                    enabled=enabled,
+                )
+            log_skipped(lease.record, skipped_accounts(lease.record, enabled), moved_to=None)
+            raise
 
 
 CHARGE = ChargeKind()
@@ -137,6 +179,9 @@ def run_steps(charge: ChargeRun) -> None:
             resolve_lost_create(charge)  # a create's outcome is unknown: find it first
         elif point is RecoveryPoint.ACCEPTED:
             create_payment(charge)
+        elif point is RecoveryPoint.INTENT_CREATED and record.action_result_pending:
+            # The customer's result, sent to us: forwarded (or replayed) before any read.
+            forward_action_result(charge)
         elif point is RecoveryPoint.INTENT_CREATED:
             drive_payment(charge)  # query first when needed, confirm, act on the provider payment
         else:

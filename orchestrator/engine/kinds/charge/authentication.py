@@ -43,6 +43,7 @@ from orchestrator.providers.base import (
     Permanent,
     ProviderPayment,
     Retryable,
+    optional,
 )
 
 log = get_logger(__name__)
@@ -130,7 +131,12 @@ def cancel_abandoned(run: ChargeRun, provider_payment: ProviderPayment) -> None:
         # past the unknown outcomes so far, so a cancel whose outcome was lost is re-sent
         # under a new key only after a retrieve found the provider payment still open.
         canceled = run.provider.cancel_payment(
-            provider_payment.id, operation_id=run.record.id, attempt=attempt, reason="abandoned"
+            provider_payment.id,
+            operation_id=run.record.id,
+            attempt=attempt,
+            reason="abandoned",
+            # A provider that never authorised the payment answers from the order.
+            **optional(order=(run.order, None)),
         )
     except Retryable as error:
         lease.wait(error.retry_after, f"cancel: {describe_error(error)}")

@@ -26,7 +26,7 @@ from dataclasses import replace
 
 from orchestrator.domain.states import Outcome, WaitingFor
 from orchestrator.engine.kinds.charge.authentication import action_expired, await_customer
-from orchestrator.engine.kinds.charge.context import ChargeRun
+from orchestrator.engine.kinds.charge.context import ChargeRun, answered_action_result
 from orchestrator.engine.kinds.charge.finish import settle, settle_declined, settle_refused
 from orchestrator.engine.kinds.payment_reading import (
     AUTHENTICATION_TIMEOUT,
@@ -108,10 +108,19 @@ def query_first(run: ChargeRun, provider_payment_id: str) -> Next | None:
     lease = run.lease
     lease.renew()
     try:
-        # A provider with no read API replays the last confirm's key (``PaymentOrder``).
+        # A provider with no read API replays the last confirm's key (``PaymentOrder``), or
+        # the last forward of the customer's result (``ActionResult``), and past a number of
+        # unknown outcomes of its own choosing resolves them another way.
+        record = run.record
         provider_payment = run.provider.retrieve_payment(
             provider_payment_id,
-            **optional(order=(run.order, None), confirm_attempt=(run.record.confirm_attempts, 0)),
+            **optional(
+                order=(run.order, None),
+                confirm_attempt=(record.confirm_attempts, 0),
+                unknown_outcomes=(record.unknown_outcomes, 0),
+                # Once a customer's result was answered, its forward is the newer answer.
+                action_result=(answered_action_result(record), None),
+            ),
         )
     except Retryable as error:
         lease.wait(error.retry_after, describe_error(error))
@@ -142,9 +151,10 @@ def act_on(run: ChargeRun, provider_payment: ProviderPayment) -> Next:
     elif reading.next is Next.WAIT:
         # An asynchronous method: nothing to do until the provider settles it.  No lease
         # held meanwhile, not parked; an event or the slow re-check resumes.
+        why = f": {provider_payment.awaiting}" if provider_payment.awaiting else ""
         raise Waiting(
             run.lease.settings.processing_recheck_seconds,
-            f"provider still processing {provider_payment.id}",
+            f"provider still processing {provider_payment.id}{why}",
             WaitingFor.PROVIDER,
         )
     elif reading.next is Next.AWAIT_CUSTOMER:

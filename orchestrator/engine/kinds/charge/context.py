@@ -38,7 +38,12 @@ from orchestrator.domain.model import PaymentRecord
 from orchestrator.engine.kinds.payment_match import ExpectedPayment, payment_mismatches, reject
 from orchestrator.engine.lease import Lease, Parked, describe_error
 from orchestrator.logging import get_logger
-from orchestrator.providers.base import PaymentOrder, PaymentProvider, ProviderPayment
+from orchestrator.providers.base import (
+    ActionResult,
+    PaymentOrder,
+    PaymentProvider,
+    ProviderPayment,
+)
 
 log = get_logger(__name__)
 
@@ -85,13 +90,17 @@ class ChargeRun:
             record_id=self.record.id,
             amount=request.amount,
             currency=request.currency,
-            payment_method=request.payment_method,
+            # The method for the account it runs on (``payment_methods``' entry, else
+            # ``payment_method``).
+            payment_method=self.record.payment_method_for_account,
             description=request.description,
             metadata=request.metadata,
             capture_method=request.capture_method,
             customer=request.customer,
             off_session=request.off_session,
             return_url=request.return_url,
+            # The attempt of the route (decision 0086): the keys of its calls carry it.
+            route_attempt=self.record.failovers + 1,
         )
 
     # -- before a create, before a confirm --------------------------------------------------
@@ -211,3 +220,22 @@ class ChargeRun:
         # find our provider payment and carry on (``lookup`` parks when it cannot).
         if not owe_lookup:
             self.lease.park_if_out_of_attempts(why)
+
+
+# -- the customer's authentication result (``action_result``) ----------------------------
+
+
+def pending_action_result(record: PaymentRecord) -> ActionResult | None:
+    """The result the merchant sent that the provider has not answered yet."""
+    if not record.action_result_pending or record.action_result is None:
+        return None
+    return ActionResult(body=record.action_result, attempt=record.action_result_attempts)
+
+
+def answered_action_result(record: PaymentRecord) -> ActionResult | None:
+    """The last result the provider answered, which a read replays (None: none was)."""
+    if record.action_result_pending or record.action_result is None:
+        return None
+    if record.action_result_attempts < 1:
+        return None
+    return ActionResult(body=record.action_result, attempt=record.action_result_attempts)

@@ -49,17 +49,18 @@ def create_payment(run: ChargeRun) -> None:
     # 2. create
     try:
         # The forwarded key: payorch-{id}-create (``providers.keys.create_key``), the same
-        # for every create of this payment.
+        # for every create of this attempt (after a failover, payorch-{id}-a{k}-create).
         provider_payment = run.provider.create_payment(
             record_id=record.id,
             amount=record.request.amount,
             currency=record.request.currency,
-            payment_method=record.request.payment_method,
+            payment_method=record.token_method_for_account,
             description=record.request.description,
             metadata=record.request.metadata,
             **optional(
                 customer=(record.request.customer, None),
                 capture_method=(record.request.capture_method, "automatic"),
+                route_attempt=(record.failovers + 1, 1),
             ),
         )
     # 3. what it answered

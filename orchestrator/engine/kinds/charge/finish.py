@@ -28,11 +28,20 @@ from datetime import datetime
 
 from orchestrator import metrics
 from orchestrator.db.uow import UnitOfWork
+from orchestrator.domain.failover import (
+    PROVIDER,
+    Decision,
+    FailoverReason,
+    after_decline,
+    skipped_accounts,
+)
 from orchestrator.domain.ledger import lines_for
 from orchestrator.domain.model import Failure, PaymentRecord
 from orchestrator.domain.payment_representation import payment_representation
+from orchestrator.domain.routing import PLATFORM_ACCOUNT
 from orchestrator.domain.states import Outcome, PaymentStatus, RecoveryPoint
 from orchestrator.engine.kinds.charge.context import ChargeRun
+from orchestrator.engine.kinds.charge.failover import enabled_following, fail_over, log_skipped
 from orchestrator.engine.kinds.payment_reading import Next, Reading
 from orchestrator.engine.lease import Parked, describe_error
 from orchestrator.logging import get_logger
@@ -55,12 +64,21 @@ def settle(
     reading: Reading,
     provider_payment_id: str | None,
     provider_payment: ProviderPayment | None = None,
+    *,
+    proven_by: str | None = None,
 ) -> None:
     """What the provider settled (``provider_settled``), for the finish to write with the
     final status in one transaction (T3).  Nothing runs between this and the finish (the
-    loop, ``charge.run_steps``)."""
+    loop, ``charge.run_steps``).
+
+    A failure of class ``provider`` with an enabled next account in the route is not settled: the
+    payment fails over instead (``failover``; decision 0086), the failure as its proof.
+    ``proven_by``: how the failure was learnt (default: a read of the provider payment)."""
     assert reading.outcome is not None
     outcome = reading.outcome
+    failure = reading.failure
+    if outcome is Outcome.FAILED and failure is not None and failure.kind == PROVIDER:
+        _fail_over_if_an_account_remains(run, failure, provider_payment_id, proven_by)
     settled_amount: int | None = None
     settled_currency: str | None = None
     if provider_payment is not None and outcome is Outcome.SUCCEEDED:
@@ -85,10 +103,44 @@ def settle(
     }
 
 
+def _fail_over_if_an_account_remains(
+    run: ChargeRun, failure: Failure, provider_payment_id: str | None, proven_by: str | None
+) -> None:
+    """A ``provider`` decline: fail over to the next enabled account of the route, or, none
+    remaining (the last account, or every one after it disabled since the accept), return
+    so the decline is settled as the payment's failure."""
+    enabled = enabled_following(run)
+    if after_decline(run.record, failure.kind, enabled) is not Decision.FAIL_OVER:
+        log_skipped(run.record, skipped_accounts(run.record, enabled), moved_to=None)
+        return
+    account = run.record.connector_account_id or PLATFORM_ACCOUNT
+    how = proven_by or f"a read of provider payment {provider_payment_id} (unpaid)"
+    fail_over(
+        run,
+        reason=FailoverReason.PROVIDER_DECLINE,
+        proof=(
+            f"{account} declined with {failure.code} (class provider), learnt from {how}: "
+            "the provider answered, so no call of this attempt is pending, and a "
+            "declined payment moved no money"
+        ),
+        failure=failure,
+        enabled=enabled,
+        provider_payment_id=provider_payment_id,
+    )
+
+
 def settle_declined(run: ChargeRun, error: Declined, *, provider_payment_id: str | None) -> None:
     """A decline: the payment failed, with the provider's codes."""
-    failure = Failure(code=error.code, decline_code=error.decline_code, message=error.message)
-    settle(run, Reading(Next.SETTLE, Outcome.FAILED, failure=failure), provider_payment_id)
+    failure = Failure(
+        code=error.code, decline_code=error.decline_code, message=error.message, kind=error.kind
+    )
+    answered = error.provider_payment_id or provider_payment_id
+    settle(
+        run,
+        Reading(Next.SETTLE, Outcome.FAILED, failure=failure),
+        provider_payment_id,
+        proven_by=f"its answer to our call (provider payment {answered})",
+    )
 
 
 def settle_refused(run: ChargeRun, error: Permanent, *, provider_payment_id: str | None) -> None:
@@ -231,4 +283,8 @@ def _finish_problem(record: PaymentRecord) -> str | None:
 
 def _report_finished(finished: PaymentRecord) -> None:
     metrics.PAYMENTS_FINISHED.labels(status=finished.status.value).inc()
+    metrics.ROUTE_ATTEMPTS.labels(
+        connector_account=finished.connector_account_id or PLATFORM_ACCOUNT,
+        outcome=finished.status.value,
+    ).inc()
     log.info("payment_finished", payment_id=finished.id, status=finished.status.value)

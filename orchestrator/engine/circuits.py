@@ -1,0 +1,284 @@
+"""Connector accounts' circuits at run time (decision 0082; states in ``domain.circuit``).
+
+``CircuitGate`` is one account's circuit as one process sees it; the observing wrapper asks
+it before each call and tells it how the call ended (``providers.circuit.CallGate``)::
+
+    admit    closed (cached)            -> call, no database round trip
+             open, probe not due yet    -> CircuitOpen: no call; the runner makes the
+                                           record wait (WaitingFor.CIRCUIT)
+             probe due, or half-open    -> take a probe slot under the row lock; none
+                                           left -> CircuitOpen
+    settle   a failure                  -> count it under the row lock (may open)
+             a success                  -> close, only if this process knows of failures
+                                           or of a circuit not closed (healthy: no write)
+
+The state is cached for ``CACHE_SECONDS`` (database clock plus the time elapsed here, so a
+host's clock never matters), and replaced by every transition this process makes: the
+healthy path costs one short read per account per second per process, not one per call.
+That read is one statement in autocommit (``read_uow``), made by one thread at a time
+(decision 0091).
+
+``release_waiting`` is the sweeper's step: it makes waiting payments due again (their wait
+holds no lease and no broker message), the fewest-unknown-outcomes first as probes once
+per open period, and, once the circuit closed, the oldest first at
+``CIRCUIT_RESUME_PER_SECOND``.
+
+Hazards:
+
+* a circuit transition is its own short transaction, after the call returned: never a
+  transaction across the call, never inside the run's fenced writes;
+* the gate must never change what the worker does with the provider's answer: a failed
+  circuit write is logged and swallowed; a failed read admits the call (the run's own
+  writes will meet the same database);
+* a view up to ``CACHE_SECONDS`` old lets a few calls through after another host opened
+  the circuit: counted, bounded by a second of traffic;
+* the refresh is on the hot path of every call (decision 0091).  When the view expired,
+  every thread of a busy process used to read the row at once (64 threads: about four
+  reads where one was due), and each read was a transaction that ended in a ROLLBACK, on
+  which psycopg deallocates every statement it prepared on that pooled connection (the
+  claim and the run's writes were then parsed and planned anew).  One thread reads, the
+  others keep the view it replaces until it lands; the read runs in autocommit, so no
+  ROLLBACK reaches the connection.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+
+from orchestrator import metrics
+from orchestrator.db.uow import UnitOfWorkFactory
+from orchestrator.domain.circuit import (
+    Admission,
+    Circuit,
+    CircuitPolicy,
+    CircuitState,
+    admission,
+    after_failure,
+    after_success,
+    needs_success_write,
+    seconds_until_probe,
+    take_probe,
+)
+from orchestrator.logging import get_logger
+from orchestrator.providers.circuit import CircuitOpen
+from orchestrator.settings import Settings
+
+log = get_logger(__name__)
+
+# How long a process trusts its view of a circuit before reading it again.
+CACHE_SECONDS = 1.0
+# The resume's burst after a long pause between sweeper passes, in seconds of rate.
+MAX_RESUME_BURST_SECONDS = 10.0
+
+Transition = Callable[[Circuit, datetime], Circuit | None]
+
+
+def policy_of(settings: Settings) -> CircuitPolicy:
+    return CircuitPolicy(
+        failures=settings.circuit_failures,
+        window_seconds=settings.circuit_window_seconds,
+        open_seconds=settings.circuit_open_seconds,
+        probes=settings.circuit_probes,
+    )
+
+
+def report_transition(before: Circuit, after: Circuit) -> None:
+    if before.state is after.state:
+        return
+    metrics.CIRCUIT_TRANSITIONS.labels(connector_account=after.key, to=after.state.value).inc()
+    log.warning(
+        "circuit_changed",
+        connector_account=after.key,
+        state=after.state.value,
+        previous=before.state.value,
+        failures=after.failures,
+        next_probe_at=after.next_probe_at.isoformat() if after.next_probe_at else None,
+    )
+
+
+@dataclass
+class CircuitGate:
+    """One connector account's circuit, as this process sees it (``CallGate``)."""
+
+    key: str
+    uow: UnitOfWorkFactory
+    policy: CircuitPolicy
+    # Looked up at each call, not bound here: a test's frozen clock moves it.
+    monotonic: Callable[[], float] = field(default=lambda: time.monotonic())
+    # The view's read: a unit whose statements each commit on their own (no ROLLBACK on
+    # the pooled connection, see the module's hazards); None: ``uow``.
+    read_uow: UnitOfWorkFactory | None = None
+    _view: Circuit | None = field(default=None, repr=False)
+    _view_now: datetime | None = field(default=None, repr=False)
+    _view_at: float = field(default=-math.inf, repr=False)
+    # A thread is reading the row: the others keep the view it replaces meanwhile.
+    _refreshing: bool = field(default=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    # -- CallGate -------------------------------------------------------------------------
+
+    def admit(self) -> bool:
+        view = self._current()
+        if view is None:
+            return False
+        circuit, now = view
+        decision = admission(circuit, now)
+        if decision is Admission.CALL:
+            return False
+        if decision is Admission.REFUSE:
+            raise CircuitOpen(self.key, retry_after=seconds_until_probe(circuit, now))
+        if take_probe(circuit, now, self.policy) is None:
+            # Every slot of this half-open period taken, as far as this process knows: no
+            # row lock per call while the probes are out.
+            raise CircuitOpen(self.key, retry_after=self.policy.open_seconds)
+        taken = self._transition(lambda c, at: take_probe(c, at, self.policy))
+        if taken is None:
+            raise CircuitOpen(self.key, retry_after=self.policy.open_seconds)
+        return taken.state is not CircuitState.CLOSED
+
+    def settle(self, *, failed: bool, probe: bool) -> None:
+        if failed:
+            self._transition(lambda c, at: after_failure(c, at, self.policy))
+            return
+        with self._lock:
+            known = self._view
+        if probe or known is None or needs_success_write(known):
+            self._transition(lambda c, at: after_success(c, at))
+
+    # -- the view and the row ---------------------------------------------------------------
+
+    def _current(self) -> tuple[Circuit, datetime] | None:
+        """The cached view and the database time now, read again when older than
+        CACHE_SECONDS, by one thread at a time: while it reads, the others go on with the
+        view it replaces (older by the read's duration at most).  None: unreadable (the
+        call is admitted)."""
+        with self._lock:
+            elapsed = self.monotonic() - self._view_at
+            view, view_now = self._view, self._view_now
+            fresh = elapsed < CACHE_SECONDS or self._refreshing
+            if view is not None and view_now is not None and fresh:
+                return view, view_now + timedelta(seconds=elapsed)
+            self._refreshing = True
+        try:
+            with (self.read_uow or self.uow)() as uow:
+                now = uow.now()
+                circuit = uow.circuits.get(self.key) or Circuit(key=self.key)
+        except Exception as error:
+            log.warning("circuit_unreadable", connector_account=self.key, error=str(error))
+            return None
+        finally:
+            with self._lock:
+                self._refreshing = False
+        self._remember(circuit, now)
+        return circuit, now
+
+    def _remember(self, circuit: Circuit, now: datetime) -> None:
+        with self._lock:
+            self._view, self._view_now, self._view_at = circuit, now, self.monotonic()
+
+    def _transition(self, change: Transition) -> Circuit | None:
+        """Run ``change`` on the locked row in a short transaction of its own; the new
+        circuit (None: ``change`` refused, or the database failed)."""
+        try:
+            with self.uow() as uow:
+                now = uow.now()
+                before = uow.circuits.lock(self.key, now=now)
+                after = change(before, now)
+                if after is not None and after != before:
+                    uow.circuits.save(after, now=now)
+                uow.commit()
+        except Exception as error:
+            log.warning("circuit_not_written", connector_account=self.key, error=str(error))
+            return None
+        self._remember(after if after is not None else before, now)
+        if after is not None:
+            report_transition(before, after)
+        return after
+
+
+@dataclass
+class CircuitBoard:
+    """Every connector account's gate in this process, made on first use."""
+
+    uow: UnitOfWorkFactory
+    policy: CircuitPolicy
+    # The gates' view reads (``CircuitGate.read_uow``); None: ``uow``.
+    read_uow: UnitOfWorkFactory | None = None
+    _gates: dict[str, CircuitGate] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def gate(self, key: str) -> CircuitGate:
+        with self._lock:
+            gate = self._gates.get(key)
+            if gate is None:
+                gate = self._gates[key] = CircuitGate(
+                    key, self.uow, self.policy, read_uow=self.read_uow
+                )
+            return gate
+
+
+def release_waiting(uow_factory: UnitOfWorkFactory, settings: Settings) -> list[str]:
+    """The sweeper's step: make due the payments whose circuit lets calls through again.
+
+    Per circuit with waiting payments, in one short transaction under the circuit's lock:
+
+    * closed (or no row): the oldest first, ``CIRCUIT_RESUME_PER_SECOND`` for every second
+      since the last release (0: all of them);
+    * open with its probe due, or half-open: once per open period, ``CIRCUIT_PROBES`` of
+      them, those with the fewest unknown outcomes first, to be the probes;
+    * open, probe not due: none (they wait; no message, no claim)."""
+    policy = policy_of(settings)
+    rate = settings.circuit_resume_per_second
+    released: list[str] = []
+    with uow_factory() as uow:
+        waiting = uow.circuits.waiting_counts()
+    for key, count in sorted(waiting.items()):
+        with uow_factory() as uow:
+            now = uow.now()
+            before = uow.circuits.lock(key, now=now)
+            circuit = before
+            if circuit.state is CircuitState.CLOSED:
+                if rate <= 0:
+                    limit = count
+                else:
+                    last = circuit.released_at or now - timedelta(seconds=1)
+                    seconds = min((now - last).total_seconds(), MAX_RESUME_BURST_SECONDS)
+                    limit = math.floor(rate * seconds)
+                ids = uow.circuits.release_waiting(key, limit=limit, now=now)
+                if limit > 0:
+                    circuit = replace(circuit, released_at=now)
+            elif admission(circuit, now) is Admission.PROBE and _probes_owed(circuit, now, policy):
+                ids = uow.circuits.release_waiting(
+                    key, limit=policy.probes, now=now, fewest_unknown_first=True
+                )
+                circuit = replace(circuit, probe_released_at=now)
+            else:
+                ids = []
+            if circuit != before:
+                uow.circuits.save(circuit, now=now)
+            uow.commit()
+        if ids:
+            log.info(
+                "circuit_waits_released",
+                connector_account=key,
+                state=circuit.state.value,
+                released=len(ids),
+                still_waiting=count - len(ids),
+            )
+        released.extend(ids)
+    return released
+
+
+def _probes_owed(circuit: Circuit, now: datetime, policy: CircuitPolicy) -> bool:
+    """Whether this open period's probes were not released yet: none since its probe time
+    came (a re-open moves it past the last release), and none for an open period (a
+    half-open whose probes never reported)."""
+    last = circuit.probe_released_at
+    if last is None or circuit.next_probe_at is None or last < circuit.next_probe_at:
+        return True
+    return now >= last + timedelta(seconds=policy.open_seconds)
