@@ -175,9 +175,17 @@ class ProviderEventRepository:
         row lock, re-checked the row as the wait left it: released, so no longer held).
         The payment then sat out its re-check (a technical cancel's notification, stored
         that instant, waited five minutes).  In one statement PostgreSQL evaluates the
-        CASEs on the row as the wait left it."""
-        self._wake_waiting_operations(payment_id, now=now)
+        CASEs on the row as the wait left it.
+
+        The payment's row is locked first (``FOR NO KEY UPDATE``, as ``MoneyRepository.
+        lock_payment``), before any of its operations: every worker's finish takes the
+        payment, then its operation row, and the event's transaction took them the other
+        way round (its operations here, the payment after, to queue an authorisation check
+        or a refund sync).  A cancel finishing as the provider's ``payment_intent.canceled``
+        arrived deadlocked with it, and PostgreSQL broke the cycle by failing one side."""
         c = payments.c
+        self._db.one(sa.select(c.id).where(c.id == payment_id).with_for_update(key_share=True))
+        self._wake_waiting_operations(payment_id, now=now)
         held = c.lease_owner.is_not(None)
         waiting = sa.and_(
             c.lease_owner.is_(None), c.next_attempt_at.is_not(None), c.next_attempt_at > now

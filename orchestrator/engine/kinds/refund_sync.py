@@ -143,13 +143,15 @@ class _RefundSync(OperationSteps):
 
         def write(uow: UnitOfWork, now: datetime) -> OperationRecord | None:
             lease = self.lease
+            # The payment's row before this operation's own: the order every finish and
+            # every provider event takes (ProviderEventRepository.make_deferred_payment_due).
+            payment = uow.money.lock_payment(self.record.client_id, self.record.payment_id)
+            assert payment is not None
             held = uow.operations.renew(
                 lease.id, token=lease.token, now=now, lease_until=lease.until(now)
             )
             if held is None:
                 return None  # fenced: nothing of ours is written
-            payment = uow.money.lock_payment(held.client_id, held.payment_id)
-            assert payment is not None
             skip, known = self._known(uow, refund)
             if skip:
                 if (
