@@ -285,6 +285,53 @@ def test_a_provider_decline_at_stripe_fails_over_to_adyen_with_its_proof_and_cha
     assert "-" not in (first[9], first[10], second[10])
 
 
+def test_a_worker_killed_between_the_failovers_commit_and_the_next_call_is_resumed_at_b(
+    stack: Stack,
+) -> None:
+    """The failover commits the proof and the move; the worker that claims the payment at
+    Adyen next dies (kill -9) before calling it, its lease held.  The lease runs out, the
+    sweeper takes it over, and the run it hands the payment to resumes at Adyen from the row
+    alone: the second attempt's key, once, Stripe never asked again; the dead worker's token
+    is fenced."""
+    stack.route(stack.stripe_account, stack.adyen_account)
+    payment_id = stack.pay("killed", stripe_method="pm_card_chargeDeclinedProcessingError")
+    assert stack.run(payment_id) is ProcessResult.DEFERRED  # proof and move committed
+    stripe_calls = len(stack.stripe.admin.requests())
+    moved = stack.record(payment_id)
+    # The doomed worker's claim (what its first transaction writes), with a lease that has
+    # already run out when the sweeper looks: it died before its next statement.
+    with stack.container.uow() as uow:
+        now = uow.now()
+        dead = uow.leases.claim(
+            payment_id,
+            carried_token=moved.lease_token,
+            owner="killed-host:4242",
+            now=now,
+            lease_until=now - timedelta(seconds=1),
+        )
+        uow.commit()
+    assert dead is not None and (dead.failovers, dead.confirm_attempts) == (1, 0)
+    assert stack.adyen_requests(payment_id) == []
+
+    assert payment_id in stack.container.sweeper().run_once().taken_over
+    assert stack.run(payment_id) is ProcessResult.COMPLETED
+
+    shown = stack.shown(payment_id)
+    assert (shown["status"], shown["connector_account"]) == ("succeeded", stack.adyen_account)
+    sent = stack.adyen_requests(payment_id)
+    assert [r["idempotency_key"] for r in sent] == [f"payorch-{payment_id}-a2-confirm-1"]
+    assert stack.adyen_authorised(payment_id) == 1
+    assert len(stack.stripe.admin.requests()) == stripe_calls  # A is never asked again
+    assert stack.stripe_charges(payment_id) == 0
+    with stack.container.uow() as uow:
+        assert len(uow.attempts.for_payment(payment_id)) == 1  # one failover, one proof
+        now = uow.now()
+        fenced = uow.leases.renew(
+            payment_id, token=dead.lease_token, now=now, lease_until=now + timedelta(seconds=60)
+        )
+    assert fenced is None
+
+
 def attempt_rows(page: str) -> list[list[str]]:
     """The cells of the console payment page's attempts table, as text."""
     rows = re.findall(r'<tr class="attempt-row"[^>]*>(.*?)</tr>', page, re.S)
