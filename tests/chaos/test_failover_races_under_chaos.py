@@ -85,8 +85,9 @@ GOOD, SOFT, HARD = (
     "pm_card_chargeDeclinedInsufficientFunds",
 )
 # The payment the freeze is aimed at: an amount no other payment has (theirs are below
-# 100 000), so the Adyen fault below fires for it alone.
-FREEZE_AT, FREEZE_AMOUNT = 4, 100_004
+# 100 000), so the Adyen fault below fires for it alone.  Sent last, so the watch for its
+# holder starts before it can reach Adyen, however slowly the others are sent.
+FREEZE_AT, FREEZE_AMOUNT = PAYMENTS - 1, 100_004
 ADYEN_FAULTS = (
     # Its authorisation lags with the key held (a replay meanwhile gets 704, in progress):
     # its holder is frozen with the call open, after the failover.
