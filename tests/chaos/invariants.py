@@ -136,9 +136,9 @@ def check(
 
 
 def _check_provider_named(stack: Stack, records: list[Any], findings: Findings) -> None:
-    """Each record names the provider that moved its money, and so does its ledger: the
-    receivable of a success is owed by that provider (or its connector account), at the
-    amount asked."""
+    """Each record names the provider that moved its money, and its ledger the account: the
+    receivable of a success is owed by its connector account (the platform's own is
+    ``ca_platform_stripe``; decision 0105), at the amount asked."""
     name = findings.books.name
     receivable = {
         row.payment_id: (str(row.account), int(row.amount))
@@ -154,10 +154,10 @@ def _check_provider_named(stack: Stack, records: list[Any], findings: Findings) 
             findings.add(row.id, f"the record names provider {row.provider}, not {name}")
         if str(row.status) != "succeeded":
             continue
-        owed = {f"provider_receivable:{name}", f"provider_receivable:{row.connector_account_id}"}
+        owed = f"provider_receivable:{row.connector_account_id or 'ca_platform_stripe'}"
         account, amount = receivable.get(row.id, (None, 0))
-        if account not in owed or amount != row.amount:
-            findings.add(row.id, f"ledger: {amount} receivable at {account}, not at {name}")
+        if account != owed or amount != row.amount:
+            findings.add(row.id, f"ledger: {amount} receivable at {account}, not at {owed}")
 
 
 def _check_money(stack: Stack, records: list[Any], findings: Findings) -> None:

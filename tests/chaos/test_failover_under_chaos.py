@@ -30,7 +30,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
 from devtools.adyen_simulator import (
     AdyenSimulatorConfig,
@@ -38,16 +37,23 @@ from devtools.adyen_simulator import (
     parse_fault_spec,
     start_in_thread,
 )
-from orchestrator.db.tables import payment_attempts, payments
+from tests.chaos.failover_stack import (
+    adyen_account,
+    authorised_at_adyen,
+    holder,
+    payment_count,
+    proofs,
+    rows,
+)
 from tests.chaos.holders import wait_until
 from tests.harness.stack import Stack, running_stack
-from tests.integration.adyen_simulator_helpers import API_KEY, HMAC_KEY, MERCHANT
-from tests.support.processes import ManagedProcess, ProcessManager, process_group
+from tests.integration.adyen_simulator_helpers import API_KEY, MERCHANT
+from tests.support.processes import ManagedProcess, ProcessManager
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(400)]
 
 SEED = 20261240
-PAYMENTS = 45
+PAYMENTS = payment_count()
 GOOD, SOFT, HARD = (
     "pm_card_visa",
     "pm_card_chargeDeclinedProcessingError",
@@ -96,23 +102,6 @@ def stack(make_postgres_database, make_broker_url, adyen) -> Iterator[Stack]:
         yield built
 
 
-def adyen_account(stack: Stack, adyen: RunningAdyenSimulator) -> str:
-    credentials = {"api_key": API_KEY, "merchant_account": MERCHANT, "hmac_key": HMAC_KEY}
-    with stack.client() as client:
-        created = client.post(
-            "/v1/connector_accounts",
-            json={"name": "Adyen EU", "provider": "adyen", "credentials": credentials},
-        )
-        assert created.status_code == 201, created.text
-        account = str(created.json()["id"])
-        routed = client.put("/v1/routing", json={"rules": [], "default": ["platform", account]})
-        assert routed.status_code == 200, routed.text
-    adyen.admin.configure_notifications(
-        f"{stack.api_url}/v1/providers/adyen/notifications/{account}", HMAC_KEY
-    )
-    return account
-
-
 def plan(account: str) -> list[tuple[str, dict[str, Any], str]]:
     """(key, body, expected status): a seeded mix of good, soft and hard cards at Stripe; every
     payment has a good card at Adyen."""
@@ -136,37 +125,6 @@ def plan(account: str) -> list[tuple[str, dict[str, Any], str]]:
             (f"failover-{SEED}-{index}", body, "failed" if method == HARD else "succeeded")
         )
     return planned
-
-
-def rows(stack: Stack) -> dict[str, dict[str, Any]]:
-    with stack.container.engine.connect() as conn:
-        return {
-            str(r.id): dict(r._mapping)
-            for r in conn.execute(
-                sa.select(
-                    payments.c.id,
-                    payments.c.idempotency_key,
-                    payments.c.status,
-                    payments.c.failovers,
-                    payments.c.provider,
-                    payments.c.lease_owner,
-                    payments.c.amount,
-                )
-            )
-        }
-
-
-def holder(workers: list[ManagedProcess], lease_owner: str | None) -> ManagedProcess | None:
-    suffix = (lease_owner or "").rsplit(":", 1)[-1]
-    if not suffix.isdigit():
-        return None
-    pid = int(suffix)
-    return next((w for w in workers if w.poll() is None and pid in process_group(w.pid)), None)
-
-
-def authorised_at_adyen(adyen: RunningAdyenSimulator) -> Counter[str]:
-    books = adyen.admin.movements()["authorisations"]["by_reference"]
-    return Counter({str(k): int(v) for k, v in books.items()})
 
 
 def kill_after_the_authorisation_at_the_next_account(
@@ -223,15 +181,7 @@ def test_failover_never_moves_money_at_two_providers_through_lost_answers_and_a_
     by_key = {r["idempotency_key"]: r for r in rows(stack).values()}
     stripe_books = stack.simulator.admin.movements()["by_record"]
     adyen_books = authorised_at_adyen(adyen)
-    with stack.container.engine.connect() as conn:
-        proofs = Counter(
-            str(r.payment_id)
-            for r in conn.execute(
-                sa.select(payment_attempts.c.payment_id).where(
-                    payment_attempts.c.proof != "", payment_attempts.c.reason != ""
-                )
-            )
-        )
+    proven = proofs(stack)
     problems = []
     for key, _, expected in planned:
         record = by_key[key]
@@ -246,11 +196,11 @@ def test_failover_never_moves_money_at_two_providers_through_lost_answers_and_a_
             problems.append(f"{record_id}: {record['status']} with {moved} charges")
         if at_adyen and record["provider"] != "adyen":
             problems.append(f"{record_id}: charged at Adyen, recorded at {record['provider']}")
-        if proofs[record_id] != record["failovers"]:
+        if proven[record_id] != record["failovers"]:
             problems.append(
-                f"{record_id}: {record['failovers']} failovers, {proofs[record_id]} proofs"
+                f"{record_id}: {record['failovers']} failovers, {proven[record_id]} proofs"
             )
-        if at_adyen and not proofs[record_id]:
+        if at_adyen and not proven[record_id]:
             problems.append(f"{record_id}: reached Adyen without a recorded proof")
     failovers = sum(r["failovers"] for r in by_key.values())
     faults = Counter(r["fault"] for r in stack.simulator.admin.requests() if r.get("fault"))

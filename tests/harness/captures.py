@@ -29,7 +29,7 @@ def authorized_payment(
 
 def ledger_by_account(container: Container, payment_id: str) -> dict[str, int]:
     """Each account's sum for one payment, the account's kind only (``provider_receivable``
-    for ``provider_receivable:stripe``)."""
+    for ``provider_receivable:ca_…``)."""
     totals: dict[str, int] = {}
     with container.engine.connect() as conn:
         for row in conn.execute(

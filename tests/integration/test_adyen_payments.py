@@ -251,7 +251,7 @@ def test_an_eur_payment_is_authorised_at_adyen_once_with_our_reference_and_key(
     shown = stack.shown(payment["id"])
     assert shown["status"] == "succeeded"
     assert shown["connector_account"] == stack.account
-    # The payment names the provider that moved its money, and so does its ledger.
+    # The payment names the provider that moved its money, and its ledger the account.
     assert payment["provider"] == shown["provider"] == "adyen"
     with stack.container.engine.connect() as conn:
         receivable = conn.execute(
@@ -260,7 +260,7 @@ def test_an_eur_payment_is_authorised_at_adyen_once_with_our_reference_and_key(
                 ledger_lines.c.account.like("provider_receivable:%"),
             )
         ).all()
-    assert [tuple(line) for line in receivable] == [("provider_receivable:adyen", 4200)]
+    assert [tuple(line) for line in receivable] == [(f"provider_receivable:{stack.account}", 4200)]
     [authorised] = stack.authorisations(payment["id"])
     assert authorised["amount"] == {"currency": "EUR", "value": 4200}
     sent = [r for r in stack.adyen.admin.requests() if r["path"].endswith("/payments")]

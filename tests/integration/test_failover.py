@@ -14,6 +14,7 @@ import importlib
 import logging
 import random
 import re
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ from devtools.simulator import RunningSimulator
 from devtools.simulator import start_in_thread as start_stripe
 from orchestrator.api.app import create_app
 from orchestrator.bootstrap import Container
-from orchestrator.db.tables import payment_attempts, payments
+from orchestrator.db.tables import ledger_lines, payment_attempts, payments, provider_events
 from orchestrator.domain.circuit import Circuit, CircuitState
 from orchestrator.domain.model import PaymentRecord, Role
 from orchestrator.engine.kinds import process_operation
@@ -40,6 +41,7 @@ from orchestrator.engine.lease import ProcessResult
 from orchestrator.services.api_keys import create_client
 from tests.fakes.publisher import RecordingPublisher
 from tests.harness.containers import build_container
+from tests.harness.refunds import reload_operation
 from tests.harness.server import ServerThread
 from tests.integration.adyen_simulator_helpers import API_KEY, HMAC_KEY, MERCHANT
 from tests.integration.console_helpers import sign_in
@@ -158,6 +160,16 @@ class Stack:
         assert disabled.status_code == 200, disabled.text
         assert disabled.json()["status"] == "disabled"
 
+    def ledger(self, payment_id: str) -> list[tuple[str, int]]:
+        """The payment's ledger lines, (account, amount), in the order they were booked."""
+        with self.container.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(ledger_lines.c.account, ledger_lines.c.amount)
+                .where(ledger_lines.c.payment_id == payment_id)
+                .order_by(ledger_lines.c.id)
+            )
+            return [(r.account, int(r.amount)) for r in rows]
+
     def adyen_requests(self, payment_id: str) -> list[dict[str, Any]]:
         return [
             r
@@ -239,6 +251,11 @@ def test_a_provider_decline_at_stripe_fails_over_to_adyen_with_its_proof_and_cha
     sent = stack.adyen_requests(payment_id)
     assert [r["idempotency_key"] for r in sent] == [f"payorch-{payment_id}-a2-confirm-1"]
     assert stack.adyen_authorised(payment_id) == 1
+    # The ledger books the money at the account it moved at, Adyen's (decision 0105).
+    assert stack.ledger(payment_id) == [
+        (f"provider_receivable:{stack.adyen_account}", 4200),
+        ("merchant_payable:" + stack.record(payment_id).client_id, -4200),
+    ]
     # The ops timeline shows the ended attempt with its proof.
     ops = create_client(stack.container.uow, "ops", Role.OPS)
     with httpx.Client(
@@ -266,6 +283,53 @@ def test_a_provider_decline_at_stripe_fails_over_to_adyen_with_its_proof_and_cha
     assert (second[5], second[7], second[8]) == ("-", "-", "-")
     assert first[10] == second[9]  # the second attempt began when the first ended
     assert "-" not in (first[9], first[10], second[10])
+
+
+def test_a_worker_killed_between_the_failovers_commit_and_the_next_call_is_resumed_at_b(
+    stack: Stack,
+) -> None:
+    """The failover commits the proof and the move; the worker that claims the payment at
+    Adyen next dies (kill -9) before calling it, its lease held.  The lease runs out, the
+    sweeper takes it over, and the run it hands the payment to resumes at Adyen from the row
+    alone: the second attempt's key, once, Stripe never asked again; the dead worker's token
+    is fenced."""
+    stack.route(stack.stripe_account, stack.adyen_account)
+    payment_id = stack.pay("killed", stripe_method="pm_card_chargeDeclinedProcessingError")
+    assert stack.run(payment_id) is ProcessResult.DEFERRED  # proof and move committed
+    stripe_calls = len(stack.stripe.admin.requests())
+    moved = stack.record(payment_id)
+    # The doomed worker's claim (what its first transaction writes), with a lease that has
+    # already run out when the sweeper looks: it died before its next statement.
+    with stack.container.uow() as uow:
+        now = uow.now()
+        dead = uow.leases.claim(
+            payment_id,
+            carried_token=moved.lease_token,
+            owner="killed-host:4242",
+            now=now,
+            lease_until=now - timedelta(seconds=1),
+        )
+        uow.commit()
+    assert dead is not None and (dead.failovers, dead.confirm_attempts) == (1, 0)
+    assert stack.adyen_requests(payment_id) == []
+
+    assert payment_id in stack.container.sweeper().run_once().taken_over
+    assert stack.run(payment_id) is ProcessResult.COMPLETED
+
+    shown = stack.shown(payment_id)
+    assert (shown["status"], shown["connector_account"]) == ("succeeded", stack.adyen_account)
+    sent = stack.adyen_requests(payment_id)
+    assert [r["idempotency_key"] for r in sent] == [f"payorch-{payment_id}-a2-confirm-1"]
+    assert stack.adyen_authorised(payment_id) == 1
+    assert len(stack.stripe.admin.requests()) == stripe_calls  # A is never asked again
+    assert stack.stripe_charges(payment_id) == 0
+    with stack.container.uow() as uow:
+        assert len(uow.attempts.for_payment(payment_id)) == 1  # one failover, one proof
+        now = uow.now()
+        fenced = uow.leases.renew(
+            payment_id, token=dead.lease_token, now=now, lease_until=now + timedelta(seconds=60)
+        )
+    assert fenced is None
 
 
 def attempt_rows(page: str) -> list[list[str]]:
@@ -470,7 +534,11 @@ def test_an_unknown_outcome_resolved_as_a_charge_settles_at_its_account(stack: S
     assert stack.adyen_requests(payment_id) == []
 
 
-def test_a_refund_after_a_failover_goes_to_the_account_that_charged(stack: Stack) -> None:
+def test_a_refund_after_a_failover_goes_to_the_account_that_charged_and_books_there(
+    stack: Stack,
+) -> None:
+    notifications = f"{stack.url}/v1/providers/adyen/notifications/{stack.adyen_account}"
+    stack.adyen.admin.configure_notifications(notifications, HMAC_KEY)
     stack.route(stack.stripe_account, stack.adyen_account)
     payment_id = stack.pay("refund", stripe_method="pm_card_chargeDeclinedProcessingError")
     assert stack.run_until_settled(payment_id)[-1] is ProcessResult.COMPLETED
@@ -486,11 +554,44 @@ def test_a_refund_after_a_failover_goes_to_the_account_that_charged(stack: Stack
     ran = process_operation(
         stack.container.runner(), refund_id, token, owner="test", sleep=lambda seconds: None
     )
-    # Adyen answers a refund "received"; its notification settles it later.
-    assert ran in (ProcessResult.COMPLETED, ProcessResult.WAITING)
+    # Adyen answers a refund "received"; its notification settles it.
+    assert ran is ProcessResult.WAITING
     refunds_sent = [r for r in stack.adyen.admin.requests() if r["path"].endswith("/refunds")]
     assert len(refunds_sent) == 1
     assert [r for r in stack.stripe.admin.requests() if "refunds" in r.get("path", "")] == []
+    wait_for_stored_refund_notification(stack, payment_id)
+    token = reload_operation(stack.container, refund_id).lease_token
+    ran = process_operation(
+        stack.container.runner(), refund_id, token, owner="test", sleep=lambda seconds: None
+    )
+    assert ran is ProcessResult.COMPLETED
+    assert stack.shown(payment_id)["amount_refunded"] == 1000
+    # Booked where the charge was, Adyen's account; Stripe's holds nothing of it.
+    client = "merchant_payable:" + stack.record(payment_id).client_id
+    assert stack.ledger(payment_id) == [
+        (f"provider_receivable:{stack.adyen_account}", 4200),
+        (client, -4200),
+        (client, 1000),
+        (f"provider_receivable:{stack.adyen_account}", -1000),
+    ]
+
+
+def wait_for_stored_refund_notification(stack: Stack, payment_id: str) -> None:
+    """Adyen's REFUND notification for the payment, delivered and stored by payorch (the
+    simulator sends it from a thread of its own)."""
+    deadline = time.monotonic() + 60
+    while True:
+        with stack.container.engine.connect() as conn:
+            stored = conn.execute(
+                sa.select(sa.func.count())
+                .select_from(provider_events)
+                .where(provider_events.c.payment_id == payment_id)
+                .where(provider_events.c.type == "adyen.refund")
+            ).scalar_one()
+        if stored:
+            return
+        assert time.monotonic() < deadline, "Adyen's REFUND notification was never stored"
+        time.sleep(0.05)
 
 
 def test_an_open_circuit_with_nothing_sent_there_fails_over_with_the_circuit_as_its_proof(

@@ -359,6 +359,10 @@ def assert_the_books_hold(world: World) -> None:
         assert payment is not None
         booked = lines[payment_id]
         assert {line.currency for line in booked} <= {payment.request.currency}
+        # The provider side books at the account the money moved at (decision 0105).
+        at = payment.connector_account_id or "ca_platform_stripe"
+        provider_side = {line.account for line in booked if line.account.startswith("provider_")}
+        assert provider_side <= {f"provider_receivable:{at}", f"provider_authorized:{at}"}, booked
         receivable = [line.amount for line in booked if line.account.startswith("provider_rec")]
         authorized = sum(line.amount for line in booked if line.account.startswith("provider_auth"))
         captured = sum(amount for amount in receivable if amount > 0)

@@ -294,11 +294,123 @@ def test_0031_stops_on_a_ledger_already_out_of_balance_and_names_the_payment(
                     "ledger_lines", {**line, "account": "merchant_payable:cli_1", "amount": -1000}
                 )
             )
-        upgrade(database_url)
+        upgrade(database_url, "0031")
 
         with engine.connect() as conn:
             assert conn.execute(version).scalar_one() == "0031"
         with pytest.raises(sa.exc.IntegrityError, match="do not balance"), engine.begin() as conn:
             conn.execute(_insert("ledger_lines", line))
+    finally:
+        engine.dispose()
+
+
+def _ledger_line(payment_id: str, account: str, amount: int, now: datetime) -> dict[str, object]:
+    return {
+        "payment_id": payment_id,
+        "account": account,
+        "amount": amount,
+        "currency": "usd",
+        "created_at": now,
+    }
+
+
+def _accounts(engine: sa.Engine) -> list[tuple[str, str, int]]:
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.text("SELECT payment_id, account, amount FROM ledger_lines ORDER BY id")
+        ).all()
+    return [(r.payment_id, r.account, int(r.amount)) for r in rows]
+
+
+def test_0032_renames_each_provider_line_to_its_payments_account_and_back(database_url):
+    """Lines booked under a provider's name move to the account the payment ran on (the
+    platform's own: ca_platform_stripe), amounts untouched (on PostgreSQL the balance
+    trigger of 0031 re-sums each renamed payment at commit); the downgrade names the
+    provider again."""
+    upgrade(database_url, "0031")
+    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
+    now = datetime(2026, 12, 5, tzinfo=UTC)
+    platform, adyen, manual = ("pay_" + c * 32 for c in "456")
+    before = [
+        (platform, "provider_receivable:stripe", 1000),
+        (platform, "merchant_payable:cli_1", -1000),
+        (adyen, "provider_receivable:adyen", 1000),
+        (adyen, "merchant_payable:cli_1", -1000),
+        (adyen, "merchant_payable:cli_1", 400),  # a refund
+        (adyen, "provider_receivable:adyen", -400),
+        (manual, "provider_authorized:stripe", 1000),
+        (manual, "merchant_authorized:cli_1", -1000),
+    ]
+    try:
+        with engine.begin() as conn:
+            client = {k: v for k, v in _client(now).items() if not k.startswith("key_")}
+            conn.execute(_insert("api_clients", client))
+            conn.execute(_insert("payments", _payment(platform, now)))
+            conn.execute(
+                _insert(
+                    "payments",
+                    {**_payment(adyen, now), "provider": "adyen", "connector_account_id": "ca_a"},
+                )
+            )
+            conn.execute(
+                _insert("payments", {**_payment(manual, now), "connector_account_id": "ca_s"})
+            )
+            for payment_id, account, amount in before:
+                conn.execute(
+                    _insert("ledger_lines", _ledger_line(payment_id, account, amount, now))
+                )
+
+        upgrade(database_url, "0032")
+
+        assert _accounts(engine) == [
+            (platform, "provider_receivable:ca_platform_stripe", 1000),
+            (platform, "merchant_payable:cli_1", -1000),
+            (adyen, "provider_receivable:ca_a", 1000),
+            (adyen, "merchant_payable:cli_1", -1000),
+            (adyen, "merchant_payable:cli_1", 400),
+            (adyen, "provider_receivable:ca_a", -400),
+            (manual, "provider_authorized:ca_s", 1000),
+            (manual, "merchant_authorized:cli_1", -1000),
+        ]
+
+        downgrade(database_url, "0031")
+
+        assert _accounts(engine) == before
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.postgres
+def test_0032_stops_on_a_line_under_another_provider_than_its_payments_and_names_it(
+    make_postgres_database,
+):
+    """A line under a provider the payment never ran on was not written by payorch: which
+    account it belongs to would be a guess, so the upgrade names it and renames nothing."""
+    database_url = make_postgres_database()
+    upgrade(database_url, "0031")
+    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
+    now = datetime(2026, 12, 5, tzinfo=UTC)
+    payment_id = "pay_" + "7" * 32
+    before = [
+        (payment_id, "provider_receivable:stripe", 1000),
+        (payment_id, "merchant_payable:cli_1", -1000),
+        (payment_id, "provider_receivable:adyen", 300),
+        (payment_id, "merchant_payable:cli_1", -300),
+    ]
+    version = sa.text("SELECT version_num FROM alembic_version")
+    try:
+        with engine.begin() as conn:
+            client = {k: v for k, v in _client(now).items() if not k.startswith("key_")}
+            conn.execute(_insert("api_clients", client))
+            conn.execute(_insert("payments", _payment(payment_id, now)))
+            for line in before:
+                conn.execute(_insert("ledger_lines", _ledger_line(*line, now)))
+
+        with pytest.raises(MigrationRefused, match=f"{payment_id}, provider_receivable:adyen"):
+            upgrade(database_url, "0032")
+
+        with engine.connect() as conn:
+            assert conn.execute(version).scalar_one() == "0031"
+        assert _accounts(engine) == before  # the stripe line's rename rolled back too
     finally:
         engine.dispose()

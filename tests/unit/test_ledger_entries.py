@@ -23,7 +23,7 @@ from orchestrator.domain.states import Outcome
 
 amounts = st.integers(min_value=0, max_value=10**12)
 currencies = st.sampled_from(["usd", "eur", "jpy"])
-WHO = {"provider": "stripe", "client_id": "cli_1"}
+WHO = {"account": "ca_platform_stripe", "client_id": "cli_1"}
 
 
 @settings(max_examples=200, derandomize=True, database=None)

@@ -41,7 +41,7 @@ from datetime import datetime
 
 from orchestrator.db.uow import UnitOfWork
 from orchestrator.domain.encoding import encode_representation
-from orchestrator.domain.ledger import release_lines
+from orchestrator.domain.ledger import booked_account, release_lines
 from orchestrator.domain.model import Failure, PaymentRecord
 from orchestrator.domain.operation_representation import finished_representation
 from orchestrator.domain.operations import OperationRecord, OperationStatus
@@ -194,7 +194,7 @@ def finish_cancel(lease: Lease[OperationRecord]) -> None:
             release_lines(
                 authorized=authorized,
                 currency=record.currency,
-                provider=payment.provider,
+                account=booked_account(payment.connector_account_id),
                 client_id=payment.client_id,
             ),
             now=now,

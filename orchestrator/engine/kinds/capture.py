@@ -30,7 +30,7 @@ from datetime import datetime
 
 from orchestrator.db.uow import UnitOfWork
 from orchestrator.domain.encoding import encode_representation
-from orchestrator.domain.ledger import LedgerLine, capture_lines, release_lines
+from orchestrator.domain.ledger import LedgerLine, booked_account, capture_lines, release_lines
 from orchestrator.domain.model import Failure, PaymentRecord
 from orchestrator.domain.operation_representation import finished_representation
 from orchestrator.domain.operations import OperationRecord, OperationStatus
@@ -143,7 +143,7 @@ def finish_capture(lease: Lease[OperationRecord]) -> None:
                 authorized=authorized,
                 captured=captured,
                 currency=record.currency,
-                provider=payment.provider,
+                account=booked_account(payment.connector_account_id),
                 client_id=payment.client_id,
             )
             uow.outcomes.restate_outcome(after, "succeeded", captured, now=now)
@@ -157,7 +157,7 @@ def finish_capture(lease: Lease[OperationRecord]) -> None:
             lines = release_lines(
                 authorized=authorized,
                 currency=record.currency,
-                provider=payment.provider,
+                account=booked_account(payment.connector_account_id),
                 client_id=payment.client_id,
             )
             uow.outcomes.restate_outcome(after, "canceled", 0, now=now)

@@ -316,7 +316,13 @@ class _Refund(OperationSteps):
             )
             if finished is None:
                 return None
-            book_refund_outcome(uow, final, provider=payment.provider, now=now, reserved=True)
+            book_refund_outcome(
+                uow,
+                final,
+                connector_account_id=payment.connector_account_id,
+                now=now,
+                reserved=True,
+            )
             return finished
 
         self.lease.finish(write_finish, report=_report_finished)

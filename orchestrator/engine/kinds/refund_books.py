@@ -9,13 +9,18 @@ from datetime import datetime
 
 from orchestrator.db.uow import UnitOfWork
 from orchestrator.domain.encoding import encode_representation
-from orchestrator.domain.ledger import refund_lines
+from orchestrator.domain.ledger import booked_account, refund_lines
 from orchestrator.domain.operations import OperationRecord, OperationStatus
 from orchestrator.domain.refund_representation import refund_representation
 
 
 def book_refund_outcome(
-    uow: UnitOfWork, refund: OperationRecord, *, provider: str, now: datetime, reserved: bool
+    uow: UnitOfWork,
+    refund: OperationRecord,
+    *,
+    connector_account_id: str | None,
+    now: datetime,
+    reserved: bool,
 ) -> None:
     """``refund`` as finished (succeeded or failed).  A succeeded refund stays reserved and
     counts as refunded, with two balanced ledger lines; a failed one releases what it held
@@ -29,7 +34,7 @@ def book_refund_outcome(
             refund_lines(
                 amount=refund.amount,
                 currency=refund.currency,
-                provider=provider,
+                account=booked_account(connector_account_id),
                 client_id=refund.client_id,
             ),
             now=now,

@@ -241,7 +241,9 @@ class _RefundSync(OperationSteps):
             values.update(_final_values(values, verdict.outcome, now=now))
         row = uow.operations.insert(values)
         if not verdict.pending:
-            book_refund_outcome(uow, row, provider=payment.provider, now=now, reserved=False)
+            book_refund_outcome(
+                uow, row, connector_account_id=payment.connector_account_id, now=now, reserved=False
+            )
         return row
 
     def _recheck(self, now: datetime) -> datetime:

@@ -35,7 +35,7 @@ from orchestrator.domain.failover import (
     after_decline,
     skipped_accounts,
 )
-from orchestrator.domain.ledger import lines_for
+from orchestrator.domain.ledger import booked_account, lines_for
 from orchestrator.domain.model import Failure, PaymentRecord
 from orchestrator.domain.payment_representation import payment_representation
 from orchestrator.domain.routing import PLATFORM_ACCOUNT
@@ -237,7 +237,7 @@ def _write_finish(
             outcome,
             amount=amount,
             currency=currency,
-            provider=record.provider,
+            account=booked_account(record.connector_account_id),
             client_id=record.client_id,
         ),
         now=now,
