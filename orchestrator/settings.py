@@ -139,7 +139,8 @@ class Settings(BaseSettings):
             "reports (`{base}/MerchantAccount/{merchantAccount}/"
             "settlement_detail_report_batch_{n}.csv`, with the account's API key). An "
             "account with a live URL prefix reads `https://ca-live.adyen.com/reports/download`. "
-            "Point it at the Adyen simulator's `/reports/download` for tests and demos."
+            "Point it at the Adyen simulator's `/reports/download` for tests and demos; "
+            "`production` refuses anything but `https://`."
         ),
     )
     adyen_technical_cancel_after: int = Field(
