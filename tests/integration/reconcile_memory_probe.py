@@ -1,5 +1,7 @@
 """A process that reconciles a generated Adyen settlement report of ``n`` objects, or holds
-``n`` of its objects, and prints its peak resident memory (``ru_maxrss``) as JSON.  Run by
+``n`` of its objects, and prints its peak resident memory as JSON: ``VmHWM`` of
+``/proc/self/status``, this program's own (``ru_maxrss`` is not: Linux carries it across
+``exec``, so a child of a large test process would report its parent's peak).  Run by
 ``test_reconciliation_memory``; one process per measurement, so each peak is its own.
 
     python -m tests.integration.reconcile_memory_probe run  N DATABASE_URL
@@ -12,10 +14,10 @@ run that loads its window whole would hold."""
 from __future__ import annotations
 
 import json
-import resource
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import httpx
 
@@ -99,8 +101,15 @@ def main(mode: str, n: int, database_url: str) -> dict[str, object]:
         reconcile(database_url, "ca_hold", WARM_UP)
         held = [p for p in map(payment_of, rows(report_lines(n))) if p is not None]
         out = {"held": len(held)}
-    out["peak_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    out["peak_kib"] = peak_resident_kib()
     return out
+
+
+def peak_resident_kib() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise RuntimeError("no VmHWM in /proc/self/status")
 
 
 if __name__ == "__main__":
