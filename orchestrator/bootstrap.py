@@ -237,8 +237,9 @@ class Container:
     def reconciliation_targets(self, connector: str | None = None) -> list[ReconcileTarget]:
         """The accounts ``payorch reconcile`` compares: ``connector`` alone (``ca_…``, or
         ``ca_platform_stripe``), else the platform's Stripe account and every enabled
-        connector account.  Each comes with its source, or why it has none: Adyen's source
-        (the settlement details report) is a later slice; unreadable credentials."""
+        connector account.  Each comes with its source (Stripe's list calls; an Adyen
+        account's settlement details reports, decision 0106), or why it has none: a provider
+        without a source, credentials that no longer decrypt."""
         if connector == PLATFORM_CIRCUIT_KEY:
             accounts: list[ConnectorAccount] = []
         else:
@@ -257,13 +258,11 @@ class Container:
         box = credentials_box(self.settings.secret_key_ring)
         for account in accounts:
             target = Account(account.id, account.id, account.provider)
-            if account.provider != "stripe":
+            builder = _RECONCILIATION_SOURCES.get(account.provider)
+            if builder is None:
                 targets.append(
                     ReconcileTarget(
-                        target,
-                        None,
-                        f"no reconciliation source for {account.provider} yet (its "
-                        "settlement details report is a later slice)",
+                        target, None, f"no reconciliation source for {account.provider}"
                     )
                 )
                 continue
@@ -272,14 +271,7 @@ class Container:
             except UnreadableCredentials as error:
                 targets.append(ReconcileTarget(target, None, error.message))
                 continue
-            from orchestrator.providers.stripe_adapter import StripeProvider
-
-            source = StripeProvider.from_settings(
-                self.settings,
-                api_key=credentials.get("api_key"),
-                stripe_account=credentials.get("stripe_account"),
-            )
-            targets.append(ReconcileTarget(target, source, None))
+            targets.append(ReconcileTarget(target, builder(self.settings, credentials), None))
         return targets
 
     def _platform_source(self) -> ReconciliationSource:
@@ -531,6 +523,41 @@ def _adyen_account_factory(settings: Settings) -> AccountProviderFactory:
         )
 
     return build
+
+
+def _stripe_source(settings: Settings, credentials: dict[str, str]) -> ReconciliationSource:
+    from orchestrator.providers.stripe_adapter import StripeProvider
+
+    # Its own key, or the platform's key with the connected account's id.
+    return StripeProvider.from_settings(
+        settings,
+        api_key=credentials.get("api_key"),
+        stripe_account=credentials.get("stripe_account"),
+    )
+
+
+def _adyen_source(settings: Settings, credentials: dict[str, str]) -> ReconciliationSource:
+    """The account's Settlement details reports (decision 0106)."""
+    from orchestrator.providers.adyen_settlement_source import (
+        LIVE_REPORTS_BASE,
+        AdyenSettlementSource,
+    )
+
+    live = bool(credentials.get("live_url_prefix"))
+    return AdyenSettlementSource(
+        api_key=credentials["api_key"],
+        merchant_account=credentials["merchant_account"],
+        reports_base=LIVE_REPORTS_BASE if live else settings.adyen_reports_base,
+        connect_timeout=settings.provider_connect_timeout_seconds,
+        read_timeout=settings.provider_timeout_seconds,
+    )
+
+
+# An account's reconciliation source, by its provider.
+_RECONCILIATION_SOURCES: dict[str, Callable[[Settings, dict[str, str]], ReconciliationSource]] = {
+    "stripe": _stripe_source,
+    "adyen": _adyen_source,
+}
 
 
 def _stripe_provider_factory(settings: Settings) -> Callable[[], PaymentProvider]:

@@ -132,6 +132,17 @@ class Settings(BaseSettings):
             "(`live_url_prefix` in its credentials) always wins."
         ),
     )
+    adyen_reports_base: str = Field(
+        default="https://ca-test.adyen.com/reports/download",
+        description=(
+            "Where reconciliation downloads an Adyen test account's Settlement details "
+            "reports (`{base}/MerchantAccount/{merchantAccount}/"
+            "settlement_detail_report_batch_{n}.csv`, with the account's API key). An "
+            "account with a live URL prefix reads `https://ca-live.adyen.com/reports/download`. "
+            "Point it at the Adyen simulator's `/reports/download` for tests and demos; "
+            "`production` refuses anything but `https://`."
+        ),
+    )
     adyen_technical_cancel_after: int = Field(
         default=3,
         ge=1,

@@ -37,6 +37,8 @@ class CheckedSettings(Protocol):
     @property
     def adyen_api_base(self) -> str: ...
     @property
+    def adyen_reports_base(self) -> str: ...
+    @property
     def webhook_connect_timeout_seconds(self) -> float: ...
     @property
     def webhook_timeout_seconds(self) -> float: ...
@@ -124,6 +126,13 @@ def check_real_provider(settings: CheckedSettings) -> None:
             "PAYORCH_ADYEN_API_BASE must be an https:// URL in production (Adyen's test "
             "endpoint is https://checkout-test.adyen.com; live accounts use their URL prefix); "
             "the simulator is for PAYORCH_ENV=dev or test"
+        )
+    if not settings.adyen_reports_base.startswith("https://"):
+        # Reconciliation sends the account's API key there and believes what it answers.
+        raise ValueError(
+            "PAYORCH_ADYEN_REPORTS_BASE must be an https:// URL in production (Adyen's test "
+            "reports are at https://ca-test.adyen.com/reports/download; live accounts read "
+            "ca-live.adyen.com); the simulator is for PAYORCH_ENV=dev or test"
         )
     key = settings.stripe_api_key.get_secret_value()
     if key == SIMULATOR_STRIPE_API_KEY or not key.startswith(STRIPE_KEY_PREFIXES):

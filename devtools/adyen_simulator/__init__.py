@@ -9,6 +9,7 @@ the Stripe simulator's fault language (``devtools/simulator``).
     idempotency.py    Adyen's idempotency layer per API key (replay, 422/704 in flight)
     state.py          the account: authorise, 3-D Secure details, captures, cancels,
                       technical cancels, refunds, reversals; the money log
+    settlement.py     settlement batches and their Settlement details report (CSV)
     notifications.py  HMAC-signed notification delivery with drop / duplicate / reorder / delay
     core.py           the request pipeline (auth, faults, idempotency, effect, answer)
     app.py            the ASGI app (``create_app``); admin.py the ``/_sim`` routes

@@ -25,6 +25,8 @@ POST   /_sim/payments/{psp}/fail_later  {"modification": "capture"|"refund"}: it
                              (REFUND_FAILED) after the CAPTURE (REFUND), as holderName
                              "capture failed" / "refund failed" would (a stored method
                              sends no holderName)
+POST   /_sim/settlement/close   the open settlement batch closes (Adyen's payout): {"batch":
+                             n, "rows": k}; its report is served from then on (``settlement``)
 GET    /_sim/notifications   {"url", "enabled", "items": [item, ...] (every item made, unsigned),
                              "deliveries": [delivery, ...] (each attempt, with the signed item)}
 POST   /_sim/notifications   {"url", "hmac_key" (hex), "basic_auth"?, "reorder_hold_seconds"?}
@@ -118,6 +120,9 @@ def routes(simulator: AdyenSimulator) -> list[Route]:
         modification = str(body.get("modification", ""))
         return _acted(lambda: simulator.fail_later(request.path_params["psp"], modification))
 
+    async def close_batch(request: Request) -> Response:
+        return JSONResponse(simulator.close_batch())
+
     async def notifications(request: Request) -> Response:
         sender = simulator.notifications
         return JSONResponse(
@@ -174,6 +179,7 @@ def routes(simulator: AdyenSimulator) -> list[Route]:
         Route("/_sim/payments/{psp}/chargeback", chargeback, methods=["POST"]),
         Route("/_sim/payments/{psp}/expire", expire, methods=["POST"]),
         Route("/_sim/payments/{psp}/fail_later", fail_later, methods=["POST"]),
+        Route("/_sim/settlement/close", close_batch, methods=["POST"]),
         Route("/_sim/notifications", notifications, methods=["GET"]),
         Route("/_sim/notifications", configure_notifications, methods=["POST"]),
         Route("/_sim/three_ds_result", make_three_ds_result, methods=["GET"]),

@@ -60,6 +60,10 @@ class AdyenSimulatorAdmin:
     def reset(self) -> None:
         self._json("POST", "/_sim/reset")
 
+    def close_batch(self) -> dict[str, Any]:
+        """Close the open settlement batch: {"batch": n, "rows": k}."""
+        return self._json("POST", "/_sim/settlement/close")
+
     def settle(self, psp_reference: str, *, authorised: bool = True) -> dict[str, Any]:
         """A Pending payment (holderName PENDING) settles; returns its final answer."""
         outcome = "authorised" if authorised else "refused"

@@ -50,6 +50,9 @@ class AdyenSimulatorConfig:
     answer_observer: Callable[[str, str, int, bytes, bytes], None] | None = field(
         default=None, compare=False
     )
+    # The account's time zone setting: the settlement details report's times are local to
+    # it, named by its abbreviation (CET / CEST for Amsterdam, Adyen's own).
+    report_time_zone: str = "Europe/Amsterdam"
     # The request log is a ring: a long-running simulator must not grow without bound.
     max_logged_requests: int = 200_000
 

@@ -27,6 +27,7 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +47,7 @@ from devtools.adyen_simulator.idempotency import (
     SavedResponse,
 )
 from devtools.adyen_simulator.notifications import NotificationSender
+from devtools.adyen_simulator.settlement import Batch, close_batch, report_lines
 from devtools.adyen_simulator.state import AccountState, new_psp_reference
 
 MAX_IDEMPOTENCY_KEY_LENGTH = 64
@@ -121,6 +123,7 @@ class AdyenSimulator:
             reorder_hold_seconds=self.config.notification_reorder_hold_seconds,
         )
         self.state = AccountState(self.config, self._notify)
+        self.batches: list[Batch] = []
         self._keys = IdempotencyStore(self.config.idempotency_ttl_seconds)
         self._log: deque[LoggedRequest] = deque(maxlen=self.config.max_logged_requests)
         self._seq = itertools.count(1)
@@ -176,6 +179,30 @@ class AdyenSimulator:
     def expire(self, psp_reference: str) -> dict[str, Any]:
         with self._lock:
             return self.state.expire(psp_reference)
+
+    def close_batch(self) -> dict[str, Any]:
+        """Close the open settlement batch (``settlement.py``)."""
+        with self._lock:
+            batch = close_batch(self.state, self.batches)
+        return {"batch": batch.number, "rows": len(batch.movements)}
+
+    def settlement_report(
+        self, request: Request, merchant_account: str, number: int
+    ) -> Iterator[str]:
+        """Batch ``number``'s Settlement details report, a line at a time; raises
+        ``AdyenError`` (401 without a known key, 403 for another merchant account, 404 for a
+        batch not closed yet).  The batch is closed, so its lines never change: they are
+        made outside the lock, as the client reads them."""
+        self._authenticate(request)
+        accepted = self.config.merchant_accounts
+        if accepted and merchant_account not in accepted:
+            raise errors.invalid_merchant_account(new_psp_reference())
+        with self._lock:
+            found = self.batches[number - 1] if 0 < number <= len(self.batches) else None
+            state = self.state
+        if found is None:
+            raise errors.not_found("GET", str(request.url.path))
+        return report_lines(state, found, merchant_account, self.config.report_time_zone)
 
     def fail_later(self, psp_reference: str, modification: str) -> dict[str, Any]:
         with self._lock:

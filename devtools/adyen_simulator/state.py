@@ -119,6 +119,12 @@ class Movement:
     currency: str
     value: int
     failed: bool = False
+    # The modification's own reference (our operation id), when its request had one.
+    modification_reference: str | None = None
+    # When it happened (the settlement details report's Creation Date).
+    at: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
+    # The settlement batch it was paid out in (``settlement.py``); None: not yet settled.
+    batch: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -446,7 +452,7 @@ class AccountState:
         payment.captured += value
         if not self.config.multiple_partial_captures:
             payment.closed = True
-        self._move("capture", payment, mod, value)
+        self._move("capture", payment, mod, value, reference)
         self._notify(
             payment,
             "CAPTURE",
@@ -601,7 +607,7 @@ class AccountState:
             )
             return False
         payment.refunded += value
-        self._move("refund", payment, mod, value)
+        self._move("refund", payment, mod, value, reference)
         self._notify(
             payment,
             event,
@@ -669,9 +675,19 @@ class AccountState:
 
     # -- the money log and the notifications ----------------------------------------------
 
-    def _move(self, kind: Any, payment: Payment, psp: str, value: int) -> None:
+    def _move(
+        self, kind: Any, payment: Payment, psp: str, value: int, reference: str | None = None
+    ) -> None:
         self.movements.append(
-            Movement(kind, psp, payment.psp_reference, payment.reference, payment.currency, value)
+            Movement(
+                kind,
+                psp,
+                payment.psp_reference,
+                payment.reference,
+                payment.currency,
+                value,
+                modification_reference=reference,
+            )
         )
 
     def _fail_movement(self, psp: str) -> None:

@@ -13,10 +13,12 @@ Each step is one page and two parts, never one transaction across the network:
 The phases, in order (the run's recovery point)::
 
     payments  provider payments created in the window, newest first; cursor = the last one
-    refunds   provider refunds created in the window, newest first; cursor = the last one
+              (or the position the source's page names, ``…Page.cursor``)
+    refunds   provider refunds created in the window, newest first; cursor = the same
     ours      ours created in the window that moved money and that the provider never
               listed, by id; each is read directly by id before it is called missing (a
-              list proves presence, only a read proves absence); cursor = the last id
+              list proves presence, only a read proves absence; a source that cannot
+              prove it, ``OBJECT_UNPROVEN``, leaves it in flight); cursor = the last id
     done      the trial balance: the ledger's per-currency sums, and each of the account's
               payments out of balance a ``ledger_imbalance`` finding; the run is completed
 
@@ -56,6 +58,7 @@ from orchestrator.engine.lease import Fenced
 from orchestrator.logging import get_logger
 from orchestrator.providers.base import (
     OBJECT_MISSING,
+    OBJECT_UNPROVEN,
     Permanent,
     ProviderError,
     ProviderPayment,
@@ -264,7 +267,7 @@ class Reconciler:
             _tally(comparisons, payments_seen=len(theirs)),
             next_phase=Phase.REFUNDS,
             has_more=listed.has_more,
-            last=theirs[-1].id if theirs else None,
+            last=listed.cursor or (theirs[-1].id if theirs else None),
         )
 
     def _refunds_page(self, run: Run, window: Window) -> _Page:
@@ -296,7 +299,7 @@ class Reconciler:
             _tally(comparisons, refunds_seen=len(theirs)),
             next_phase=Phase.OURS,
             has_more=listed.has_more,
-            last=theirs[-1].id if theirs else None,
+            last=listed.cursor or (theirs[-1].id if theirs else None),
         )
 
     def _ours_page(self, run: Run, window: Window) -> _Page:
@@ -345,6 +348,10 @@ class Reconciler:
         except Permanent as error:
             if error.code == OBJECT_MISSING:
                 return Comparison(Verdict.FINDING, missing_payment(ours))
+            if error.code == OBJECT_UNPROVEN:
+                # The source cannot prove it absent (not paid out yet, or never): a later
+                # run compares it; never a finding on a guess.
+                return Comparison(Verdict.IN_FLIGHT)
             raise
         return compare_payment(their_payment(read), ours)
 
@@ -356,6 +363,8 @@ class Reconciler:
         except Permanent as error:
             if error.code == OBJECT_MISSING:
                 return Comparison(Verdict.FINDING, missing_refund(ours))
+            if error.code == OBJECT_UNPROVEN:
+                return Comparison(Verdict.IN_FLIGHT)
             raise
         return compare_refund(their_refund(read), ours.payment_id, ours)
 

@@ -174,6 +174,9 @@ class ActionResult:
 class ProviderPaymentPage:
     provider_payments: tuple[ProviderPayment, ...]
     has_more: bool
+    # Where the next page starts, when the source has its own position (a report read a
+    # row at a time); None: after the page's last object (``starting_after`` its id).
+    cursor: str | None = None
 
 
 @dataclass(frozen=True)
@@ -198,6 +201,8 @@ class ProviderRefund:
 class RefundPage:
     refunds: tuple[ProviderRefund, ...]
     has_more: bool
+    # As ``ProviderPaymentPage.cursor``.
+    cursor: str | None = None
 
 
 @dataclass(frozen=True)
@@ -529,10 +534,13 @@ class ReconciliationSource(Protocol):
     """What reconciliation reads from a provider account (decision 0093): its payments and
     refunds created in a window, a page at a time (newest first, after ``starting_after``:
     the cursor a run stores and resumes from), and one object by id, to prove an absence.
-    Strongly consistent reads only.  A provider without one (Adyen, whose source is its
-    settlement details report, a later slice) is not reconciled yet.
+    Strongly consistent reads only.  The Stripe adapter lists its API; an Adyen account's
+    source is its settlement details reports (``adyen_settlement_source``, decision 0106).
+    A page's ``cursor``, when set, is what the next call gets as ``starting_after``.
 
-    A missing object raises ``Permanent`` with ``code == OBJECT_MISSING``; anything else
+    A missing object raises ``Permanent`` with ``code == OBJECT_MISSING``; a source that
+    cannot prove an absence (a report lists only what was paid out) raises it with
+    ``OBJECT_UNPROVEN`` instead, and the object counts as in flight; anything else
     raises as the rest of the protocol does (``OutcomeUnknown``: the provider could not be
     read, the run stops where it was and resumes from its cursor)."""
 
@@ -556,3 +564,5 @@ class ReconciliationSource(Protocol):
 
 # The code of ``Permanent`` when an object read by id does not exist (Stripe's own).
 OBJECT_MISSING = "resource_missing"
+# The code of ``Permanent`` when a source cannot say whether an object exists (ours).
+OBJECT_UNPROVEN = "object_unproven"

@@ -195,19 +195,24 @@ def wait_until(done: Callable[[], bool], value: Callable[[], Any], timeout: floa
 
 
 @contextmanager
-def adyen_stack(database_url: str) -> Iterator[Stack]:
-    """The API on a server thread, the engine in this process, the Adyen simulator, and a
-    merchant with an Adyen connector account whose notifications reach the API."""
+def adyen_stack(
+    database_url: str, *, api_keys: tuple[str, ...] = (), read_timeout: float = 1.0
+) -> Iterator[Stack]:
+    """The API on a server thread, the engine in this process, the Adyen simulator (its
+    Checkout API and its settlement reports), and a merchant with an Adyen connector account
+    whose notifications reach the API.  ``api_keys``: the only keys the simulator takes;
+    ``read_timeout``: the adapter's (short by default: the stall faults outlast it)."""
     watch = AdyenWatch()
     # The stalled answer outlasts the adapter's read timeout: a timeout after the effect.
-    config = AdyenSimulatorConfig(answer_observer=watch, stall_seconds=2.5)
+    config = AdyenSimulatorConfig(answer_observer=watch, stall_seconds=2.5, api_keys=api_keys)
     with start_in_thread(config) as adyen:
         publisher = RecordingPublisher()
         container = build_container(
             database_url,
             publisher=publisher,
             adyen_api_base=adyen.url,
-            provider_timeout_seconds=1.0,
+            adyen_reports_base=f"{adyen.url}/reports/download",
+            provider_timeout_seconds=read_timeout,
         )
         merchant = create_client(container.uow, "merchant", Role.MERCHANT)
         try:

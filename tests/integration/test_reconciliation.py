@@ -28,6 +28,7 @@ from orchestrator.domain.reconciliation import Phase, RunStatus
 from orchestrator.domain.reconciliation_records import Run
 from orchestrator.engine.kinds import process_operation
 from orchestrator.engine.reconcile import Account, Reconciler, SourceUnavailable, Window
+from orchestrator.providers.adyen_settlement_source import AdyenSettlementSource
 from orchestrator.providers.base import (
     OutcomeUnknown,
     ProviderPayment,
@@ -435,7 +436,7 @@ def test_the_runs_are_for_ops_only_and_documented_as_problems(stack: Stack) -> N
     assert twice.status_code == 409
 
 
-def test_targets_name_each_account_and_why_one_has_no_source(stack: Stack) -> None:
+def test_targets_give_each_account_its_providers_source(stack: Stack) -> None:
     with stack.client() as merchant:
         made = merchant.post(
             "/v1/connector_accounts",
@@ -456,8 +457,12 @@ def test_targets_name_each_account_and_why_one_has_no_source(stack: Stack) -> No
     by_key = {t.account.key: t for t in targets}
     assert by_key[PLATFORM_CIRCUIT_KEY].source is not None
     adyen = by_key[made.json()["id"]]
-    assert adyen.source is None
-    assert adyen.skipped is not None and "settlement" in adyen.skipped
+    # An Adyen account is read from its settlement details reports (decision 0106).
+    assert isinstance(adyen.source, AdyenSettlementSource)
+    assert adyen.skipped is None
+    for target in targets:
+        if target.source is not None:
+            target.source.close()
 
 
 def test_the_scheduled_job_runs_when_the_last_run_is_older_than_its_period(

@@ -63,6 +63,10 @@ def test_validation_errors_never_carry_the_input(broken: dict[str, Any]) -> None
             {"stripe_api_key": "sk_live_abc", "adyen_api_base": "http://adyen-sim:12112"},
             "PAYORCH_ADYEN_API_BASE",
         ),
+        (
+            {"stripe_api_key": "sk_live_abc", "adyen_reports_base": "http://adyen-sim:12112"},
+            "PAYORCH_ADYEN_REPORTS_BASE",
+        ),
         ({}, "PAYORCH_STRIPE_API_KEY"),  # the simulator's default key
         ({"stripe_api_key": "sk_test_payorch_simulator"}, "PAYORCH_STRIPE_API_KEY"),
         ({"stripe_api_key": "not-a-stripe-key"}, "PAYORCH_STRIPE_API_KEY"),
