@@ -10,8 +10,8 @@ The provider side books per **connector account** (decision 0105): the account t
 moved at, which is the payment's account once it finished (after a failover, the account of
 the attempt that succeeded; the attempts before it moved nothing, or the payment would not
 have failed over).  Its captures, cancels and refunds go to the same account and book there.
-The platform's own account (a payment with no connector account) is ``ca_platform_stripe``,
-the name its circuit, reconciliation and ``payorch status`` already give it.
+The platform's own account (a payment with no connector account) carries the name its
+circuit, reconciliation and ``payorch status`` already give it (``PLATFORM_CIRCUIT_KEY``).
 """
 
 from __future__ import annotations
