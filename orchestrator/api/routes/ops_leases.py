@@ -225,7 +225,8 @@ def _operator(client: ApiClient) -> Actor:
     return Actor.operator(client.id, client.name)
 
 
-ETAG_LIST_PATTERN = r'^ *(\*|(W/)?"[!#-~]*"( *, *(W/)?"[!#-~]*")*) *$'
+# "*" or a list of entity tags, the empty list included (parse_tag_list).
+ETAG_LIST_PATTERN = r'^ *(\*|((W/)?"[!#-~]*"( *, *(W/)?"[!#-~]*")*)?) *$'
 
 IfMatch = Annotated[
     str | None,
