@@ -11,7 +11,9 @@ from typing import Any
 import jsonschema
 import pytest
 
+from tests.harness.captures import authorized_payment
 from tests.integration.hardening_helpers import BODY, Api, assert_problem, running_api
+from tests.integration.webhook_helpers import client_of
 
 PAYMENT = "pay_" + "0" * 32
 STRIPE_KEY = "sk_test_ConformanceAccount0001"
@@ -116,3 +118,24 @@ def test_an_empty_if_match_is_a_precondition_nothing_meets(api: Api) -> None:
     assert_problem(renamed, 412, "precondition-failed")
     assert_problem(deleted, 412, "precondition-failed")
     assert after["name"] == "main" and after["status"] == "enabled"
+
+
+def test_an_integral_amount_written_with_a_fraction_is_that_integer_on_ops_routes_too(
+    api: Api,
+) -> None:
+    """JSON Schema's ``integer`` admits ``1500.0``; the merchant's capture took it, the ops
+    capture refused it (strict int)."""
+    merchant = client_of(api.container, api.client_a_id)
+    payment = authorized_payment(api.container, merchant, "order-1", amount=1500)
+    path = f"/v1/ops/payments/{payment.id}/capture"
+    with api.client(api.ops_key) as ops:
+        fraction = ops.post(path, json={"amount": 1500.5, "reason": "agreed"})
+        captured = ops.post(path, json={"amount": 1500.0, "reason": "agreed"})
+        retry_limit = ops.post(
+            "/v1/ops/payments/retry",
+            json={"status": "needs_attention", "reason": "r", "dry_run": True, "limit": 5.0},
+        )
+    assert_problem(fraction, 400, "invalid-request")
+    assert captured.status_code == 202, captured.text
+    assert captured.json()["operation"]["amount"] == 1500
+    assert retry_limit.status_code == 200, retry_limit.text

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from orchestrator.api.body import parse_model
 from orchestrator.api.capture_schemas import CancellationReason
@@ -29,6 +29,7 @@ from orchestrator.api.routes.captures import (
     refusal_problem,
 )
 from orchestrator.api.routes.ops_leases import Reason
+from orchestrator.api.schemas import _integral_number
 from orchestrator.domain.currencies import MAX_AMOUNT
 from orchestrator.domain.ids import is_payment_id
 from orchestrator.domain.operation_representation import operation_representation
@@ -45,8 +46,9 @@ class OperatorCaptureRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     reason: Reason
-    amount: Annotated[int, Field(gt=0, le=MAX_AMOUNT)] | None = Field(
-        default=None, description="Minor units to capture; default: all that is capturable."
+    # 100.0 is the integer 100, as on the merchant's capture (JSON Schema's integer).
+    amount: Annotated[int, Field(gt=0, le=MAX_AMOUNT), BeforeValidator(_integral_number)] | None = (
+        Field(default=None, description="Minor units to capture; default: all that is capturable.")
     )
 
 
