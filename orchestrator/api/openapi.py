@@ -47,6 +47,7 @@ def install_openapi(app: FastAPI) -> None:
         _describe_url_parameters(schema)
         _optional_headers_are_strings(schema)
         _drop_fastapi_validation_errors(schema)
+        _problems_are_problem_json(schema)
         document_refusals(schema)
         app.openapi_schema = schema
         return schema
@@ -113,6 +114,26 @@ def _drop_fastapi_validation_errors(schema: dict[str, Any]) -> None:
     components = schema.get("components", {}).get("schemas", {})
     for name in ("HTTPValidationError", "ValidationError"):
         components.pop(name, None)
+
+
+def _problems_are_problem_json(schema: dict[str, Any]) -> None:
+    """A route's ``problem(...)`` entry names ``ProblemOut`` as its model, which FastAPI puts
+    under the route's own media type (``application/json``, a plain-text route's
+    ``text/plain``), a type no problem is sent as, and leaves the
+    ``application/problem+json`` it is sent as without a schema, so no client (and no
+    Schemathesis check) could validate a problem body.  Move the schema where it belongs."""
+    problem_ref = "#/components/schemas/ProblemOut"
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            for response in operation.get("responses", {}).values():
+                content = response.get("content", {})
+                if PROBLEM_JSON not in content:
+                    continue
+                for media_type in list(content):
+                    value = content[media_type].get("schema", {})
+                    if media_type != PROBLEM_JSON and value.get("$ref") == problem_ref:
+                        content[PROBLEM_JSON] = {"schema": value}
+                        del content[media_type]
 
 
 # What every route answers before its own code runs (the middleware, orchestrator.api.body,

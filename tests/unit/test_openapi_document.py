@@ -16,6 +16,7 @@ from openapi_spec_validator import validate
 
 from devtools import reference_docs
 from orchestrator.api.openapi import document_refusals
+from orchestrator.api.problems import PROBLEM_JSON as PROBLEM
 
 
 @pytest.fixture(scope="module")
@@ -93,3 +94,17 @@ def test_the_headers_the_api_sends_are_documented(document: dict[str, Any]) -> N
     assert "etag" in headers("/v1/connector_accounts/{account_id}", "get", "200")
     assert "etag" in headers("/v1/webhook_endpoints/{endpoint_id}/rotate_secret", "post", "200")
     assert "www-authenticate" in headers("/v1/payments", "get", "401")
+
+
+def test_every_refusal_is_a_problem_document_with_its_schema(document: dict[str, Any]) -> None:
+    """Problems are sent as application/problem+json: documented under another type (where
+    FastAPI puts a response model), their bodies could not be validated by anyone."""
+    wrong = {
+        f"{label} {status}": sorted(response.get("content", {}))
+        for label, operation in _operations(document)
+        for status, response in operation["responses"].items()
+        if status[0] in "45"
+        and response.get("content", {})
+        != {PROBLEM: {"schema": {"$ref": "#/components/schemas/ProblemOut"}}}
+    }
+    assert wrong == {}
