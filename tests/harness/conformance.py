@@ -46,6 +46,14 @@ def _wait(read: Callable[[], dict[str, Any]], wanted: set[str], what: str) -> di
         time.sleep(0.2)
 
 
+def _wait_for(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 90
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never happened: {what}")
+        time.sleep(0.2)
+
+
 def _ok(response: httpx.Response) -> dict[str, Any]:
     assert response.status_code < 300, response.text
     body: dict[str, Any] = response.json() if response.content else {}
@@ -76,8 +84,14 @@ def seed_every_status(stack: Stack, client: httpx.Client, webhook_url: str) -> S
         {"requires_action"},
     )
     # Held on the provider's side: it settles only when the simulator is told to, which
-    # this run never does.
-    settle(pay("seed-processing", payment_method="pm_card_sim_processingSucceeds"), {"processing"})
+    # this run never does.  Processing from its accept on; seeded once the provider has
+    # answered its confirm, so it is the provider's processing, not a queued payment.
+    processing = pay("seed-processing", payment_method="pm_card_sim_processingSucceeds")
+    _wait_for(
+        lambda: any(r["operation"] == "confirm" for r in stack.provider_requests(processing)),
+        f"the provider's confirm of {processing}",
+    )
+    settle(processing, {"processing"})
     held = settle(pay("seed-held", capture_method="manual"), {"requires_capture"})
     captured = settle(pay("seed-captured", capture_method="manual"), {"requires_capture"})
     canceled = settle(pay("seed-canceled", capture_method="manual"), {"requires_capture"})
