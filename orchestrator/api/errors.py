@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from orchestrator.api.problems import Problem, problem_response
 from orchestrator.db.unreachable import database_trouble, one_line
@@ -64,7 +65,29 @@ async def _on_http(request: Request, exc: Exception) -> JSONResponse:
     }.get(exc.status_code, str(exc.detail))
     status = exc.status_code if exc.status_code in (404, 405) else 400
     headers = dict(exc.headers or {})
+    if status == 405:
+        headers["Allow"] = ", ".join(allowed_methods(request))
     return problem_response(Problem(status, slug, detail, headers=headers), request.url.path)
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves at this path.  Starlette's own 405 names only the
+    methods of the first route whose path matched, and FastAPI makes one route per method:
+    ``POST /v1/payments`` would answer ``Allow: POST`` though ``GET`` is served too.  Each
+    method is asked of the router as a request would be (``matches``), so routers that
+    FastAPI nests lazily are searched as the request itself was."""
+    routes = request.app.router.routes
+    return [
+        method
+        for method in _METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes
+        )
+    ]
+
+
+# Every method a route here can serve, in the order Allow lists them.
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 
 async def _on_database_down(request: Request, exc: Exception) -> JSONResponse:

@@ -112,7 +112,7 @@ def _route_template(scope: Scope, fallback: str) -> str:
     """The matched route's template (``/v1/payments/{payment_id}``), never the raw path:
     one series per payment id would grow the metrics without bound."""
     matched = scope.get("route")
-    path = getattr(matched, "path", None)
+    path = getattr(matched, "path_format", None)
     return path if isinstance(path, str) else fallback
 
 

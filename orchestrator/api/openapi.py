@@ -7,8 +7,14 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
+from orchestrator.api.problems import PROBLEM_JSON
+from orchestrator.api.refund_schemas import RefundCreate
 from orchestrator.api.schemas import PaymentCreate
 from orchestrator.domain.ids import PAYMENT_ID_PATTERN
+
+# Bodies the routes validate by hand (orchestrator.api.body) and name by reference in their
+# ``openapi_extra``: their schemas must be in the components, or the reference dangles.
+REFERENCED_BODIES = (PaymentCreate, RefundCreate)
 
 DESCRIPTION = """
 payorch accepts payments idempotently and makes sure each one moves money exactly once at
@@ -33,13 +39,16 @@ def install_openapi(app: FastAPI) -> None:
             routes=app.routes,
         )
         components = schema.setdefault("components", {}).setdefault("schemas", {})
-        create = PaymentCreate.model_json_schema(ref_template="#/components/schemas/{model}")
-        for name, definition in create.pop("$defs", {}).items():
-            components.setdefault(name, definition)
-        components["PaymentCreate"] = create
+        for model in REFERENCED_BODIES:
+            body = model.model_json_schema(ref_template="#/components/schemas/{model}")
+            for name, definition in body.pop("$defs", {}).items():
+                components.setdefault(name, definition)
+            components[model.__name__] = body
         _describe_url_parameters(schema)
         _optional_headers_are_strings(schema)
         _drop_fastapi_validation_errors(schema)
+        _problems_are_problem_json(schema)
+        document_refusals(schema)
         app.openapi_schema = schema
         return schema
 
@@ -105,3 +114,54 @@ def _drop_fastapi_validation_errors(schema: dict[str, Any]) -> None:
     components = schema.get("components", {}).get("schemas", {})
     for name in ("HTTPValidationError", "ValidationError"):
         components.pop(name, None)
+
+
+def _problems_are_problem_json(schema: dict[str, Any]) -> None:
+    """A route's ``problem(...)`` entry names ``ProblemOut`` as its model, which FastAPI puts
+    under the route's own media type (``application/json``, a plain-text route's
+    ``text/plain``), a type no problem is sent as, and leaves the
+    ``application/problem+json`` it is sent as without a schema, so no client (and no
+    Schemathesis check) could validate a problem body.  Move the schema where it belongs."""
+    problem_ref = "#/components/schemas/ProblemOut"
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            for response in operation.get("responses", {}).values():
+                content = response.get("content", {})
+                if PROBLEM_JSON not in content:
+                    continue
+                for media_type in list(content):
+                    value = content[media_type].get("schema", {})
+                    if media_type != PROBLEM_JSON and value.get("$ref") == problem_ref:
+                        content[PROBLEM_JSON] = {"schema": value}
+                        del content[media_type]
+
+
+# What every route answers before its own code runs (the middleware, orchestrator.api.body,
+# the validation handler), so no route lists them by hand and none can forget them.
+_URL_REFUSAL = "Invalid parameter (the problem names it), or control characters in the URL"
+_BODY_REFUSALS = {
+    "400": "Invalid body, parameter or header (the problem names it); not valid JSON",
+    "413": "The body is larger than the limit (the problem says it)",
+    "415": "The body is not sent as application/json",
+}
+
+
+def document_refusals(schema: dict[str, Any]) -> None:
+    """Add the refusals every operation can give to the operations that lack them: a 400
+    wherever a parameter or a body can be wrong, a 413 and a 415 wherever a body is read.
+    A route's own description of a status is kept."""
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            responses = operation.setdefault("responses", {})
+            refusals: dict[str, str] = {}
+            if operation.get("parameters"):
+                refusals["400"] = _URL_REFUSAL
+            if "requestBody" in operation:
+                refusals.update(_BODY_REFUSALS)
+            for status, description in refusals.items():
+                responses.setdefault(status, _problem(description))
+
+
+def _problem(description: str) -> dict[str, Any]:
+    reference = {"$ref": "#/components/schemas/ProblemOut"}
+    return {"description": description, "content": {PROBLEM_JSON: {"schema": reference}}}

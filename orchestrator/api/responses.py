@@ -121,8 +121,31 @@ REPLAYED = {
     "schema": {"type": "string"},
 }
 
+RESOURCE_ETAG = {
+    "description": "The resource's `etag`: send it as If-Match with a change",
+    "schema": {"type": "string"},
+}
+CREATED_AT = {"description": "URL of the resource created", "schema": {"type": "string"}}
+WWW_AUTHENTICATE = {
+    "description": "`Bearer`: send the API key as `Authorization: Bearer <key>`",
+    "schema": {"type": "string"},
+}
+
+
+def with_headers(description: str, **headers: dict[str, Any]) -> dict[str, Any]:
+    """A success answer's entry that names the headers it carries (``Operation_Id`` for
+    ``Operation-Id``)."""
+    return {
+        "description": description,
+        "headers": {name.replace("_", "-"): value for name, value in headers.items()},
+    }
+
+
 AUTH_ERRORS: dict[int | str, dict[str, Any]] = {
-    401: problem("Missing, unknown or revoked API key"),
+    401: {
+        **problem("Missing, unknown or revoked API key"),
+        "headers": {"WWW-Authenticate": WWW_AUTHENTICATE},
+    },
     403: problem("The API key's role may not use this operation"),
     503: problem("The database is unavailable; retry after the Retry-After seconds"),
 }

@@ -15,9 +15,11 @@ from orchestrator.api.problems import Problem
 
 
 def route_named(request: Request) -> str:
-    """``METHOD /path/{template}`` of the matched route (the raw path when none matched)."""
+    """``METHOD /path/{template}`` of the matched route (the raw path when none matched);
+    the template as documented, without a convertor (``{payment_id}``, not
+    ``{payment_id:payment_id}``)."""
     route = request.scope.get("route")
-    path = getattr(route, "path", None) or request.url.path
+    path = getattr(route, "path_format", None) or request.url.path
     return f"{request.method} {path}"
 
 

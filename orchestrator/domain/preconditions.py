@@ -63,7 +63,9 @@ def _opaque(tag: str) -> str:
 
 
 def parse_tag_list(value: str) -> TagList | None:
-    """``*`` or ``"a", W/"b"``; None when the header is malformed."""
+    """``*`` or ``"a", W/"b"``; None when the header is malformed.  An empty value is the
+    empty list RFC 9110's ``#entity-tag`` allows: it names no tag, so it matches nothing
+    (a change made on it is refused with 412 rather than applied unconditionally)."""
     value = value.strip()
     if value == "*":
         return TagList(any=True)
@@ -75,7 +77,7 @@ def parse_tag_list(value: str) -> TagList | None:
             return None
         tags.append(EntityTag(match.group(2), weak=match.group(1) is not None))
         position = match.end()
-    return TagList(any=False, tags=tuple(tags)) if tags else None
+    return TagList(any=False, tags=tuple(tags))
 
 
 def representation_etag(body: bytes) -> str:

@@ -48,8 +48,6 @@ def test_a_star_matches_any_current_representation():
         'abc"',
         '"a" "b"',
         '"a",,',
-        "",
-        " ",
         'w/"abc"',
         '"a"b"',
         ",".join(['"x"'] * 33),
@@ -57,6 +55,13 @@ def test_a_star_matches_any_current_representation():
 )
 def test_a_malformed_header_is_none(header):
     assert parse_tag_list(header) is None
+
+
+@pytest.mark.parametrize("header", ["", " "])
+def test_an_empty_header_is_the_empty_list_and_matches_nothing(header):
+    parsed = parse_tag_list(header)
+    assert parsed is not None and parsed.tags == () and not parsed.any
+    assert not parsed.matches_weakly(CURRENT) and not parsed.matches_strongly(CURRENT)
 
 
 def test_if_match_compares_strongly_and_if_none_match_weakly():

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from orchestrator.api.body import parse_model
 from orchestrator.api.deps import ContainerDep, JsonBody, MerchantClient
 from orchestrator.api.problems import Problem
-from orchestrator.api.responses import AUTH_ERRORS, problem
+from orchestrator.api.responses import AUTH_ERRORS, CREATED_AT, RESOURCE_ETAG, problem, with_headers
 from orchestrator.api.routes.ops_leases import ETAG_LIST_PATTERN
 from orchestrator.bootstrap import Container
 from orchestrator.domain.connector_accounts import ConnectorAccount
@@ -59,7 +59,9 @@ class AccountUpdate(BaseModel):
     credentials: Credentials | None = None
 
 
-class AccountOut(BaseModel):
+class AccountFields(BaseModel):
+    """The account's own fields, as the merchant and the operator both see them."""
+
     id: str
     object: Literal["connector_account"]
     provider: Literal["stripe", "adyen"]
@@ -69,10 +71,13 @@ class AccountOut(BaseModel):
     )
     status: Literal["enabled", "disabled"]
     disabled_reason: str | None
-    default: bool = Field(description="Whether payments naming no account run on this one.")
     created_at: str
     updated_at: str
     etag: str = Field(description="Send as If-Match with a change; stale is 412.")
+
+
+class AccountOut(AccountFields):
+    default: bool = Field(description="Whether payments naming no account run on this one.")
 
 
 class AccountList(BaseModel):
@@ -176,7 +181,10 @@ def _answer(
     summary="Add a connector account (credentials are write-only)",
     openapi_extra=_body_schema(AccountCreate),
     response_model=AccountOut,
-    responses={201: {"description": "Created"}, **_ERRORS},
+    responses={
+        201: with_headers("Created", Location=CREATED_AT, ETag=RESOURCE_ETAG),
+        **_ERRORS,
+    },
 )
 def create_account(container: ContainerDep, client: MerchantClient, body: JsonBody) -> Response:
     payload = parse_model(AccountCreate, body)
@@ -209,7 +217,7 @@ def list_accounts(container: ContainerDep, client: MerchantClient) -> Response:
     "/{account_id}",
     summary="Read a connector account",
     response_model=AccountOut,
-    responses=_ERRORS,
+    responses={200: with_headers("The account", ETag=RESOURCE_ETAG), **_ERRORS},
 )
 def get_account(container: ContainerDep, client: MerchantClient, account_id: str) -> Response:
     service = _service(container)
@@ -225,7 +233,7 @@ def get_account(container: ContainerDep, client: MerchantClient, account_id: str
     summary="Change a connector account (name, credentials)",
     openapi_extra=_body_schema(AccountUpdate),
     response_model=AccountOut,
-    responses=_ERRORS,
+    responses={200: with_headers("The account", ETag=RESOURCE_ETAG), **_ERRORS},
 )
 def update_account(
     container: ContainerDep,
@@ -254,7 +262,7 @@ def update_account(
     "/{account_id}",
     summary="Disable a connector account (kept for the payments that ran on it)",
     response_model=AccountOut,
-    responses=_ERRORS,
+    responses={200: with_headers("The account", ETag=RESOURCE_ETAG), **_ERRORS},
 )
 def disable_account(
     container: ContainerDep, client: MerchantClient, account_id: str, if_match: IfMatch = None

@@ -10,17 +10,18 @@ parked, so nothing is retried twice).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from orchestrator.api.body import parse_model
 from orchestrator.api.deps import ContainerDep, JsonBody, OpsClient
 from orchestrator.api.problems import Problem
 from orchestrator.api.responses import AUTH_ERRORS, problem
 from orchestrator.api.routes.ops_leases import Reason
+from orchestrator.api.schemas import _integral_number
 from orchestrator.domain.circuit import PLATFORM_CIRCUIT_KEY
 from orchestrator.engine.takeover import Actor
 from orchestrator.ops.bulk_retry import bulk_retry_filter, parse_since, run_bulk_retry
@@ -62,7 +63,7 @@ class BulkRetryRequest(BaseModel):
     dry_run: bool = Field(
         default=False, description="List what would be retried; change nothing, audit nothing."
     )
-    limit: int = Field(
+    limit: Annotated[int, BeforeValidator(_integral_number)] = Field(
         default=DEFAULT_BULK_LIMIT,
         ge=1,
         le=MAX_BULK_LIMIT,

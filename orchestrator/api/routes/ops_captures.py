@@ -14,15 +14,22 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from orchestrator.api.body import parse_model
 from orchestrator.api.capture_schemas import CancellationReason
 from orchestrator.api.deps import ContainerDep, JsonBody, OpsClient
 from orchestrator.api.problems import Problem
-from orchestrator.api.responses import AUTH_ERRORS, problem
-from orchestrator.api.routes.captures import CANCEL, CAPTURE, REFUSALS, refusal_problem
+from orchestrator.api.responses import AUTH_ERRORS, problem, with_headers
+from orchestrator.api.routes.captures import (
+    CANCEL,
+    CAPTURE,
+    OPERATION_ID,
+    REFUSALS,
+    refusal_problem,
+)
 from orchestrator.api.routes.ops_leases import Reason
+from orchestrator.api.schemas import _integral_number
 from orchestrator.domain.currencies import MAX_AMOUNT
 from orchestrator.domain.ids import is_payment_id
 from orchestrator.domain.operation_representation import operation_representation
@@ -39,8 +46,9 @@ class OperatorCaptureRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     reason: Reason
-    amount: Annotated[int, Field(gt=0, le=MAX_AMOUNT)] | None = Field(
-        default=None, description="Minor units to capture; default: all that is capturable."
+    # 100.0 is the integer 100, as on the merchant's capture (JSON Schema's integer).
+    amount: Annotated[int, Field(gt=0, le=MAX_AMOUNT), BeforeValidator(_integral_number)] | None = (
+        Field(default=None, description="Minor units to capture; default: all that is capturable.")
     )
 
 
@@ -65,7 +73,11 @@ def _body_schema(model: type[BaseModel]) -> dict[str, Any]:
 
 def _responses(conflict: str) -> dict[int | str, dict[str, Any]]:
     return {
-        202: {"description": "Accepted: the operation, the payment, the audit row"},
+        202: with_headers(
+            "Accepted: the operation, the payment, the audit row",
+            Location={"description": "URL of the operation", "schema": {"type": "string"}},
+            Operation_Id=OPERATION_ID,
+        ),
         400: problem("Not JSON, no reason, or (capture) more than is capturable"),
         404: problem("No such payment"),
         409: problem(conflict),

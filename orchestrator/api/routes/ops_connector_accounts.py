@@ -13,7 +13,7 @@ from orchestrator.api.body import parse_model
 from orchestrator.api.deps import ContainerDep, JsonBody, OpsClient
 from orchestrator.api.problems import Problem
 from orchestrator.api.responses import AUTH_ERRORS, problem
-from orchestrator.api.routes.connector_accounts import AccountOut, account_document
+from orchestrator.api.routes.connector_accounts import AccountFields, account_document
 from orchestrator.api.routes.ops_circuits import CircuitOut
 from orchestrator.api.routes.ops_leases import AuditOut
 from orchestrator.domain.circuit import Circuit
@@ -37,7 +37,9 @@ class DisableRequest(BaseModel):
     ]
 
 
-class OpsAccountOut(AccountOut):
+class OpsAccountOut(AccountFields):
+    """No ``default``: that is the merchant's routing, not the account's own field."""
+
     client_id: str
     circuit: CircuitOut | None = Field(
         default=None,

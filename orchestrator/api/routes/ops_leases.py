@@ -95,7 +95,10 @@ class LeaseOut(BaseModel):
     )
     payment_id: str
     client_id: str
-    status: Literal["processing", "succeeded", "failed", "canceled", "needs_attention"]
+    # A payment waiting for its capture holds no lease but is listed with its status.
+    status: Literal[
+        "processing", "requires_capture", "succeeded", "failed", "canceled", "needs_attention"
+    ]
     recovery_point: Literal["accepted", "intent_created", "provider_settled", "completed"]
     lease_owner: str | None
     lease_token: int = Field(description="Fencing token; every takeover bumps it.")
@@ -225,7 +228,8 @@ def _operator(client: ApiClient) -> Actor:
     return Actor.operator(client.id, client.name)
 
 
-ETAG_LIST_PATTERN = r'^ *(\*|(W/)?"[!#-~]*"( *, *(W/)?"[!#-~]*")*) *$'
+# "*" or a list of entity tags, the empty list included (parse_tag_list).
+ETAG_LIST_PATTERN = r'^ *(\*|((W/)?"[!#-~]*"( *, *(W/)?"[!#-~]*")*)?) *$'
 
 IfMatch = Annotated[
     str | None,

@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
@@ -15,8 +14,9 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from orchestrator.api.deps import ContainerDep, OpsClient
+from orchestrator.api.path_ids import PAYMENT_ID_SEGMENT
 from orchestrator.api.problems import Problem
-from orchestrator.api.query_parameters import checked_time
+from orchestrator.api.query_parameters import ISO_TIME_SCHEMA, time_parameter
 from orchestrator.api.responses import AUTH_ERRORS, problem
 from orchestrator.api.routes.ops_circuits import ConnectorCircuitOut
 from orchestrator.api.routes.ops_leases import AuditOut, LeaseOut
@@ -321,7 +321,7 @@ class StatusOut(BaseModel):
 
 
 @router.get(
-    "/payments/{payment_id}",
+    f"/payments/{PAYMENT_ID_SEGMENT}",
     summary="One payment with its operations, provider calls, lease history, audit, events",
     response_model=PaymentDetailOut,
     responses={404: problem("No such payment"), **AUTH_ERRORS},
@@ -351,10 +351,18 @@ def get_ops_payments(
     customer_reference: _Text = None,
     idempotency_key: _Text = None,
     created_after: Annotated[
-        datetime | None, Query(description="Inclusive; ISO 8601 with a time zone.")
+        str | None,
+        Query(
+            description="Inclusive; ISO 8601 with a time zone.",
+            json_schema_extra=ISO_TIME_SCHEMA,
+        ),
     ] = None,
     created_before: Annotated[
-        datetime | None, Query(description="Exclusive; ISO 8601 with a time zone.")
+        str | None,
+        Query(
+            description="Exclusive; ISO 8601 with a time zone.",
+            json_schema_extra=ISO_TIME_SCHEMA,
+        ),
     ] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = DEFAULT_PAGE_SIZE,
     cursor: Annotated[
@@ -366,8 +374,8 @@ def get_ops_payments(
         client_id=client_id,
         customer_reference=customer_reference,
         idempotency_key=idempotency_key,
-        created_after=checked_time("created_after", created_after),
-        created_before=checked_time("created_before", created_before),
+        created_after=time_parameter("created_after", created_after),
+        created_before=time_parameter("created_before", created_before),
     )
     try:
         page = list_payments(container.read_only_uow, filters, limit=limit, cursor=cursor)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request
@@ -26,7 +25,11 @@ from orchestrator.api.deps import (
     MerchantClient,
 )
 from orchestrator.api.problems import Problem
-from orchestrator.api.query_parameters import checked_time, invalid_parameters
+from orchestrator.api.query_parameters import (
+    ISO_OR_UNIX_TIME_SCHEMA,
+    invalid_parameters,
+    time_parameter,
+)
 from orchestrator.api.responses import (
     AUTH_ERRORS,
     ETAG,
@@ -408,17 +411,19 @@ def list_payments(
         PaymentStatus | None, Query(description="Only payments with this status.")
     ] = None,
     created_gte: Annotated[
-        datetime | None,
+        str | None,
         Query(
             alias="created[gte]",
+            json_schema_extra=ISO_OR_UNIX_TIME_SCHEMA,
             description="Created at or after this time (ISO 8601 with a time zone, or Unix "
             "seconds).",
         ),
     ] = None,
     created_lt: Annotated[
-        datetime | None,
+        str | None,
         Query(
             alias="created[lt]",
+            json_schema_extra=ISO_OR_UNIX_TIME_SCHEMA,
             description="Created before this time (ISO 8601 with a time zone, or Unix seconds).",
         ),
     ] = None,
@@ -445,8 +450,8 @@ def list_payments(
         filters=PaymentFilters(
             status=status,
             idempotency_key=idempotency_key,
-            created_after=checked_time("created[gte]", created_gte),
-            created_before=checked_time("created[lt]", created_lt),
+            created_after=time_parameter("created[gte]", created_gte, unix_seconds=True),
+            created_before=time_parameter("created[lt]", created_lt, unix_seconds=True),
         ),
         limit=limit,
         starting_after=starting_after,

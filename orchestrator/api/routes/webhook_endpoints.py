@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from orchestrator.api.body import parse_model
 from orchestrator.api.deps import ContainerDep, JsonBody, MerchantClient
 from orchestrator.api.problems import Problem
-from orchestrator.api.responses import AUTH_ERRORS, problem
+from orchestrator.api.responses import AUTH_ERRORS, CREATED_AT, RESOURCE_ETAG, problem, with_headers
 from orchestrator.api.routes.ops_leases import ETAG_LIST_PATTERN
 from orchestrator.api.schemas import FreeText
 from orchestrator.domain.preconditions import TagList, parse_tag_list
@@ -154,7 +154,12 @@ def _problem(error: EndpointError) -> Problem:
     summary="Register a webhook endpoint (the secret is shown once)",
     openapi_extra=_body_schema(EndpointCreate),
     response_model=EndpointOut,
-    responses={201: {"description": "Created; `secret` is in this answer only"}, **_ERRORS},
+    responses={
+        201: with_headers(
+            "Created; `secret` is in this answer only", Location=CREATED_AT, ETag=RESOURCE_ETAG
+        ),
+        **_ERRORS,
+    },
 )
 def create_endpoint(container: ContainerDep, client: MerchantClient, body: JsonBody) -> Response:
     payload = parse_model(EndpointCreate, body)
@@ -187,7 +192,7 @@ def list_endpoints(container: ContainerDep, client: MerchantClient) -> Response:
     "/{endpoint_id}",
     summary="Read a webhook endpoint",
     response_model=EndpointOut,
-    responses=_ERRORS,
+    responses={200: with_headers("The endpoint", ETag=RESOURCE_ETAG), **_ERRORS},
 )
 def get_endpoint(container: ContainerDep, client: MerchantClient, endpoint_id: str) -> Response:
     try:
@@ -202,7 +207,7 @@ def get_endpoint(container: ContainerDep, client: MerchantClient, endpoint_id: s
     summary="Change a webhook endpoint (url, events, description, status)",
     openapi_extra=_body_schema(EndpointUpdate),
     response_model=EndpointOut,
-    responses=_ERRORS,
+    responses={200: with_headers("The endpoint", ETag=RESOURCE_ETAG), **_ERRORS},
 )
 def update_endpoint(
     container: ContainerDep,
@@ -249,7 +254,7 @@ def delete_endpoint(
     "/{endpoint_id}/rotate_secret",
     summary="Replace the signing secret (the new one is shown once)",
     response_model=EndpointOut,
-    responses=_ERRORS,
+    responses={200: with_headers("The endpoint", ETag=RESOURCE_ETAG), **_ERRORS},
 )
 def rotate_secret(
     container: ContainerDep, client: MerchantClient, endpoint_id: str, if_match: IfMatch = None
