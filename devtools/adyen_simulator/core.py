@@ -5,6 +5,8 @@
       rate_limit        ─> 429                      (nothing done, nothing saved)
       error_500_before  ─> 5xx                      (nothing done, nothing saved)
       hang              ─> stall "forever", then 5xx (nothing done)
+      hold              ─> wait while the client does (its going away ends it), then 5xx
+                           (nothing done, the key never claimed)
     Idempotency-Key (≤ 64)
       idempotency_unavailable ─> 503 703 transient (nothing done, nothing saved)
       ─> replay the saved answer / 422 704 while in flight / claim
@@ -83,6 +85,11 @@ class LoggedRequest:
     status: int | None = None
     replayed: bool = False
     fault: str | None = None
+    # The caller's "host:port": which process holds a held call is its socket's owner.
+    client: str | None = None
+    # A ``hold`` fault: ``holding``, then why it ended (``client_gone``, ``timed_out``,
+    # ``released`` when the simulator stops).
+    hold: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -97,6 +104,8 @@ class LoggedRequest:
             "status": self.status,
             "replayed": self.replayed,
             "fault": self.fault,
+            "client": self.client,
+            "hold": self.hold,
         }
 
 
@@ -224,6 +233,7 @@ class AdyenSimulator:
                 operation,
                 key,
                 psp_reference=psp_reference,
+                client=f"{request.client.host}:{request.client.port}" if request.client else None,
             )
             self._log.append(entry)
         try:
@@ -272,12 +282,17 @@ class AdyenSimulator:
         if fault is not None:
             with self._lock:
                 entry.fault = fault.mode
+                # In the same section: the log never shows a hold fault not yet holding.
+                entry.hold = "holding" if fault.mode == "hold" else None
             if fault.mode == "rate_limit":
                 raise errors.rate_limited(fault.retry_after)
             if fault.mode == "error_500_before":
                 raise errors.internal(fault.status)
             if fault.mode == "hang":
                 await self._stall(fault.seconds, self.config.hang_seconds)
+                raise errors.internal(fault.status)
+            if fault.mode == "hold":
+                await self._hold(request, entry, fault.seconds)
                 raise errors.internal(fault.status)
         if key is not None:
             if len(key) > MAX_IDEMPOTENCY_KEY_LENGTH:
@@ -381,6 +396,28 @@ class AdyenSimulator:
             if remaining <= 0:
                 return
             await anyio.sleep(min(remaining, _STALL_POLL_SECONDS))
+
+    async def _hold(self, request: Request, entry: LoggedRequest, seconds: float | None) -> None:
+        """Hold a request that has done nothing (no effect, no key claimed) for as long as
+        its client waits for it.
+
+        Hazard: a held request must never act once its client is gone.  A chaos test kills
+        the process that sent it and asserts the provider did nothing for it; acting on it
+        after the kill would be another scenario ("acted, the answer lost").  So the hold
+        ends only in a 5xx with nothing done, whichever way it ends, and a later request
+        with the same key executes afresh (nothing was saved under it)."""
+        deadline = time.monotonic() + (self.config.hang_seconds if seconds is None else seconds)
+        ended = "released"
+        while not self._released.is_set():
+            if await request.is_disconnected():
+                ended = "client_gone"
+                break
+            if time.monotonic() >= deadline:
+                ended = "timed_out"
+                break
+            await anyio.sleep(_STALL_POLL_SECONDS)
+        with self._lock:
+            entry.hold = ended
 
     def _authenticate(self, request: Request) -> str:
         """The idempotency scope: the API key, or the basic-auth user (Adyen takes both)."""

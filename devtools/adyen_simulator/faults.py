@@ -21,6 +21,14 @@
                                        key once; the 5xx was the answer's trip back)
                  rate_limit            answer 429; nothing done, nothing saved
                  hang                  never answer in practice; nothing done
+                 hold                  hold the request before anything is done (no key
+                                       claimed) while its client waits: it ends when the
+                                       client goes away (a killed worker), after ``seconds``
+                                       (default: the simulator's hang_seconds) or when the
+                                       simulator stops, and is answered 5xx having done
+                                       nothing; the request log shows it ``holding``, then
+                                       why it ended (``client_gone``, ``timed_out``).  A
+                                       later request with the same key executes afresh
                  idempotency_unavailable  Adyen's key store is down: 503, errorCode 703,
                                        ``transient-error: true``; nothing done, nothing saved
                                        (a request without a key goes through, and
@@ -32,7 +40,8 @@
                                      amount sent; modifications: the amount sent, else the
                                      payment's; notifications: the item's amount)
                  times=N             fire at most N times, then the rule is spent
-                 seconds=S           duration for latency / timeout_after_effect / hang / delay
+                 seconds=S           duration for latency / timeout_after_effect / hang / hold /
+                                     delay
                  status=N            the 5xx of error_500_before / error_500_after (500..599)
                  retry_after=N       Retry-After seconds for rate_limit (default 1)
 
@@ -78,6 +87,7 @@ FaultMode = Literal[
     "error_500_after",
     "rate_limit",
     "hang",
+    "hold",
     "idempotency_unavailable",
     "drop",
     "duplicate",

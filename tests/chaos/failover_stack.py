@@ -101,6 +101,36 @@ def holder(workers: list[ManagedProcess], lease_owner: str | None) -> ManagedPro
     return next((w for w in workers if w.poll() is None and pid in process_group(w.pid)), None)
 
 
+def connection_owners(local_port: int, pids: set[int]) -> set[int]:
+    """Those of ``pids`` holding an open TCP socket bound to ``local_port`` on this host: the
+    process that made a call the simulator logged from ``127.0.0.1:local_port``
+    (``/proc/net/tcp`` names the socket's inode, ``/proc/<pid>/fd`` who has it open)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as listing:
+                lines = listing.readlines()[1:]
+        except FileNotFoundError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == local_port:
+                inodes.add(f"socket:[{fields[9]}]")
+    owners = set()
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue  # gone meanwhile
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                    owners.add(pid)
+            except OSError:
+                continue
+    return owners
+
+
 def authorised_at_adyen(adyen: RunningAdyenSimulator) -> Counter[str]:
     """Authorisations that stand at Adyen, per record id (its books)."""
     books = adyen.admin.movements()["authorisations"]["by_reference"]

@@ -20,6 +20,15 @@ Then, counted at both simulators' own books: **0 payments with money at two prov
 succeeded payment charged exactly once (at the provider of its last attempt), each failed one
 nowhere, 0 payments stuck, and every failover preceded by its recorded proof at the account it
 left (a ``payment_attempts`` row per failover, the only way a payment reaches Adyen here).
+
+**A kill -9 between "A proven not charged" and "B acted"** (a second test, on a stack of its
+own): a soft-declined payment fails over, and Adyen holds its first authorisation request
+(a ``hold`` fault: nothing done, no key claimed) while the worker waits on it.  With that
+worker stopped, the test checks it is the process with the held call open (its socket) and
+still holds the lease, that the proof is recorded and nothing moved at either provider; then
+SIGKILLs it.  The held request dies with its client, doing nothing.  The sweeper's takeover
+hands the payment to another worker, which calls Adyen with the same key: executed once
+there (not a replay of a saved answer), the payment succeeded at Adyen, never at Stripe.
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ from devtools.adyen_simulator import (
 from tests.chaos.failover_stack import (
     adyen_account,
     authorised_at_adyen,
+    connection_owners,
     holder,
     payment_count,
     proofs,
@@ -48,7 +58,7 @@ from tests.chaos.failover_stack import (
 from tests.chaos.holders import wait_until
 from tests.harness.stack import Stack, running_stack
 from tests.integration.adyen_simulator_helpers import API_KEY, MERCHANT
-from tests.support.processes import ManagedProcess, ProcessManager
+from tests.support.processes import ManagedProcess, ProcessManager, process_group
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(400)]
 
@@ -210,3 +220,191 @@ def test_failover_never_moves_money_at_two_providers_through_lost_answers_and_a_
     # The run exercised what it claims to.
     assert failovers >= 5, failovers
     assert any(expected == "failed" for _, _, expected in planned)
+
+
+# -- the kill between the proof and the next account ----------------------------------------
+#
+# The payment aimed at soft-declines at Stripe and fails over; Adyen holds its first
+# authorisation request without acting on it (a ``hold`` fault: no effect, no key claimed)
+# while the worker waits on it.  That worker is SIGKILLed there: A proven not charged and the
+# proof committed, B asked but not acted.  The held request dies with its client, and the
+# payment's next holder must call Adyen with the same key, once.
+HELD_AMOUNT = 100_007
+HELD_PAYMENTS = 12
+# The window is the worker's read timeout on the held call: long here (a kill needs
+# milliseconds), so no load on the machine closes it first.  The lease outlasts the task's
+# limits (provider timeout < 0.6 x lease), and the takeover after the kill waits it out.
+HELD_SETTINGS: dict[str, Any] = {
+    **CHAOS_SETTINGS,
+    "lease_seconds": 16.0,
+    "dispatch_lease_seconds": 16.0,
+    "provider_timeout_seconds": 8.0,
+}
+
+
+@pytest.fixture
+def held_adyen() -> Iterator[RunningAdyenSimulator]:
+    config = AdyenSimulatorConfig(seed=SEED, api_keys=(API_KEY,), merchant_accounts=(MERCHANT,))
+    with start_in_thread(config) as simulator:
+        yield simulator
+
+
+@pytest.fixture
+def held_stack(make_postgres_database, make_broker_url, held_adyen) -> Iterator[Stack]:
+    with running_stack(
+        make_postgres_database(),
+        make_broker_url(),
+        adyen_api_base=held_adyen.url,
+        **HELD_SETTINGS,
+    ) as built:
+        yield built
+
+
+def held_plan(account: str) -> list[tuple[str, dict[str, Any], str]]:
+    """A few good, soft and hard cards around the payment aimed at (sent last)."""
+    rng = random.Random(SEED + 1)
+    planned = []
+    for index in range(HELD_PAYMENTS):
+        aimed = index == HELD_PAYMENTS - 1
+        method = SOFT if aimed else (GOOD, SOFT, HARD)[index % 3]
+        body = {
+            "amount": HELD_AMOUNT if aimed else rng.randrange(500, 90_000),
+            "currency": "eur",
+            "payment_method": method,
+            "return_url": RETURN_URL,
+            "payment_methods": {
+                account: {"type": "scheme", "encryptedCardNumber": "test_4111111111111111"}
+            },
+        }
+        planned.append((f"held-{SEED}-{index}", body, "failed" if method == HARD else "succeeded"))
+    return planned
+
+
+def adyen_calls(adyen: RunningAdyenSimulator, reference: str) -> list[dict[str, Any]]:
+    return [
+        r
+        for r in adyen.admin.requests()
+        if r["operation"] == "payments" and r["reference"] == reference
+    ]
+
+
+def kill_while_the_next_account_holds_the_call(
+    stack: Stack, adyen: RunningAdyenSimulator, workers: list[ManagedProcess], log: list[str]
+) -> tuple[ManagedProcess, dict[str, Any], dict[str, Any]]:
+    """SIGKILL the worker whose authorisation Adyen holds; return it, the payment's row and
+    the held request as they were at the kill."""
+    held: dict[str, Any] = {}
+
+    def a_call_is_held() -> bool:
+        found = [r for r in adyen.admin.requests() if r["hold"] is not None]
+        if found:
+            held.update(found[0])
+        return bool(found)
+
+    wait_until("Adyen holding the failed-over payment's authorisation", a_call_is_held, 120)
+    payment_id = str(held["reference"])
+    record = rows(stack)[payment_id]
+    # The state the kill is aimed at, read while the call is held: A (Stripe) proven not
+    # charged, the failover and its proof committed, B (Adyen) asked and not acted.
+    assert held["hold"] == "holding", f"the held call ended before the kill: {held}"
+    assert (record["status"], record["failovers"], record["provider"]) == (
+        "processing",
+        1,
+        "adyen",
+    ), record
+    assert proofs(stack)[payment_id] == 1, "Adyen was called before the proof was recorded"
+    assert not stack.simulator.admin.movements()["by_record"].get(payment_id), "charged at A"
+    assert authorised_at_adyen(adyen)[payment_id] == 0
+    victim = holder(workers, record["lease_owner"])
+    assert victim is not None, f"no running worker holds {record}"
+    port = int(str(held["client"]).rsplit(":", 1)[1])
+    victim.pause()
+    try:
+        # Stopped, the victim can change nothing: check that it is the process with the
+        # held call open and that it still holds the lease, then kill it.
+        callers = connection_owners(port, process_group(victim.pid))
+        assert callers, f"{victim.name} does not hold the call held at Adyen ({held})"
+        now = adyen_calls(adyen, payment_id)
+        again = rows(stack)[payment_id]
+        assert [r["hold"] for r in now] == ["holding"], f"missed the window: {now}"
+        same = (again["lease_token"], again["lease_owner"]) == (
+            record["lease_token"],
+            record["lease_owner"],
+        )
+        assert same and again["status"] == "processing", f"missed the window: {again}"
+    except BaseException:
+        victim.resume()
+        raise
+    victim.kill()
+    log.append(f"SIGKILL {victim.name} (pids {sorted(callers)}) with {payment_id}'s call held")
+    return victim, record, held
+
+
+def test_a_kill_between_the_proof_and_the_next_accounts_answer_charges_once(
+    held_stack: Stack, held_adyen: RunningAdyenSimulator, processes: ProcessManager
+) -> None:
+    stack, adyen = held_stack, held_adyen
+    account = adyen_account(stack, adyen)
+    stack.simulator.admin.add_fault("confirm:error_500_before:0.1")
+    adyen.admin.add_fault(f"payments:hold:amounts={HELD_AMOUNT}:times=1")
+    planned = held_plan(account)
+    log: list[str] = []
+    workers = [
+        stack.start_worker(processes, name="worker-a", concurrency=2),
+        stack.start_worker(processes, name="worker-b", concurrency=2),
+    ]
+    stack.start_sweeper(processes)
+    with stack.client() as client:
+        for key, body, _ in planned:
+            answer = client.post("/v1/payments", json=body, headers={"Idempotency-Key": key})
+            assert answer.status_code == 202, answer.text
+    killed, record, held = kill_while_the_next_account_holds_the_call(stack, adyen, workers, log)
+    payment_id = str(record["id"])
+
+    def dropped() -> bool:
+        return adyen_calls(adyen, payment_id)[0]["hold"] != "holding"
+
+    # The held call dies with its client: nothing done at Adyen, nothing to apply later.
+    wait_until("the held call dropped with its client", dropped, 60)
+    first = adyen_calls(adyen, payment_id)[0]
+    assert (first["hold"], first["status"]) == ("client_gone", 500), first
+    assert adyen.admin.payments(reference=payment_id) == []
+    workers.append(stack.start_worker(processes, name=f"{killed.name}-2", concurrency=2))
+
+    def all_final() -> bool:
+        return all(r["status"] in ("succeeded", "failed") for r in rows(stack).values())
+
+    wait_until("every payment final (0 stuck)", all_final, SETTLE_TIMEOUT_SECONDS)
+
+    by_key = {r["idempotency_key"]: r for r in rows(stack).values()}
+    stripe_books = stack.simulator.admin.movements()["by_record"]
+    adyen_books = authorised_at_adyen(adyen)
+    proven = proofs(stack)
+    problems = []
+    for key, _, expected in planned:
+        row = by_key[key]
+        record_id = str(row["id"])
+        at_stripe, at_adyen = int(stripe_books.get(record_id, 0)), adyen_books[record_id]
+        if at_stripe and at_adyen:
+            problems.append(f"{record_id}: money at two providers")
+        if row["status"] != expected:
+            problems.append(f"{record_id}: {row['status']}, expected {expected}")
+        if at_stripe + at_adyen != (1 if row["status"] == "succeeded" else 0):
+            problems.append(f"{record_id}: {row['status']} with {at_stripe + at_adyen} charges")
+        if proven[record_id] != row["failovers"] or (at_adyen and not proven[record_id]):
+            problems.append(
+                f"{record_id}: {row['failovers']} failovers, {proven[record_id]} proofs"
+            )
+    print("\n".join(log))
+    assert problems == [], "\n".join(problems)
+
+    # The payment killed in the window: resumed at Adyen by another holder under the same
+    # key, executed there once (the held request never was), succeeded at Adyen only.
+    final = rows(stack)[payment_id]
+    assert (final["status"], final["provider"], final["failovers"]) == ("succeeded", "adyen", 1)
+    assert final["lease_token"] > record["lease_token"], "never taken over"
+    calls = adyen_calls(adyen, payment_id)
+    assert {c["idempotency_key"] for c in calls} == {held["idempotency_key"]}, calls
+    executed = [c for c in calls if c["status"] == 200 and not c["replayed"]]
+    assert len(executed) == 1 and executed[0]["seq"] > held["seq"], calls
+    assert adyen_books[payment_id] == 1 and not stripe_books.get(payment_id)

@@ -446,6 +446,47 @@ def test_a_5xx_before_the_effect_makes_nothing_and_the_key_executes_later(
     assert len(sim.admin.payments(reference=body["reference"])) == 1
 
 
+def test_a_held_request_whose_client_goes_away_does_nothing_and_its_key_executes_later(
+    checkout: Checkout, sim: RunningAdyenSimulator
+) -> None:
+    sim.admin.add_fault("payments:hold:times=1")
+    body = payment()
+    key = str(uuid.uuid4())
+
+    def logged() -> dict[str, Any]:
+        (entry,) = [r for r in sim.admin.requests() if r["idempotency_key"] == key][:1]
+        return entry
+
+    # The client gives up: its connection closes, as a killed worker's does.
+    with pytest.raises(httpx.ReadTimeout):
+        checkout.post("/payments", body, key=key, timeout=0.5)
+    deadline = time.monotonic() + 10
+    while logged()["hold"] == "holding":
+        assert time.monotonic() < deadline, logged()
+        time.sleep(0.05)
+    held = logged()
+    assert (held["fault"], held["hold"], held["status"]) == ("hold", "client_gone", 500), held
+    assert held["client"] and held["client"].startswith("127.0.0.1:"), held
+    assert sim.admin.payments(reference=body["reference"]) == []
+    assert sim.admin.movements()["authorisations"]["total"] == 0
+    # Nothing was saved under the key: the same key executes now, once.
+    again = checkout.post("/payments", body, key=key)
+    assert again.status_code == 200 and not again.headers.get("transient-error")
+    assert again.json()["resultCode"] == "Authorised"
+    assert len(sim.admin.payments(reference=body["reference"])) == 1
+
+
+def test_a_hold_ends_after_its_seconds_with_nothing_done(
+    checkout: Checkout, sim: RunningAdyenSimulator
+) -> None:
+    sim.admin.add_fault("payments:hold:seconds=0.3:times=1")
+    body = payment()
+    answer = checkout.post("/payments", body, key=str(uuid.uuid4()))
+    assert answer.status_code == 500
+    assert [r["hold"] for r in sim.admin.requests()] == ["timed_out"]
+    assert sim.admin.payments(reference=body["reference"]) == []
+
+
 def test_a_5xx_after_the_effect_keeps_the_payment_and_its_answer(
     checkout: Checkout, sim: RunningAdyenSimulator
 ) -> None:

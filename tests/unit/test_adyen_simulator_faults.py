@@ -19,6 +19,8 @@ from devtools.simulator.faults import parse_fault_spec as parse_stripe_spec
         "any:latency:seconds=0.05",
         "refund:rate_limit:0.2:retry_after=2",
         "details:hang:times=1",
+        "payments:hold:amounts=100007:times=1",
+        "payments:hold:seconds=0.3",
         "payments:idempotency_unavailable:times=2",
         "technical_cancel:error_500_before",
         "webhook:duplicate",
