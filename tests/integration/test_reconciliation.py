@@ -443,6 +443,46 @@ def test_an_interrupted_run_resumes_from_its_cursor_and_counts_each_object_once(
     assert stack.findings() == []
 
 
+class FailingSecondBalancePage(FailingSecondPage):
+    """The real Stripe source, except that its second balance transactions call times out."""
+
+    def __init__(self, inner: StripeProvider) -> None:
+        super().__init__(inner)
+        self.balance_lists = 0
+
+    def list_payments(self, **kwargs: Any) -> ProviderPaymentPage:
+        return self.inner.list_payments(**kwargs)
+
+    def list_balance_movements(self, **kwargs: Any) -> BalanceMovementPage:
+        self.balance_lists += 1
+        if self.balance_lists == 2:
+            raise OutcomeUnknown("read timed out (test)")
+        return self.inner.list_balance_movements(**kwargs)
+
+
+def test_a_run_interrupted_in_the_balance_resumes_from_its_cursor(stack: Stack) -> None:
+    for n in range(5):
+        stack.pay(f"balance-{n}", amount=1000 + n)
+    window = stack.window()
+    failing = FailingSecondBalancePage(stack.source())
+
+    with pytest.raises(SourceUnavailable) as stopped:
+        Reconciler(stack.container.uow, failing, PLATFORM, owner="first", page_size=2).run(window)
+
+    interrupted = stopped.value.run
+    assert interrupted.phase is Phase.BALANCE
+    assert interrupted.cursor is not None and interrupted.cursor.startswith("txn_")
+    # 5 intents, then the first page of 2 balance transactions.
+    assert interrupted.counts.matched == 7
+    resumed = Reconciler(
+        stack.container.uow, stack.source(), PLATFORM, owner="second", page_size=2
+    ).run(window)
+    assert resumed.id == interrupted.id
+    assert resumed.status is RunStatus.COMPLETED
+    assert resumed.counts.matched == 10
+    assert stack.findings() == []
+
+
 def test_a_page_budget_leaves_the_run_resumable_at_once(stack: Stack) -> None:
     for n in range(3):
         stack.pay(f"budget-{n}")
