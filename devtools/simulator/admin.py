@@ -29,6 +29,9 @@ POST   /_sim/payment_intents/{id}/settle   a processing intent settles: body
                              {"outcome": "succeeded"|"failed"} or {} (its payment method's)
 POST   /_sim/payment_intents/{id}/expire_authorization   Stripe's 7-day expiry of an
                              uncaptured authorisation: canceled, cancellation_reason automatic
+POST   /_sim/balance_transactions/adjust   the balance transaction of a charge or refund
+                             now says another amount: body {"source": "ch_…"|"re_…",
+                             "amount"}; answers it
 GET    /_sim/webhooks        {"url", "enabled", "deliveries": [delivery, ...]} in order
 POST   /_sim/webhooks        body {"url", "secret", "reorder_hold_seconds"?} (null url and
                              secret: stop delivering)
@@ -153,6 +156,13 @@ def routes(simulator: Simulator) -> list[Route]:
         reason = str(payload.get("reason") or "fraudulent")
         return _acted(lambda: simulator.open_dispute(intent, amount, reason))
 
+    async def adjust_balance(request: Request) -> Response:
+        payload = await _json_object(request)
+        source, amount = payload.get("source"), payload.get("amount")
+        if not isinstance(source, str) or not isinstance(amount, int):
+            return _problem(400, "source is a string and amount an integer")
+        return _acted(lambda: simulator.adjust_balance(source, amount))
+
     async def webhooks(request: Request) -> Response:
         sender = simulator.webhooks
         return JSONResponse(
@@ -193,6 +203,7 @@ def routes(simulator: Simulator) -> list[Route]:
             expire_authorization,
             methods=["POST"],
         ),
+        Route("/_sim/balance_transactions/adjust", adjust_balance, methods=["POST"]),
         Route("/_sim/webhooks", webhooks, methods=["GET"]),
         Route("/_sim/webhooks", configure_webhooks, methods=["POST"]),
     ]

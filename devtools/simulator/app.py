@@ -14,6 +14,9 @@
     GET  /v1/refunds                         list: payment_intent, charge, created[gt|gte|
                                              lt|lte], limit, starting_after, ending_before
                                              (newest first)
+    GET  /v1/balance_transactions            list: created[gt|gte|lt|lte], type, limit,
+                                             starting_after, ending_before (newest first;
+                                             ``balance``)
     GET  /v1/events                          list: type (``*`` wildcard), types[], created,
                                              limit, starting_after, ending_before (newest first)
     GET  /v1/events/{id}                     retrieve an event
@@ -66,6 +69,9 @@ def create_app(config: SimulatorConfig | None = None) -> Starlette:
     async def list_refunds(request: Request) -> Response:
         return await simulator.handle(request, "list_refunds")
 
+    async def list_balance_transactions(request: Request) -> Response:
+        return await simulator.handle(request, "list_balance_transactions")
+
     async def list_events(request: Request) -> Response:
         return await simulator.handle(request, "list_events")
 
@@ -90,6 +96,7 @@ def create_app(config: SimulatorConfig | None = None) -> Starlette:
         Route("/v1/refunds", create_refund, methods=["POST"]),
         Route("/v1/refunds", list_refunds, methods=["GET"]),
         Route("/v1/refunds/{refund}", retrieve_refund, methods=["GET"]),
+        Route("/v1/balance_transactions", list_balance_transactions, methods=["GET"]),
         Route("/v1/events", list_events, methods=["GET"]),
         Route("/v1/events/{event}", retrieve_event, methods=["GET"]),
         *admin.routes(simulator),

@@ -102,6 +102,12 @@ class SimulatorAdmin:
             body["amount"] = amount
         return self._json("POST", "/_sim/dashboard/disputes", json=body)
 
+    def adjust_balance(self, source: str, amount: int) -> dict[str, Any]:
+        """The balance transaction of a charge or refund (``source``) now says ``amount``."""
+        return self._json(
+            "POST", "/_sim/balance_transactions/adjust", json={"source": source, "amount": amount}
+        )
+
     def configure_webhooks(
         self, url: str | None, secret: str | None, *, reorder_hold_seconds: float | None = None
     ) -> None:

@@ -165,6 +165,11 @@ class Simulator:
         with self._lock, self._automatic():
             return self.state.open_dispute(intent_id, amount=amount, reason=reason)
 
+    def adjust_balance(self, source: str, amount: int) -> dict[str, Any]:
+        """The balance transaction of a charge or refund now says ``amount`` (tests)."""
+        with self._lock:
+            return self.state.balance.adjust(source, amount)
+
     @contextmanager
     def _automatic(self) -> Iterator[None]:
         """Changes no API request caused: their events name no request."""
@@ -327,7 +332,7 @@ class Simulator:
             elif operation == "retrieve_refund":
                 refund = self.state.refunds.refunds.get(intent_id or "")
                 amount = refund.amount if refund is not None else None
-            elif operation in ("list_events", "retrieve_event"):
+            elif operation in ("list_events", "retrieve_event", "list_balance_transactions"):
                 amount = None
             else:
                 amount = self.state.intent_amount(intent_id) if intent_id else None
@@ -498,6 +503,8 @@ class Simulator:
                 outcome = self.state.refunds.list_refunds(params)
             elif operation == "list_events":
                 outcome = self.state.events.list_events(params)
+            elif operation == "list_balance_transactions":
+                outcome = self.state.balance.list_transactions(params, self.state.balance_source)
             elif operation == "retrieve_event":
                 assert intent_id is not None
                 outcome = self.state.events.retrieve(intent_id, params)

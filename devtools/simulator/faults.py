@@ -5,7 +5,8 @@ A rule names an operation, a mode and when it fires::
     OP:MODE[:PROBABILITY][:key=value ...]
 
     OP           create | confirm | retrieve | list | search | capture | cancel | refund |
-                 retrieve_refund | list_refunds | list_events | retrieve_event | any
+                 retrieve_refund | list_refunds | list_balance_transactions | list_events |
+                 retrieve_event | any
                  webhook (delivery of events; its own modes, below, and never matched by any)
     MODE         latency               sleep ``seconds``, then proceed normally (on a POST the
                                        idempotency key is held meanwhile, so a concurrent
@@ -56,6 +57,7 @@ Operation = Literal[
     "refund",
     "retrieve_refund",
     "list_refunds",
+    "list_balance_transactions",
     "list_events",
     "retrieve_event",
     "webhook",
@@ -71,6 +73,7 @@ RuleOperation = Literal[
     "refund",
     "retrieve_refund",
     "list_refunds",
+    "list_balance_transactions",
     "list_events",
     "retrieve_event",
     "webhook",

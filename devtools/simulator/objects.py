@@ -19,6 +19,7 @@ from importlib import resources
 from typing import Any
 
 from devtools.simulator.models import Charge, Dispute, Intent, PaymentMethod, Refund
+from orchestrator.providers import keys
 
 _ID_ALPHABET = string.ascii_letters + string.digits
 # Ids only need to be unique, not secret; one generator seeded from the OS at import is
@@ -232,12 +233,21 @@ def render_charge(charge: Charge, refunds: list[Refund]) -> dict[str, Any]:
         "amount_captured": charge.amount_captured,
         "amount_refunded": charge.amount_refunded,
         "balance_transaction": f"txn_{charge.id[3:]}" if charge.captured else None,
+        # Required by Stripe's schema (an expanded balance transaction source is validated).
+        "billing_details": {
+            "address": dict.fromkeys(("city", "country", "line1", "line2", "postal_code", "state")),
+            "email": None,
+            "name": None,
+            "phone": None,
+        },
         "captured": charge.captured,
         "created": charge.created,
         "currency": charge.currency,
         "disputed": charge.disputed,
         "livemode": False,
-        "metadata": {},
+        # Stripe copies the PaymentIntent's metadata onto its charges; the simulator keeps
+        # the one key it needs (our record id).
+        "metadata": ({keys.RECORD_ID_METADATA_KEY: charge.record_id} if charge.record_id else {}),
         "paid": True,
         "payment_intent": charge.intent_id,
         "payment_method": charge.payment_method,

@@ -24,6 +24,7 @@ from typing import Any
 
 from devtools.simulator import errors, objects
 from devtools.simulator import params as params_
+from devtools.simulator.balance import Balance
 from devtools.simulator.cards import TEST_CARDS, CardDecline
 from devtools.simulator.config import SimulatorConfig
 from devtools.simulator.errors import ApiError
@@ -86,6 +87,7 @@ class PaymentState:
         self.charges: dict[str, Charge] = {}
         self.captures: list[Capture] = []
         self.refunds = RefundDesk(self, settle_seconds=config.refund_settle_seconds)
+        self.balance = Balance()
         self.disputes: dict[str, Dispute] = {}
         self.events = EventLog(api_version=config.api_version, max_events=config.max_events)
         # processing intents that settle by themselves at a monotonic instant
@@ -266,6 +268,8 @@ class PaymentState:
             captured=not manual,
             amount_captured=0 if manual else intent.amount,
         )
+        if not manual:
+            self._book_charge(self.charges[charge_id])
         self.movements.append(
             Movement(
                 seq=len(self.movements) + 1,
@@ -450,6 +454,7 @@ class PaymentState:
         charge = self.charges[intent.latest_charge]
         charge.captured = True
         charge.amount_captured = amount
+        self._book_charge(charge)
         intent.status = "succeeded"
         intent.amount_received = amount
         intent.amount_capturable = 0
@@ -497,6 +502,8 @@ class PaymentState:
         def emit(type_: str, obj: dict[str, Any], **extra: Any) -> None:
             self.events.emit(type_, obj, intent_id=refund.intent_id, amount=refund.amount, **extra)
 
+        self._book_refund(refund)
+
         if previous is None:
             charge = self.charges[refund.charge_id]
             emit("refund.created", objects.render_refund(refund))
@@ -508,6 +515,33 @@ class PaymentState:
             emit(type_, objects.render_refund(refund), previous_attributes={"status": previous})
         if refund.status == "failed":
             emit("refund.failed", objects.render_refund(refund))
+
+    def balance_source(self, source: str) -> dict[str, Any]:
+        """A balance transaction's source object (a charge or refund), for ``expand``."""
+        refund = self.refunds.refunds.get(source)
+        if refund is not None:
+            return objects.render_refund(refund)
+        charge = self.charges[source]
+        return objects.render_charge(charge, self.refunds.of_charge(charge.id))
+
+    def _book_charge(self, charge: Charge) -> None:
+        # The id the charge object names (``objects.render_charge``).
+        self.balance.book(
+            f"txn_{charge.id[3:]}", "charge", charge.amount_captured, charge.currency, charge.id
+        )
+
+    def _book_refund(self, refund: Refund) -> None:
+        # The ids the refund object names (``objects.render_refund``): a refund's money left
+        # the balance once it succeeded (a failed one had succeeded first), and came back
+        # when it failed.
+        if refund.status in ("succeeded", "failed"):
+            self.balance.book(
+                f"txn_{refund.id[3:]}", "refund", -refund.amount, refund.currency, refund.id
+            )
+        if refund.status == "failed":
+            self.balance.book(
+                f"txn_f{refund.id[4:]}", "refund_failure", refund.amount, refund.currency, refund.id
+            )
 
     def open_dispute(
         self, intent_id: str, *, amount: int | None = None, reason: str = "fraudulent"

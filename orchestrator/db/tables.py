@@ -710,7 +710,9 @@ reconciliation_runs = sa.Table(
     sa.Column("finished_at", UtcDateTime(), nullable=True),
     sa.Column("updated_at", UtcDateTime(), nullable=False),
     sa.CheckConstraint("status IN ('running', 'completed', 'failed')", name="status_known"),
-    sa.CheckConstraint("phase IN ('payments', 'refunds', 'ours', 'done')", name="phase_known"),
+    sa.CheckConstraint(
+        "phase IN ('payments', 'refunds', 'balance', 'ours', 'done')", name="phase_known"
+    ),
     sa.CheckConstraint("window_start < window_end", name="window"),
     sa.Index("ix_reconciliation_runs_started_at", "started_at"),
 )

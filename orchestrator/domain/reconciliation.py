@@ -64,6 +64,9 @@ class Verdict(StrEnum):
     FOREIGN = "foreign"
     IN_FLIGHT = "in_flight"
     FINDING = "finding"
+    # Read, but nothing in it can be compared without a guess (a balance movement in another
+    # currency than ours, a fee or a payout): neither matched nor a finding.
+    NOT_COMPARED = "not_compared"
 
 
 # Provider payment statuses (the protocol's words, ``ProviderPayment.status``) under which
@@ -304,11 +307,12 @@ class RunStatus(StrEnum):
 
 
 class Phase(StrEnum):
-    """A run's recovery point, in order: provider payments, provider refunds, then ours the
-    provider never listed."""
+    """A run's recovery point, in order: provider payments, provider refunds, the provider's
+    balance movements (decision 0108), then ours the provider never listed."""
 
     PAYMENTS = "payments"
     REFUNDS = "refunds"
+    BALANCE = "balance"
     OURS = "ours"
     DONE = "done"
 

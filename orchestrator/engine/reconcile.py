@@ -15,6 +15,9 @@ The phases, in order (the run's recovery point)::
     payments  provider payments created in the window, newest first; cursor = the last one
               (or the position the source's page names, ``…Page.cursor``)
     refunds   provider refunds created in the window, newest first; cursor = the same
+    balance   the provider's balance movements created in the window (decision 0108: the
+              money that actually moved for a charge or refund, ``domain.
+              reconciliation_balance``), newest first; cursor = the same
     ours      ours created in the window that moved money and that the provider never
               listed, by id; each is read directly by id before it is called missing (a
               list proves presence, only a read proves absence; a source that cannot
@@ -53,12 +56,14 @@ from orchestrator.domain.reconciliation import (
     missing_payment,
     missing_refund,
 )
+from orchestrator.domain.reconciliation_balance import TheirMovement, compare_movement
 from orchestrator.domain.reconciliation_records import Run
 from orchestrator.engine.lease import Fenced
 from orchestrator.logging import get_logger
 from orchestrator.providers.base import (
     OBJECT_MISSING,
     OBJECT_UNPROVEN,
+    BalanceMovement,
     Permanent,
     ProviderError,
     ProviderPayment,
@@ -156,6 +161,17 @@ def their_refund(refund: ProviderRefund) -> TheirRefund:
     )
 
 
+def their_movement(movement: BalanceMovement, *, claimed: bool) -> TheirMovement:
+    return TheirMovement(
+        id=movement.id,
+        kind=movement.kind,
+        amount=movement.amount,
+        currency=movement.currency,
+        source=movement.source,
+        claimed=claimed,
+    )
+
+
 def _tally(comparisons: list[Comparison], **seen: int) -> RunCounts:
     verdicts = [c.verdict for c in comparisons]
     return RunCounts(
@@ -241,6 +257,8 @@ class Reconciler:
             return self._payments_page(run, window)
         if run.phase is Phase.REFUNDS:
             return self._refunds_page(run, window)
+        if run.phase is Phase.BALANCE:
+            return self._balance_page(run, window)
         return self._ours_page(run, window)
 
     def _payments_page(self, run: Run, window: Window) -> _Page:
@@ -297,6 +315,46 @@ class Reconciler:
             comparisons,
             tuple(matches),
             _tally(comparisons, refunds_seen=len(theirs)),
+            next_phase=Phase.BALANCE,
+            has_more=listed.has_more,
+            last=listed.cursor or (theirs[-1].id if theirs else None),
+        )
+
+    def _balance_page(self, run: Run, window: Window) -> _Page:
+        listed = self._source.list_balance_movements(
+            created_gte=window.created_gte,
+            created_lte=window.created_lte,
+            starting_after=run.cursor,
+            limit=self._page_size,
+        )
+        movements = listed.movements
+        charges = [c for m in movements for c in (m.source, m.refunded_charge) if c]
+        with self._uow() as uow:
+            repo = uow.reconciliation
+            # A source id is a charge or a refund; looking each up as both costs one query
+            # each and needs no guess from the id's shape.
+            payments = repo.payments_by_charge_id(charges, self._account.account_id)
+            refunds = repo.refunds_by_provider_id(m.source for m in movements if m.source)
+        theirs = [
+            their_movement(
+                m,
+                claimed=m.reference is not None
+                or (m.refunded_charge is not None and m.refunded_charge in payments),
+            )
+            for m in movements
+        ]
+        comparisons = [
+            compare_movement(
+                t,
+                payments.get(t.source) if t.source else None,
+                refunds.get(t.source) if t.source else None,
+            )
+            for t in theirs
+        ]
+        return self._page(
+            comparisons,
+            (),
+            _tally(comparisons),
             next_phase=Phase.OURS,
             has_more=listed.has_more,
             last=listed.cursor or (theirs[-1].id if theirs else None),
@@ -380,9 +438,11 @@ class Reconciler:
     ) -> _Page:
         found = tuple(c.discrepancy for c in comparisons if c.discrepancy is not None)
         if has_more and last is not None:
-            current = {Phase.REFUNDS: Phase.PAYMENTS, Phase.OURS: Phase.REFUNDS}.get(
-                next_phase, Phase.OURS
-            )
+            current = {
+                Phase.REFUNDS: Phase.PAYMENTS,
+                Phase.BALANCE: Phase.REFUNDS,
+                Phase.OURS: Phase.BALANCE,
+            }.get(next_phase, Phase.OURS)
             return _Page(found, matches, counts, current, last)
         return _Page(found, matches, counts, next_phase, None)
 

@@ -55,6 +55,7 @@ from orchestrator.providers.adyen_settlement import (
 )
 from orchestrator.providers.base import (
     OBJECT_UNPROVEN,
+    BalanceMovementPage,
     OutcomeUnknown,
     Permanent,
     ProviderPayment,
@@ -128,6 +129,14 @@ class AdyenSettlementSource:
             "refunds", refund_of, created_gte, created_lte, starting_after, limit
         )
         return RefundPage(tuple(found), has_more=cursor is not None, cursor=cursor)
+
+    def list_balance_movements(
+        self, *, created_gte: int, created_lte: int, starting_after: str | None, limit: int
+    ) -> BalanceMovementPage:
+        """Nothing more to read (decision 0108): a settlement report's rows already are the
+        money that moved (``Settled`` its Gross Credit, ``Refunded`` its Gross Debit), and
+        they were compared as the payments and refunds above."""
+        return BalanceMovementPage((), has_more=False)
 
     def retrieve_payment(self, provider_payment_id: str) -> ProviderPayment:
         raise Permanent(

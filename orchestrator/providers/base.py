@@ -206,6 +206,39 @@ class RefundPage:
 
 
 @dataclass(frozen=True)
+class BalanceMovement:
+    """Money that moved in the account's balance (Stripe's balance transaction): what the
+    provider's books say arrived or left for one payment or refund, in the balance's
+    currency (which may differ from the payment's: the provider converted it)."""
+
+    id: str
+    # payment: money in for a payment (a charge); refund: money out for a refund;
+    # refund_reversal: a failed refund's money back; other: anything else (fees, payouts,
+    # dispute adjustments), not compared.
+    kind: str
+    # Signed, in the minor units of ``currency``: + into the balance, - out of it.
+    amount: int
+    currency: str
+    # The provider object it moved for: a provider payment's charge (``ProviderPayment.
+    # latest_charge``) or a provider refund's id; None when the provider names none.
+    source: str | None
+    created: int
+    # Our id on the source object (a payment id on a charge, a refund id on a refund), as
+    # the provider payment's and refund's metadata carry it; None: the source names none.
+    reference: str | None = None
+    # For a refund: the charge it refunds (how a refund without our id is known as ours).
+    refunded_charge: str | None = None
+
+
+@dataclass(frozen=True)
+class BalanceMovementPage:
+    movements: tuple[BalanceMovement, ...]
+    has_more: bool
+    # As ``ProviderPaymentPage.cursor``.
+    cursor: str | None = None
+
+
+@dataclass(frozen=True)
 class DisputeFacts:
     """A dispute as the provider's event reports it (the protocol has no dispute read: the
     event is the only source, ``services.disputes``)."""
@@ -534,7 +567,8 @@ class ReconciliationSource(Protocol):
     """What reconciliation reads from a provider account (decision 0093): its payments and
     refunds created in a window, a page at a time (newest first, after ``starting_after``:
     the cursor a run stores and resumes from), and one object by id, to prove an absence.
-    Strongly consistent reads only.  The Stripe adapter lists its API; an Adyen account's
+    Strongly consistent reads only.  The Stripe adapter lists its API (balance
+    transactions included, decision 0108); an Adyen account's
     source is its settlement details reports (``adyen_settlement_source``, decision 0106).
     A page's ``cursor``, when set, is what the next call gets as ``starting_after``.
 
@@ -553,6 +587,15 @@ class ReconciliationSource(Protocol):
     def list_refunds_created(
         self, *, created_gte: int, created_lte: int, starting_after: str | None, limit: int
     ) -> RefundPage: ...
+
+    def list_balance_movements(
+        self, *, created_gte: int, created_lte: int, starting_after: str | None, limit: int
+    ) -> BalanceMovementPage:
+        """The account's balance movements created in the window (decision 0108), a page at
+        a time like the lists above.  A source whose provider has no balance to read, or
+        whose payments and refunds already are its settled money (a settlement report),
+        answers one empty page."""
+        ...
 
     def retrieve_payment(self, provider_payment_id: str) -> ProviderPayment: ...
 

@@ -26,6 +26,7 @@ from orchestrator.providers import keys
 from orchestrator.providers.base import (
     ACTION_RESULT_NOT_SUPPORTED,
     ActionResult,
+    BalanceMovementPage,
     PaymentOrder,
     PendingCall,
     Permanent,
@@ -38,6 +39,7 @@ from orchestrator.providers.base import (
 from orchestrator.providers.stripe_errors import mapped_errors
 from orchestrator.providers.stripe_http import Transport, Urllib3Client
 from orchestrator.providers.stripe_objects import (
+    parse_balance_transaction,
     parse_intent,
     parse_refund,
     parse_webhook_event,
@@ -310,6 +312,36 @@ class StripeProvider:
         listed = raw.get("data")
         return RefundPage(
             refunds=tuple(parse_refund(r) for r in listed) if isinstance(listed, list) else (),
+            has_more=bool(raw.get("has_more")),
+        )
+
+    def list_balance_movements(
+        self, *, created_gte: int, created_lte: int, starting_after: str | None, limit: int
+    ) -> BalanceMovementPage:
+        """One page of ``GET /v1/balance_transactions?created[gte]=…&created[lte]=…`` (the
+        account's balance, newest first, strongly consistent): reconciliation's source of
+        the money that actually moved (decision 0108)."""
+        params: dict[str, Any] = {
+            "created": {"gte": created_gte, "lte": created_lte},
+            "limit": min(max(limit, 1), LIST_PAGE_LIMIT),
+            # The source's metadata is where our reference is: without it a movement of a
+            # charge no row of ours holds could not be told ours (an orphan) from another
+            # integration's (foreign) without a read per movement.
+            "expand": ["data.source"],
+        }
+        if starting_after is not None:
+            params["starting_after"] = starting_after
+        with mapped_errors():
+            # Plain JSON, like list_payments: a page is only scanned.
+            response = self._client.raw_request("get", "/v1/balance_transactions", **params)
+        raw = response.data if isinstance(response.data, Mapping) else {}
+        listed = raw.get("data")
+        return BalanceMovementPage(
+            movements=(
+                tuple(parse_balance_transaction(t) for t in listed)
+                if isinstance(listed, list)
+                else ()
+            ),
             has_more=bool(raw.get("has_more")),
         )
 

@@ -13,7 +13,9 @@ from typing import Any
 
 import stripe
 
+from orchestrator.providers import keys
 from orchestrator.providers.base import (
+    BalanceMovement,
     DisputeFacts,
     PaymentError,
     ProviderEvent,
@@ -97,6 +99,47 @@ def parse_refund(refund: Any) -> ProviderRefund:
 
 
 # -- webhooks --------------------------------------------------------------------------
+
+
+# Stripe's balance transaction types as the protocol's ``BalanceMovement.kind``: the money of
+# a card charge (``charge``) or of another payment method's (``payment``), of a refund
+# (``refund``, ``payment_refund``) and of a failed refund coming back (``refund_failure``,
+# ``payment_failure_refund``).  Every other type (fees, payouts, dispute ``adjustment``s,
+# transfers) is ``other``: not compared (decision 0108).
+_MOVEMENT_KINDS = {
+    "charge": "payment",
+    "payment": "payment",
+    "refund": "refund",
+    "payment_refund": "refund",
+    "refund_failure": "refund_reversal",
+    "payment_failure_refund": "refund_reversal",
+}
+
+
+def parse_balance_transaction(txn: Mapping[str, Any]) -> BalanceMovement:
+    """A Stripe balance transaction (plain dict; its ``source`` expanded or an id) as our
+    ``BalanceMovement``.  Our reference is read from the expanded source: a charge carries
+    its PaymentIntent's metadata (our payment id), a refund its own (our refund id)."""
+    source = txn.get("source")
+    reference: str | None = None
+    refunded_charge: str | None = None
+    if isinstance(source, Mapping):
+        metadata = source.get("metadata") or {}
+        if source.get("object") == "refund":
+            reference = metadata.get(keys.REFUND_ID_METADATA_KEY) or None
+            refunded_charge = _id_of(source.get("charge"))
+        else:
+            reference = metadata.get(keys.RECORD_ID_METADATA_KEY) or None
+    return BalanceMovement(
+        id=str(txn["id"]),
+        kind=_MOVEMENT_KINDS.get(str(txn.get("type")), "other"),
+        amount=int(txn["amount"]),
+        currency=str(txn["currency"]),
+        source=_id_of(source),
+        created=int(txn["created"]),
+        reference=str(reference) if reference else None,
+        refunded_charge=refunded_charge,
+    )
 
 
 def parse_webhook_event(payload: bytes, signature_header: str | None, secret: str) -> ProviderEvent:

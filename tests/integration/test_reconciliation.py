@@ -30,6 +30,7 @@ from orchestrator.engine.kinds import process_operation
 from orchestrator.engine.reconcile import Account, Reconciler, SourceUnavailable, Window
 from orchestrator.providers.adyen_settlement_source import AdyenSettlementSource
 from orchestrator.providers.base import (
+    BalanceMovementPage,
     OutcomeUnknown,
     ProviderPayment,
     ProviderPaymentPage,
@@ -43,7 +44,7 @@ from tests.fakes.publisher import RecordingPublisher
 from tests.harness.containers import TEST_SECRET_KEY, build_container
 from tests.harness.server import ServerThread
 from tests.integration.console_helpers import csrf_token, post_form, sign_in
-from tests.replay.stripe_schema import AnswerWatch
+from tests.replay.stripe_schema import AnswerWatch, schema_errors
 from tests.support.processes import payorch_command, process_environment
 
 PLATFORM_KEY = "sk_test_platformKey00000000PLAT"
@@ -175,7 +176,8 @@ def test_a_clean_history_reconciles_to_zero_findings(stack: Stack) -> None:
     assert run.phase is Phase.DONE
     assert run.counts.payments_seen == 3
     assert run.counts.refunds_seen == 1
-    assert run.counts.matched == 4
+    # 3 intents, 1 refund, and the balance: 2 charges and 1 refund (decision 0108).
+    assert run.counts.matched == 7
     assert run.counts.foreign == 0
     assert run.counts.findings_new == 0
     assert stack.findings() == []
@@ -216,7 +218,8 @@ def test_seeded_discrepancies_are_each_found_once_of_the_right_kind(stack: Stack
         ("refund_mismatch", dashboard["id"]),
     }
     assert run.counts.findings_new == 4
-    assert run.counts.foreign == 1
+    # Someone else's intent and its charge's balance transaction.
+    assert run.counts.foreign == 2
     orphan = next(f for f in stack.findings() if f["kind"] == "orphan_at_provider")
     assert orphan["payment_id"] == failed["id"]
     assert orphan["ours"]["status"] == "failed"
@@ -254,6 +257,64 @@ def test_a_second_run_adds_no_finding_and_a_resolved_one_stays_resolved(stack: S
     assert [(a["payment_id"], a["actor_name"]) for a in audited] == [
         (refunded["id"], "night-shift")
     ]
+
+
+def test_the_simulators_balance_transactions_are_stripe_shaped(stack: Stack) -> None:
+    """The subset has Stripe's ``balance_transaction`` schema but no path for the list, so
+    each listed object is validated against the schema (and the module's answer watch does
+    the same for every list the runs read); a broken object is caught."""
+    paid = _clean_history(stack)
+    listed = stack.source().sdk.raw_request(
+        "get", "/v1/balance_transactions", limit=100, expand=["data.source"]
+    )
+    body = listed.data
+    assert isinstance(body, dict)
+    assert [t["type"] for t in body["data"]] == ["refund", "charge", "charge"]
+    assert body["data"][0]["amount"] == -700
+    assert body["data"][2]["source"]["metadata"] == {RECORD_ID_METADATA_KEY: paid["id"]}
+    assert schema_errors("GET", "/v1/balance_transactions", 200, body) == []
+    broken = {**body, "data": [{**body["data"][0], "type": "refund_of_sorts"}]}
+    assert schema_errors("GET", "/v1/balance_transactions", 200, broken) != []
+
+
+def _adjusted(stack: Stack, source: str, amount: int) -> str:
+    """The provider's balance now says another amount for a charge or refund than its own
+    objects (and payorch) do: visible only in the balance transactions."""
+    return str(stack.simulator.admin.adjust_balance(source, amount)["id"])
+
+
+def test_a_discrepancy_only_the_balance_shows_is_exactly_that_finding_once(
+    stack: Stack,
+) -> None:
+    paid = _clean_history(stack)
+    clean = stack.reconcile()
+    assert clean.counts.findings_new == 0
+    with stack.container.uow(read_only=True) as uow:
+        (charge,) = uow.session.all(
+            sa.select(payments.c.provider_charge_id).where(payments.c.id == paid["id"])
+        )
+    charge_txn = _adjusted(stack, charge["provider_charge_id"], 2400)
+    (refund,) = (
+        stack.source()
+        .list_refunds(paid["provider_payment_id"], starting_after=None, limit=10)
+        .refunds
+    )
+    refund_txn = _adjusted(stack, refund.id, -650)
+
+    first = stack.reconcile()
+    second = stack.reconcile()
+
+    found = {
+        (f["kind"], f["provider_object_id"], f["theirs"]["id"], f["theirs"]["amount"])
+        for f in stack.findings()
+    }
+    assert found == {
+        ("amount_mismatch", paid["provider_payment_id"], charge_txn, 2400),
+        ("refund_mismatch", refund.id, refund_txn, -650),
+    }
+    assert first.counts.findings_new == 2
+    assert (second.counts.findings_new, second.counts.findings_seen) == (0, 2)
+    assert len(stack.findings()) == 2
 
 
 def _unbalance_the_books(stack: Stack, payment_id: str, amount: int) -> None:
@@ -342,6 +403,9 @@ class FailingSecondPage:
     def list_refunds_created(self, **kwargs: Any) -> RefundPage:
         return self.inner.list_refunds_created(**kwargs)
 
+    def list_balance_movements(self, **kwargs: Any) -> BalanceMovementPage:
+        return self.inner.list_balance_movements(**kwargs)
+
     def retrieve_payment(self, provider_payment_id: str) -> ProviderPayment:
         return self.inner.retrieve_payment(provider_payment_id)
 
@@ -374,7 +438,48 @@ def test_an_interrupted_run_resumes_from_its_cursor_and_counts_each_object_once(
     assert resumed.id == interrupted.id
     assert resumed.status is RunStatus.COMPLETED
     assert resumed.counts.payments_seen == 5
-    assert resumed.counts.matched == 5
+    # 5 intents and their 5 charges' balance transactions, read 2 a page, each once.
+    assert resumed.counts.matched == 10
+    assert stack.findings() == []
+
+
+class FailingSecondBalancePage(FailingSecondPage):
+    """The real Stripe source, except that its second balance transactions call times out."""
+
+    def __init__(self, inner: StripeProvider) -> None:
+        super().__init__(inner)
+        self.balance_lists = 0
+
+    def list_payments(self, **kwargs: Any) -> ProviderPaymentPage:
+        return self.inner.list_payments(**kwargs)
+
+    def list_balance_movements(self, **kwargs: Any) -> BalanceMovementPage:
+        self.balance_lists += 1
+        if self.balance_lists == 2:
+            raise OutcomeUnknown("read timed out (test)")
+        return self.inner.list_balance_movements(**kwargs)
+
+
+def test_a_run_interrupted_in_the_balance_resumes_from_its_cursor(stack: Stack) -> None:
+    for n in range(5):
+        stack.pay(f"balance-{n}", amount=1000 + n)
+    window = stack.window()
+    failing = FailingSecondBalancePage(stack.source())
+
+    with pytest.raises(SourceUnavailable) as stopped:
+        Reconciler(stack.container.uow, failing, PLATFORM, owner="first", page_size=2).run(window)
+
+    interrupted = stopped.value.run
+    assert interrupted.phase is Phase.BALANCE
+    assert interrupted.cursor is not None and interrupted.cursor.startswith("txn_")
+    # 5 intents, then the first page of 2 balance transactions.
+    assert interrupted.counts.matched == 7
+    resumed = Reconciler(
+        stack.container.uow, stack.source(), PLATFORM, owner="second", page_size=2
+    ).run(window)
+    assert resumed.id == interrupted.id
+    assert resumed.status is RunStatus.COMPLETED
+    assert resumed.counts.matched == 10
     assert stack.findings() == []
 
 

@@ -81,8 +81,44 @@ def _validator(template: str, method: str, status: int) -> Draft202012Validator:
     return Draft202012Validator({"$ref": _pointer(template, method, status)}, registry=_registry())
 
 
+# Lists the simulator serves whose path the subset lacks, though it has their object's
+# component schema (decision 0108): only each listed object is validated, against it, and
+# the envelope against Stripe's list shape.
+PATHLESS_LISTS = {"/v1/balance_transactions": "balance_transaction"}
+
+
+@cache
+def _component_validator(name: str) -> Draft202012Validator:
+    return Draft202012Validator(
+        {"$ref": f"{_SPEC_URI}#/components/schemas/{name}"}, registry=_registry()
+    )
+
+
+def _pathless_list_errors(method: str, path: str, status: int, body: Any) -> list[str]:
+    if status != 200:
+        # An error answer has the same shape on every path.
+        return schema_errors(method, "/v1/refunds", status, body)
+    envelope = isinstance(body, dict) and (
+        body.get("object") == "list"
+        and isinstance(body.get("data"), list)
+        and isinstance(body.get("has_more"), bool)
+        and body.get("url") == path
+    )
+    if not envelope:
+        return [f"{method} {path} {status}: not a Stripe list: {str(body)[:200]}"]
+    validator = _component_validator(PATHLESS_LISTS[path])
+    return [
+        f"{method} {path} {status} at /data/{n}/{'/'.join(map(str, e.absolute_path))}: "
+        f"{e.message[:300]}"
+        for n, item in enumerate(body["data"])
+        for e in validator.iter_errors(item)
+    ]
+
+
 def schema_errors(method: str, path: str, status: int, body: Any) -> list[str]:
     """Why ``body`` cannot be Stripe's answer to ``method path`` with ``status`` (empty: it can)."""
+    if method.upper() == "GET" and path in PATHLESS_LISTS:
+        return _pathless_list_errors(method, path, status, body)
     template = next((t for pattern, t in _routes() if pattern.match(path)), None)
     if template is None or method.lower() not in _spec()["paths"][template]:
         return [f"{method} {path}: not a path of Stripe's spec (nothing to validate against)"]

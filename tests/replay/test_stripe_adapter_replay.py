@@ -296,6 +296,39 @@ def test_the_lookup_lists_a_bounded_creation_window_and_our_intent_matches_the_r
     assert all("/search" not in r.path for r in cassette.recorded.requests)
 
 
+def test_the_balance_lists_a_windows_movements_with_our_references_from_their_sources(
+    cassette: Cassette,
+) -> None:
+    record = cassette.record_id("order")
+    paid = _paid(cassette, record)
+    refund = cassette.provider.create_refund(
+        provider_payment_id=paid.id,
+        operation_id=cassette.record_id("refund"),
+        attempt=1,
+        amount=300,
+        reason=None,
+        metadata={},
+    )
+    assert paid.created is not None
+    # From the recorded intent, so the list query is the same on every replay.
+    window = {"created_gte": paid.created - 120, "created_lte": paid.created + 120}
+
+    first = cassette.provider.list_balance_movements(**window, starting_after=None, limit=1)
+    (movement,) = first.movements
+    rest = cassette.provider.list_balance_movements(**window, starting_after=movement.id, limit=100)
+
+    assert first.has_more is True
+    ours = [m for m in (movement, *rest.movements) if m.source in (paid.latest_charge, refund.id)]
+    by_kind = {m.kind: m for m in ours}
+    assert set(by_kind) == {"payment", "refund"}
+    assert (by_kind["payment"].amount, by_kind["payment"].reference) == (2000, record)
+    refunded = by_kind["refund"]
+    assert (refunded.amount, refunded.refunded_charge) == (-300, paid.latest_charge)
+    assert refunded.reference == cassette.record_id("refund")
+    listed = [r for r in cassette.recorded.requests if r.path.endswith("/balance_transactions")]
+    assert listed and all("expand" in r.uri for r in listed)
+
+
 # -- capture / cancel ------------------------------------------------------------------
 
 

@@ -107,7 +107,7 @@ class RunSummaryOut(BaseModel):
     status: Literal["running", "completed", "failed"] = Field(
         description="running: in progress, or interrupted and resumable from its cursor."
     )
-    phase: Literal["payments", "refunds", "ours", "done"]
+    phase: Literal["payments", "refunds", "balance", "ours", "done"]
     counts: CountsOut
     ledger_balanced: bool | None = Field(
         description=(

@@ -436,6 +436,20 @@ class ReconciliationRepository:
         )
         return {row["provider_payment_id"]: _to_our_payment(row) for row in rows}
 
+    def payments_by_charge_id(
+        self, charge_ids: Iterable[str], account_id: str | None
+    ) -> dict[str, OurPayment]:
+        """Ours of the account by the provider charge that moved their money (decision 0108)."""
+        wanted = sorted(set(charge_ids))
+        if not wanted:
+            return {}
+        rows = self._db.all(
+            sa.select(p.provider_charge_id, *_OUR_PAYMENT_COLUMNS).where(
+                p.provider_charge_id.in_(wanted), _of_account(account_id)
+            )
+        )
+        return {row["provider_charge_id"]: _to_our_payment(row) for row in rows}
+
     def refunds_by_provider_id(self, provider_ids: Iterable[str]) -> dict[str, OurRefund]:
         wanted = sorted(set(provider_ids))
         if not wanted:
