@@ -3,7 +3,7 @@ payments' rows, who holds a lease, and both simulators' books per payment.
 
 The payment count of each failover chaos run is ``PAYORCH_CHAOS_FAILOVER_PAYMENTS`` (default
 below): the default keeps the chaos suite within a few minutes on a loaded two-core machine;
-raise it for a longer run ("hundreds of payments") where time allows.
+raise it for a longer run where time allows.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from tests.harness.stack import Stack
 from tests.integration.adyen_simulator_helpers import API_KEY, HMAC_KEY, MERCHANT
 from tests.support.processes import ManagedProcess, process_group
 
-DEFAULT_PAYMENTS = 45
+DEFAULT_PAYMENTS = 200
 
 
 def payment_count(default: int = DEFAULT_PAYMENTS) -> int:

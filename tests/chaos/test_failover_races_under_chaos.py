@@ -78,7 +78,7 @@ from tests.support.processes import ManagedProcess, ProcessManager
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(500)]
 
 SEED = 20261241
-PAYMENTS = payment_count(40)
+PAYMENTS = payment_count(100)
 GOOD, SOFT, HARD = (
     "pm_card_visa",
     "pm_card_chargeDeclinedProcessingError",
