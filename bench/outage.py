@@ -12,8 +12,9 @@ stack (the API, the default ``payorch worker``, a ``payorch sweeper``, the Strip
 3. after the recovery it waits until every accepted payment is final, then reads the
    simulator's request log (calls during the outage, and after the circuit first opened),
    its money movements (charged twice, or not at all), the drain after recovery, and the
-   broker messages (one wake-up per payment + the sweeper's re-queues, lease events
-   ``takeover``, as in scenario 8).
+   broker messages (one wake-up per payment, except those the dispatcher held for an open
+   circuit, + the sweeper's re-queues and releases, lease events ``takeover``, as in
+   scenario 8).
 
 The verdicts are ``bench.outage_verdict``'s.
 """
@@ -39,6 +40,7 @@ from bench.stack import Stack, production_stack
 from bench.stats import completion_rate, ratio
 from orchestrator.db.tables import circuits, lease_events, payments
 from orchestrator.domain.circuit import PLATFORM_CIRCUIT_KEY
+from orchestrator.services.accept import INITIAL_LEASE_TOKEN
 from orchestrator.settings import Settings
 
 BEFORE_SECONDS = 10.0
@@ -93,6 +95,7 @@ def _one_variant(
     stack.start_sweeper()
     pool = _pool_speed(stack, reference_payments)
     takeovers_before = _takeovers(stack)
+    held_before = _held_at_dispatch(stack)
     simulator = stack.simulator()
 
     arrivals = Arrivals()
@@ -126,6 +129,7 @@ def _one_variant(
         all_final=finished,
         pool=pool,
         takeovers=_takeovers(stack) - takeovers_before,
+        held=_held_at_dispatch(stack) - held_before,
     )
 
 
@@ -248,6 +252,7 @@ def _figures(
     all_final: bool,
     pool: dict[str, Any],
     takeovers: int,
+    held: int,
 ) -> dict[str, Any]:
     outage_started, recovered = window
     ids = arrivals.ids
@@ -321,7 +326,10 @@ def _figures(
         ),
         "drain": drain,
         "redispatched": takeovers,
-        "messages_per_payment": round((len(ids) + takeovers) / len(ids), 3) if ids else 0.0,
+        "held_at_dispatch": held,
+        "messages_per_payment": (
+            round((len(ids) - held + takeovers) / len(ids), 3) if ids else 0.0
+        ),
     }
 
 
@@ -356,6 +364,22 @@ def _provider_calls(
             arrivals_per_second=rate,
         ),
     }
+
+
+def _held_at_dispatch(stack: Stack) -> int:
+    """Accepted payments the dispatcher did not publish (their circuit was open): the wait
+    it wrote instead, under the accept's token (a worker's wait follows its claim, which
+    bumps the token; decision 0109)."""
+    with stack.container.engine.connect() as conn:
+        return int(
+            conn.execute(
+                sa.select(sa.func.count()).where(
+                    lease_events.c.event == "wait",
+                    lease_events.c.operation_id.is_(None),
+                    lease_events.c.lease_token == INITIAL_LEASE_TOKEN,
+                )
+            ).scalar_one()
+        )
 
 
 def _takeovers(stack: Stack) -> int:

@@ -107,6 +107,12 @@ WAKEUPS_DISPATCHED = Counter(
     "payorch_wakeups_dispatched_total",
     "Accepted payments whose NOTIFY the dispatcher published as a task (PAYORCH_WAKE_UP=notify).",
 )
+WAKEUPS_HELD = Counter(
+    "payorch_wakeups_held_total",
+    "Accepted payments the dispatcher did not publish because their connector account's "
+    "circuit was open: it wrote their wait instead, and the sweeper publishes each once the "
+    "circuit lets calls through again.",
+)
 PUBLISH_FAILURES = Counter(
     "payorch_task_publish_failures_total",
     "Task publishes that failed after the record was committed (the sweeper recovers them).",
@@ -305,7 +311,9 @@ ROLE_SERIES: dict[Role, frozenset[str]] = {
         }
     ),
     # The sweeper also hosts the dispatcher (PAYORCH_WAKE_UP=notify).
-    Role.SWEEPER: frozenset({*_SWEEP_SERIES, "payorch_wakeups_dispatched_total"}),
+    Role.SWEEPER: frozenset(
+        {*_SWEEP_SERIES, "payorch_wakeups_dispatched_total", "payorch_wakeups_held_total"}
+    ),
     Role.RELAY: frozenset(
         {
             "payorch_webhook_attempts_total",

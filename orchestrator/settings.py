@@ -322,12 +322,14 @@ class Settings(BaseSettings):
         ),
     )
     circuit_resume_per_second: float = Field(
-        default=200.0,
+        default=500.0,
         ge=0,
         description=(
-            "After a circuit closes, how many of its waiting payments the sweeper makes due "
-            "per second, oldest first (0: all at once). Bounds the burst a recovering "
-            "provider sees; set it near the worker pool's speed."
+            "After a circuit closes, how many of its waiting payments the sweeper hands back "
+            "to the workers per second, oldest first (0: all at once). Below the worker "
+            "pool's speed it paces the drain after an outage; above it the pool does (the "
+            "default is above one host's pool). Lower it to what a recovering provider "
+            "takes when many hosts' pools together would exceed that."
         ),
     )
     circuit_wait_recheck_seconds: float = Field(

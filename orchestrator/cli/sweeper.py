@@ -114,7 +114,10 @@ def dispatcher(metrics_port: MetricsPort = None, metrics_host: MetricsHost = "12
     stop = _stop_on_signals()
     try:
         Dispatcher(
-            container.settings.database_url, container.publisher, name=default_sweeper_name()
+            container.settings.database_url,
+            container.publisher,
+            name=default_sweeper_name(),
+            circuit_wait_recheck_seconds=container.settings.circuit_wait_recheck_seconds,
         ).run(stop, started_with=service_fields(container.settings, broker=True))
     finally:
         container.close()
@@ -166,6 +169,7 @@ def _run_loop(metrics_port: int | None, metrics_host: str) -> None:
             container.publisher,
             name=default_sweeper_name(),
             stop=stop,
+            circuit_wait_recheck_seconds=container.settings.circuit_wait_recheck_seconds,
         )
     # Reconciliation every RECONCILE_EVERY_SECONDS, in a thread of its own: a run takes minutes
     # on a busy account and must not hold up the sweep's passes.

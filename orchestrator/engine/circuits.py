@@ -18,10 +18,12 @@ healthy path costs one short read per account per second per process, not one pe
 That read is one statement in autocommit (``read_uow``), made by one thread at a time
 (decision 0091).
 
-``release_waiting`` is the sweeper's step: it makes waiting payments due again (their wait
-holds no lease and no broker message), the fewest-unknown-outcomes first as probes once
-per open period, and, once the circuit closed, the oldest first at
-``CIRCUIT_RESUME_PER_SECOND``.
+``release_waiting`` is the sweeper's step: it hands waiting payments back to the workers
+(their wait holds no lease and no broker message), the fewest-unknown-outcomes first as
+probes once per open period, and, once the circuit closed, the oldest first at
+``CIRCUIT_RESUME_PER_SECOND``.  A released payment gets its new token and dispatch lease in
+the release's own statement, and the sweeper publishes its wake-up after the commit in
+batches (decision 0109): the drain after an outage runs at the workers' speed.
 
 Hazards:
 
@@ -222,8 +224,12 @@ class CircuitBoard:
             return gate
 
 
-def release_waiting(uow_factory: UnitOfWorkFactory, settings: Settings) -> list[str]:
-    """The sweeper's step: make due the payments whose circuit lets calls through again.
+def release_waiting(
+    uow_factory: UnitOfWorkFactory, settings: Settings, owner: str
+) -> list[tuple[str, int]]:
+    """The sweeper's step: hand back to the workers the payments whose circuit lets calls
+    through again, under a dispatch lease held by ``owner``; the (id, new token) wake-ups
+    to publish once this has committed, oldest first.
 
     Per circuit with waiting payments, in one short transaction under the circuit's lock:
 
@@ -234,7 +240,7 @@ def release_waiting(uow_factory: UnitOfWorkFactory, settings: Settings) -> list[
     * open, probe not due: none (they wait; no message, no claim)."""
     policy = policy_of(settings)
     rate = settings.circuit_resume_per_second
-    released: list[str] = []
+    released: list[tuple[str, int]] = []
     with uow_factory() as uow:
         waiting = uow.circuits.waiting_counts()
     for key, count in sorted(waiting.items()):
@@ -242,6 +248,7 @@ def release_waiting(uow_factory: UnitOfWorkFactory, settings: Settings) -> list[
             now = uow.now()
             before = uow.circuits.lock(key, now=now)
             circuit = before
+            limit = 0
             if circuit.state is CircuitState.CLOSED:
                 if rate <= 0:
                     limit = count
@@ -249,28 +256,32 @@ def release_waiting(uow_factory: UnitOfWorkFactory, settings: Settings) -> list[
                     last = circuit.released_at or now - timedelta(seconds=1)
                     seconds = min((now - last).total_seconds(), MAX_RESUME_BURST_SECONDS)
                     limit = math.floor(rate * seconds)
-                ids = uow.circuits.release_waiting(key, limit=limit, now=now)
                 if limit > 0:
                     circuit = replace(circuit, released_at=now)
             elif admission(circuit, now) is Admission.PROBE and _probes_owed(circuit, now, policy):
-                ids = uow.circuits.release_waiting(
-                    key, limit=policy.probes, now=now, fewest_unknown_first=True
-                )
+                limit = policy.probes
                 circuit = replace(circuit, probe_released_at=now)
-            else:
-                ids = []
+            wakeups = uow.circuits.release_waiting(
+                key,
+                limit=limit,
+                now=now,
+                owner=owner,
+                lease_until=now + timedelta(seconds=settings.dispatch_lease_seconds),
+                max_attempts=settings.max_attempts,
+                fewest_unknown_first=circuit.state is not CircuitState.CLOSED,
+            )
             if circuit != before:
                 uow.circuits.save(circuit, now=now)
             uow.commit()
-        if ids:
+        if wakeups:
             log.info(
                 "circuit_waits_released",
                 connector_account=key,
                 state=circuit.state.value,
-                released=len(ids),
-                still_waiting=count - len(ids),
+                released=len(wakeups),
+                still_waiting=count - len(wakeups),
             )
-        released.extend(ids)
+        released.extend(wakeups)
     return released
 
 

@@ -19,6 +19,10 @@ takes over within ``STANDBY_RETRY_SECONDS``.  On every (re)connection the dispat
 publishes the payments still waiting under their first dispatch lease: a restart loses
 no more than the wake-ups a duplicate would have repeated.
 
+A payment accepted while its account's circuit is open is not published: the dispatcher
+writes its wait instead (``engine.circuit_hold``, decision 0109), and the sweeper
+publishes its one wake-up when the circuit lets calls through again.
+
 Hazards handled here: a database restart or a dead TCP peer (keepalives and a periodic
 ``SELECT 1`` notice it; the loop reconnects), a broker outage (wake-ups wait in memory and
 are retried after a pause; past ``MAX_PENDING`` they are dropped to the sweeper).
@@ -39,6 +43,7 @@ import sqlalchemy as sa
 from orchestrator import metrics
 from orchestrator.db.wake import WAKE_CHANNEL, parse_wake_payload
 from orchestrator.domain.ids import is_payment_id
+from orchestrator.engine.circuit_hold import CircuitHold
 from orchestrator.engine.publisher import (
     BatchPublishFailed,
     BatchTaskPublisher,
@@ -92,10 +97,18 @@ def libpq_url(database_url: str) -> str:
 
 
 class Dispatcher:
-    def __init__(self, database_url: str, publisher: TaskPublisher, *, name: str) -> None:
+    def __init__(
+        self,
+        database_url: str,
+        publisher: TaskPublisher,
+        *,
+        name: str,
+        circuit_wait_recheck_seconds: float,
+    ) -> None:
         self._conninfo = libpq_url(database_url)
         self._publisher = publisher
         self.name = name
+        self._hold_for_circuits = CircuitHold(circuit_wait_recheck_seconds)
         # Set while this dispatcher holds the lock and LISTENs (tests wait for it).
         self.listening = threading.Event()
         self._pending: deque[tuple[str, int]] = deque()
@@ -165,8 +178,10 @@ class Dispatcher:
             linger = LINGER_SECONDS if self._pending else 0.0
             for notify in conn.notifies(timeout=linger, stop_after=BATCH):
                 self._take(notify.payload)
-            if self._pending and time.monotonic() >= retry_at and not self._publish_pending():
-                retry_at = time.monotonic() + PUBLISH_BACKOFF_SECONDS
+            if self._pending and time.monotonic() >= retry_at:
+                self._hold_waits(conn)
+                if self._pending and not self._publish_pending():
+                    retry_at = time.monotonic() + PUBLISH_BACKOFF_SECONDS
             if time.monotonic() - checked >= LIVENESS_SECONDS:
                 conn.execute("SELECT 1")
                 checked = time.monotonic()
@@ -184,6 +199,17 @@ class Dispatcher:
             metrics.PUBLISH_FAILURES.inc()
             return
         self._pending.append((payment_id, token))
+
+    def _hold_waits(self, conn: psycopg.Connection[Any]) -> None:
+        """Drop from the held wake-ups the payments whose circuit is open, after writing
+        their waits (``engine.circuit_hold``): the sweeper publishes them later."""
+        payments = [wakeup for wakeup in self._pending if is_payment_id(wakeup[0])]
+        held = self._hold_for_circuits.held(conn, payments)
+        if not held:
+            return
+        self._pending = deque(wakeup for wakeup in self._pending if wakeup[0] not in held)
+        metrics.WAKEUPS_HELD.inc(len(held))
+        log.info("wake_ups_held_for_open_circuits", dispatcher=self.name, held=len(held))
 
     def _publish_pending(self) -> bool:
         """Publish held wake-ups in order; False at the first failure (kept for a retry)."""
@@ -256,9 +282,19 @@ class Dispatcher:
 
 
 def start_in_thread(
-    database_url: str, publisher: TaskPublisher, *, name: str, stop: threading.Event
+    database_url: str,
+    publisher: TaskPublisher,
+    *,
+    name: str,
+    stop: threading.Event,
+    circuit_wait_recheck_seconds: float,
 ) -> tuple[Dispatcher, threading.Thread]:
-    dispatcher = Dispatcher(database_url, publisher, name=name)
+    dispatcher = Dispatcher(
+        database_url,
+        publisher,
+        name=name,
+        circuit_wait_recheck_seconds=circuit_wait_recheck_seconds,
+    )
     thread = threading.Thread(
         target=dispatcher.run, args=(stop,), name="payorch-dispatcher", daemon=True
     )

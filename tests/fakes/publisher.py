@@ -1,6 +1,8 @@
 from __future__ import annotations
 
-from orchestrator.engine.publisher import PublishFailed
+from collections.abc import Sequence
+
+from orchestrator.engine.publisher import BatchPublishFailed, PublishFailed
 
 
 class RecordingPublisher:
@@ -23,3 +25,27 @@ class RecordingPublisher:
 
     def broker_reachable(self) -> bool:
         return not self.fail
+
+
+class RecordingBatchPublisher(RecordingPublisher):
+    """A publisher that confirms payments' wake-ups in batches, as the Celery publisher
+    does (``BatchTaskPublisher``); ``confirm_only`` makes the next batch fail after that
+    many of its wake-ups were confirmed, like a broker that went away mid-batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[list[tuple[str, int]]] = []
+        self.confirm_only: int | None = None
+        self.closed = 0
+
+    def publish_process_payments(self, wakeups: Sequence[tuple[str, int]]) -> None:
+        if self.confirm_only is not None:
+            confirmed, self.confirm_only = self.confirm_only, None
+            self.batches.append(list(wakeups[:confirmed]))
+            self.published.extend(wakeups[:confirmed])
+            raise BatchPublishFailed("broker went away mid-batch (fake)", confirmed)
+        self.batches.append(list(wakeups))
+        self.published.extend(wakeups)
+
+    def close_batches(self) -> None:
+        self.closed += 1

@@ -317,7 +317,11 @@ def running_stack(
         # tests start and kill workers and sweepers without losing the fast wake-up.  A
         # sweeper a test starts hosts one too, and waits as the standby.
         running, dispatcher_thread = start_dispatcher(
-            database_url, container.publisher, name="test-dispatcher", stop=stop_dispatcher
+            database_url,
+            container.publisher,
+            name="test-dispatcher",
+            stop=stop_dispatcher,
+            circuit_wait_recheck_seconds=container.settings.circuit_wait_recheck_seconds,
         )
         if not running.listening.wait(60):
             raise AssertionError("the test dispatcher never started listening")

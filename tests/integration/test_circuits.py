@@ -14,13 +14,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from freezegun import freeze_time
 from freezegun.api import FrozenDateTimeFactory
 
 from orchestrator.bootstrap import Container
 from orchestrator.db.clock import FrozenClock
+from orchestrator.db.tables import lease_events
 from orchestrator.domain.circuit import PLATFORM_CIRCUIT_KEY, CircuitPolicy, CircuitState
 from orchestrator.domain.states import PaymentStatus, WaitingFor
+from orchestrator.engine import sweep
 from orchestrator.engine.circuits import CircuitBoard
 from orchestrator.engine.kinds import process_operation
 from orchestrator.engine.kinds.charge import process_payment
@@ -29,11 +32,11 @@ from orchestrator.providers.base import OutcomeUnknown
 from orchestrator.providers.circuit import CircuitOpen
 from orchestrator.services.captures import accept_capture
 from tests.fakes.provider import FakeProvider
-from tests.fakes.publisher import RecordingPublisher
+from tests.fakes.publisher import RecordingBatchPublisher, RecordingPublisher
 from tests.harness.captures import authorized_payment, capture_fingerprint
 from tests.harness.containers import build_container
 from tests.harness.refunds import reload_operation
-from tests.harness.seeds import accept, new_merchant, reload
+from tests.harness.seeds import accept, force, new_merchant, reload
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 FAILURES = 3
@@ -307,3 +310,121 @@ def test_a_capture_refused_by_an_open_circuit_waits_for_the_next_probe_without_a
     assert waiting.next_attempt_at is not None
     due_in = (waiting.next_attempt_at - (T0 + timedelta(seconds=2))).total_seconds()
     assert OPEN - 2 <= due_in <= 2 * OPEN - 2
+
+
+def history(container: Container, payment_id: str) -> list[tuple[str, int]]:
+    with container.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(lease_events.c.event, lease_events.c.lease_token)
+            .where(lease_events.c.payment_id == payment_id)
+            .order_by(lease_events.c.id)
+        ).all()
+    return [(row.event, row.lease_token) for row in rows]
+
+
+def waiting_out_the_circuit(container: Container, payment_id: str, *, attempts: int = 0) -> None:
+    """The row a worker's circuit wait leaves (``LeaseRepository.wait``)."""
+    recheck = T0 + timedelta(seconds=300)
+    force(
+        container,
+        payment_id,
+        lease_owner=None,
+        locked_until=recheck,
+        next_attempt_at=recheck,
+        waiting_for=WaitingFor.CIRCUIT.value,
+        waiting_since=T0,
+        attempts=attempts,
+    )
+
+
+@pytest.fixture
+def batching(
+    make_postgres_database: Callable[[], str], provider: DownProvider
+) -> Iterator[tuple[Container, RecordingBatchPublisher]]:
+    """A container whose publisher confirms wake-ups in batches (as the Celery one does),
+    resuming every waiting payment at once when the circuit closes."""
+    publisher = RecordingBatchPublisher()
+    built = build_container(
+        make_postgres_database(),
+        provider=provider,
+        publisher=publisher,
+        clock=FrozenClock(),
+        circuit_resume_per_second=0.0,
+        dispatch_lease_seconds=60.0,
+        max_attempts=3,
+    )
+    yield built, publisher
+    built.close()
+
+
+def test_the_close_hands_every_waiting_payment_to_the_workers_in_one_pass_in_batches(
+    batching: tuple[Container, RecordingBatchPublisher], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    container, publisher = batching
+    monkeypatch.setattr(sweep, "PUBLISH_BATCH", 3)
+    with freeze_time(T0) as clock:
+        merchant = new_merchant(container)
+        ids = []
+        for n in range(7):
+            ids.append(accept(container, merchant, f"k-{n}").id)
+            clock.tick(1)
+        spent, resumable = ids[3], [*ids[:3], *ids[4:]]
+        for payment_id in ids:
+            waiting_out_the_circuit(container, payment_id, attempts=3 if payment_id == spent else 0)
+        tokens_before = {
+            payment_id: reload(container, payment_id).lease_token for payment_id in ids
+        }
+        publisher.published.clear()
+
+        report = container.sweeper().run_once()
+
+    # One pass: every resumable payment released with a new token and a dispatch lease,
+    # published oldest first, three per confirm wait; the one out of attempts parked.
+    assert report.circuit_released == 6
+    assert publisher.batches == [
+        [(p, tokens_before[p] + 1) for p in resumable[:3]],
+        [(p, tokens_before[p] + 1) for p in resumable[3:]],
+    ]
+    assert report.parked == [spent]
+    assert reload(container, spent).status is PaymentStatus.NEEDS_ATTENTION
+    assert report.taken_over == [] and report.due_retries == []
+    for payment_id in resumable:
+        record = reload(container, payment_id)
+        assert record.lease_owner == "dispatch:sweeper"
+        assert record.locked_until == T0 + timedelta(seconds=7 + 60)
+        assert history(container, payment_id) == [("takeover", tokens_before[payment_id] + 1)]
+    # The published token is the one a worker claims with.
+    assert run(container, resumable[0]) is ProcessResult.COMPLETED
+
+
+def test_a_batch_the_broker_dropped_is_re_dispatched_once_its_dispatch_lease_ends(
+    batching: tuple[Container, RecordingBatchPublisher],
+) -> None:
+    container, publisher = batching
+    with freeze_time(T0) as clock:
+        merchant = new_merchant(container)
+        ids = []
+        for n in range(5):
+            ids.append(accept(container, merchant, f"k-{n}").id)
+            clock.tick(1)
+            waiting_out_the_circuit(container, ids[-1])
+        publisher.published.clear()
+        publisher.confirm_only = 2
+
+        report = container.sweeper().run_once()
+        assert report.circuit_released == 5
+        assert [p for p, _ in publisher.published] == ids[:2]
+        assert report.publish_failures == ids[2:]
+        for payment_id in ids[:2]:  # their workers
+            assert run(container, payment_id) is ProcessResult.COMPLETED
+
+        # Nothing is due before the dispatch lease ends; then the rest are re-dispatched.
+        clock.tick(30)
+        assert container.sweeper().run_once().taken_over == []
+        clock.tick(31)
+        again = container.sweeper().run_once()
+    # (Their leases all ended at once: the takeover's order among them is the database's.)
+    assert sorted(again.taken_over) == sorted(ids[2:])
+    assert sorted(p for p, _ in publisher.published) == sorted(ids)
+    for payment_id, token in publisher.published[2:]:
+        assert reload(container, payment_id).lease_token == token

@@ -32,6 +32,8 @@ from tests.harness.stack import Stack, running_stack
 # Short enough that the sweeper's recovery is quick, long enough on a busy machine that a
 # worker's claim never races the takeover in these tests' assertions (they accept both).
 LOST_LEASE_SECONDS = 1.0
+# A held payment's re-check (PAYORCH_CIRCUIT_WAIT_RECHECK_SECONDS); no circuit opens here.
+RECHECK = 300.0
 
 
 def wait_until(what: str, condition: Callable[[], bool], timeout: float = 60.0) -> None:
@@ -45,7 +47,9 @@ def wait_until(what: str, condition: Callable[[], bool], timeout: float = 60.0) 
 @contextmanager
 def dispatching(database_url: str, publisher: TaskPublisher, name: str) -> Iterator[Dispatcher]:
     stop = threading.Event()
-    dispatcher, thread = start_in_thread(database_url, publisher, name=name, stop=stop)
+    dispatcher, thread = start_in_thread(
+        database_url, publisher, name=name, stop=stop, circuit_wait_recheck_seconds=RECHECK
+    )
     try:
         yield dispatcher
     finally:
@@ -206,9 +210,13 @@ def test_one_dispatcher_is_active_and_a_standby_takes_over_when_it_stops(
     stop_first, stop_second = threading.Event(), threading.Event()
     try:
         merchant = new_merchant(container, "standby-merchant")
-        active, active_thread = start_in_thread(database_url, first, name="a", stop=stop_first)
+        active, active_thread = start_in_thread(
+            database_url, first, name="a", stop=stop_first, circuit_wait_recheck_seconds=RECHECK
+        )
         assert active.listening.wait(60)
-        standby, standby_thread = start_in_thread(database_url, second, name="b", stop=stop_second)
+        standby, standby_thread = start_in_thread(
+            database_url, second, name="b", stop=stop_second, circuit_wait_recheck_seconds=RECHECK
+        )
         record = accept(container, merchant, "while-one-active")
         wait_until("the active one published", lambda: bool(first.published))
         assert not standby.listening.is_set()

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from orchestrator.db.session import Row, Session
-from orchestrator.db.tables import circuits, payments
+from orchestrator.db.tables import circuits, lease_events, payments
 from orchestrator.domain.circuit import PLATFORM_CIRCUIT_KEY, Circuit, CircuitState
 from orchestrator.domain.states import PaymentStatus, WaitingFor
 
@@ -110,12 +110,28 @@ class CircuitRepository:
         return {r["key"]: int(r["n"]) for r in rows}
 
     def release_waiting(
-        self, key: str, *, limit: int, now: datetime, fewest_unknown_first: bool = False
-    ) -> list[str]:
-        """Make up to ``limit`` of the account's waiting payments due now, oldest first
-        (``fewest_unknown_first``: those with the fewest unknown outcomes first, for the
-        probes, so no payment spends its attempts probing again and again).  Rows another
-        sweeper holds are skipped (SKIP LOCKED)."""
+        self,
+        key: str,
+        *,
+        limit: int,
+        now: datetime,
+        owner: str,
+        lease_until: datetime,
+        max_attempts: int,
+        fewest_unknown_first: bool = False,
+    ) -> list[tuple[str, int]]:
+        """Hand up to ``limit`` of the account's waiting payments straight to a worker,
+        oldest first (``fewest_unknown_first``: those with the fewest unknown outcomes
+        first, for the probes, so no payment spends its attempts probing again and again):
+        each gets a new token and a dispatch lease under ``owner``, with its ``takeover``
+        history row, exactly as the sweeper's takeover of a due record would give it.  The
+        (id, token) pairs returned are the wake-ups the caller publishes after the commit.
+
+        One statement for the whole batch, not a takeover per row: after an outage every
+        waiting payment is released within seconds, and a row-at-a-time path paced the
+        drain at the sweeper's speed instead of the workers'.  A payment out of attempts
+        is only made due, for the same pass's takeover to park it.  Rows another sweeper
+        holds are skipped (SKIP LOCKED)."""
         if limit <= 0:
             return []
         order: list[sa.ColumnElement[Any]] = [p.created_at, p.id]
@@ -124,15 +140,52 @@ class CircuitRepository:
         # Two statements, not ``IN (subquery)``: the locked choice is made once, and the
         # update touches exactly the rows it locked.
         chosen = self._db.all(
-            sa.select(p.id)
+            sa.select(p.id, p.attempts)
             .where(_waiting(), _of_account(key), p.next_attempt_at > now)
             .order_by(*order)
             .limit(limit)
             .with_for_update(skip_locked=True)
         )
-        ids = [r["id"] for r in chosen]
-        if ids:
+        spent = [r["id"] for r in chosen if r["attempts"] >= max_attempts]
+        ids = [r["id"] for r in chosen if r["attempts"] < max_attempts]
+        if spent:
             self._db.write(
-                payments.update().where(p.id.in_(ids)).values(locked_until=now, next_attempt_at=now)
+                payments.update()
+                .where(p.id.in_(spent))
+                .values(locked_until=now, next_attempt_at=now)
             )
-        return ids
+        if not ids:
+            return []
+        rows = self._db.all(
+            payments.update()
+            .where(p.id.in_(ids))
+            .values(
+                lease_token=p.lease_token + 1,
+                lease_owner=owner,
+                locked_until=lease_until,
+                next_attempt_at=None,
+                updated_at=now,
+            )
+            .returning(p.id, p.lease_token, p.recovery_point, p.status)
+        )
+        self._db.write(
+            lease_events.insert().values(
+                [
+                    {
+                        "payment_id": r["id"],
+                        "operation_id": None,
+                        "event": "takeover",
+                        "owner": owner,
+                        "lease_token": r["lease_token"],
+                        "locked_until": lease_until,
+                        "status": r["status"],
+                        "recovery_point": r["recovery_point"],
+                        "created_at": now,
+                    }
+                    for r in rows
+                ]
+            )
+        )
+        # RETURNING's order is not the statement's: put the oldest first again.
+        token_of = {r["id"]: int(r["lease_token"]) for r in rows}
+        return [(payment_id, token_of[payment_id]) for payment_id in ids if payment_id in token_of]
