@@ -30,6 +30,7 @@ from orchestrator.cli.process_setup import (
 )
 from orchestrator.cli.reconcile_job import start_reconcile_job
 from orchestrator.cli.start_checks import refuse_unusable_services, service_fields
+from orchestrator.engine.circuit_hold import CircuitHold
 from orchestrator.engine.dispatcher import Dispatcher
 from orchestrator.engine.dispatcher import start_in_thread as start_dispatcher
 from orchestrator.engine.sweep import SweepReport, default_sweeper_name
@@ -117,7 +118,7 @@ def dispatcher(metrics_port: MetricsPort = None, metrics_host: MetricsHost = "12
             container.settings.database_url,
             container.publisher,
             name=default_sweeper_name(),
-            circuit_wait_recheck_seconds=container.settings.circuit_wait_recheck_seconds,
+            circuit_hold=CircuitHold.of(container.settings),
         ).run(stop, started_with=service_fields(container.settings, broker=True))
     finally:
         container.close()
@@ -169,7 +170,7 @@ def _run_loop(metrics_port: int | None, metrics_host: str) -> None:
             container.publisher,
             name=default_sweeper_name(),
             stop=stop,
-            circuit_wait_recheck_seconds=container.settings.circuit_wait_recheck_seconds,
+            circuit_hold=CircuitHold.of(container.settings),
         )
     # Reconciliation every RECONCILE_EVERY_SECONDS, in a thread of its own: a run takes minutes
     # on a busy account and must not hold up the sweep's passes.

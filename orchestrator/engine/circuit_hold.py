@@ -12,7 +12,9 @@ What is held, all in the statement (the row decides, not the dispatcher's view):
 
 * a payment still under the accept's dispatch lease and its token (nobody claimed it: no
   call was ever made for it), never claimed (``attempts = 0``);
-* whose account's circuit is open and its next probe not yet due;
+* whose account's circuit would refuse its call: open with its next probe not yet due, or
+  half-open with every probe slot of the period taken (``domain.circuit.take_probe``: a
+  probe that hangs to its read timeout keeps the circuit half-open that long);
 * with no other account in its route.  A payment that may fail over is published as
   before: the worker moves it to the next account at once (decision 0086), and holding it
   would make it wait for a circuit it need not wait for.
@@ -37,14 +39,16 @@ from typing import Any
 
 import psycopg
 
-from orchestrator.domain.circuit import PLATFORM_CIRCUIT_KEY
+from orchestrator.domain.circuit import PLATFORM_CIRCUIT_KEY, CircuitPolicy
 from orchestrator.domain.states import WaitingFor
+from orchestrator.engine.circuits import policy_of
+from orchestrator.settings import Settings
 
 # How long the dispatcher trusts its answer to "is any circuit open?" (one autocommit
 # read of the circuits table, which has a row per account that ever failed).
 CACHE_SECONDS = 1.0
 
-_ANY_OPEN = "SELECT EXISTS (SELECT 1 FROM circuits WHERE state = 'open' AND next_probe_at > now())"
+_ANY_OPEN = "SELECT EXISTS (SELECT 1 FROM circuits WHERE state IN ('open', 'half_open'))"
 
 _HOLD = """
 WITH wakeups AS (
@@ -65,8 +69,12 @@ WITH wakeups AS (
        AND p.recovery_point = 'accepted'
        AND p.attempts = 0
        AND c.key = coalesce(p.connector_account_id, %(platform)s)
-       AND c.state = 'open'
-       AND c.next_probe_at > now()
+       AND (
+             (c.state = 'open' AND c.next_probe_at > now())
+             OR (c.state = 'half_open'
+                 AND c.probes >= %(probes)s
+                 AND c.since > now() - %(open_seconds)s * interval '1 second')
+           )
        AND coalesce(
              CASE WHEN jsonb_typeof(p.route) = 'array' THEN jsonb_array_length(p.route) END, 0
            ) <= 1
@@ -84,14 +92,20 @@ SELECT id FROM held
 
 
 class CircuitHold:
-    """Holds wake-ups of payments whose circuit is open, on the dispatcher's connection."""
+    """Holds wake-ups of payments whose circuit would refuse their call, on the dispatcher's
+    connection; ``policy``: the circuits' settings (the probe slots, the open period)."""
 
-    def __init__(self, recheck_seconds: float) -> None:
+    def __init__(self, recheck_seconds: float, policy: CircuitPolicy) -> None:
         # The held payment's safety net (``PAYORCH_CIRCUIT_WAIT_RECHECK_SECONDS``), as a
         # worker's circuit wait sets it.
         self.recheck_seconds = recheck_seconds
+        self.policy = policy
         self._open: bool = False
         self._read_at: float = float("-inf")
+
+    @classmethod
+    def of(cls, settings: Settings) -> CircuitHold:
+        return cls(settings.circuit_wait_recheck_seconds, policy_of(settings))
 
     def held(self, conn: psycopg.Connection[Any], wakeups: Sequence[tuple[str, int]]) -> set[str]:
         """The payments of ``wakeups`` (payments' only) this call made wait."""
@@ -103,6 +117,8 @@ class CircuitHold:
                 "ids": [payment_id for payment_id, _ in wakeups],
                 "tokens": [token for _, token in wakeups],
                 "recheck": self.recheck_seconds,
+                "probes": self.policy.probes,
+                "open_seconds": self.policy.open_seconds,
                 "waiting_for": WaitingFor.CIRCUIT.value,
                 "platform": PLATFORM_CIRCUIT_KEY,
             },

@@ -103,12 +103,12 @@ class Dispatcher:
         publisher: TaskPublisher,
         *,
         name: str,
-        circuit_wait_recheck_seconds: float,
+        circuit_hold: CircuitHold,
     ) -> None:
         self._conninfo = libpq_url(database_url)
         self._publisher = publisher
         self.name = name
-        self._hold_for_circuits = CircuitHold(circuit_wait_recheck_seconds)
+        self._hold_for_circuits = circuit_hold
         # Set while this dispatcher holds the lock and LISTENs (tests wait for it).
         self.listening = threading.Event()
         self._pending: deque[tuple[str, int]] = deque()
@@ -287,14 +287,9 @@ def start_in_thread(
     *,
     name: str,
     stop: threading.Event,
-    circuit_wait_recheck_seconds: float,
+    circuit_hold: CircuitHold,
 ) -> tuple[Dispatcher, threading.Thread]:
-    dispatcher = Dispatcher(
-        database_url,
-        publisher,
-        name=name,
-        circuit_wait_recheck_seconds=circuit_wait_recheck_seconds,
-    )
+    dispatcher = Dispatcher(database_url, publisher, name=name, circuit_hold=circuit_hold)
     thread = threading.Thread(
         target=dispatcher.run, args=(stop,), name="payorch-dispatcher", daemon=True
     )

@@ -24,6 +24,7 @@ from orchestrator.db.migrate import upgrade
 from orchestrator.db.tables import ledger_lines, payment_outcomes, payments
 from orchestrator.domain.model import PaymentRecord, Role
 from orchestrator.domain.operations import OperationRecord
+from orchestrator.engine.circuit_hold import CircuitHold
 from orchestrator.engine.dispatcher import start_in_thread as start_dispatcher
 from orchestrator.services.api_keys import create_client
 from tests.harness.containers import TEST_SECRET_KEY, test_settings
@@ -321,7 +322,7 @@ def running_stack(
             container.publisher,
             name="test-dispatcher",
             stop=stop_dispatcher,
-            circuit_wait_recheck_seconds=container.settings.circuit_wait_recheck_seconds,
+            circuit_hold=CircuitHold.of(container.settings),
         )
         if not running.listening.wait(60):
             raise AssertionError("the test dispatcher never started listening")

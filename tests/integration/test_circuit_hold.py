@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import pytest
@@ -18,9 +19,16 @@ import sqlalchemy as sa
 
 from orchestrator.bootstrap import Container
 from orchestrator.db.tables import lease_events
-from orchestrator.domain.circuit import PLATFORM_CIRCUIT_KEY, Circuit, after_success, opened
+from orchestrator.domain.circuit import (
+    PLATFORM_CIRCUIT_KEY,
+    Circuit,
+    CircuitState,
+    after_success,
+    opened,
+)
 from orchestrator.domain.routing import PLATFORM_ACCOUNT
 from orchestrator.domain.states import PaymentStatus, WaitingFor
+from orchestrator.engine.circuit_hold import CircuitHold
 from orchestrator.engine.circuits import policy_of
 from orchestrator.engine.dispatcher import start_in_thread
 from orchestrator.engine.kinds.charge import process_payment
@@ -83,7 +91,7 @@ def dispatch_until(
         publisher,
         name="test-dispatcher",
         stop=stop,
-        circuit_wait_recheck_seconds=RECHECK_SECONDS,
+        circuit_hold=CircuitHold.of(container.settings),
     )
     try:
         assert dispatcher.listening.wait(30), "the dispatcher never listened"
@@ -157,3 +165,30 @@ def test_nothing_is_held_while_every_circuit_is_closed(container: Container) -> 
     for payment_id in ids:
         assert reload(container, payment_id).lease_owner == "dispatch"
         assert history(container, payment_id) == []
+
+
+def test_a_half_open_circuit_holds_only_once_its_probe_slots_are_taken(
+    container: Container,
+) -> None:
+    """A probe that hangs to its read timeout keeps the circuit half-open that long: the
+    payments accepted meanwhile would be refused (no slot left) and are held; while a
+    slot is free a new payment may be the probe, and is published."""
+    merchant = new_merchant(container)
+    probes = container.settings.circuit_probes
+    set_platform_circuit(
+        container,
+        lambda c, now: replace(c, state=CircuitState.HALF_OPEN, since=now, probes=probes),
+    )
+    slots_taken = accept(container, merchant, "while-the-probes-are-out")
+    dispatched = RecordingPublisher()
+    dispatch_until(
+        container, dispatched, lambda: reload(container, slots_taken.id).lease_owner is None
+    )
+    assert dispatched.published == []
+    assert reload(container, slots_taken.id).waiting_for is WaitingFor.CIRCUIT
+
+    set_platform_circuit(container, lambda c, now: replace(c, probes=probes - 1))
+    slot_free = accept(container, merchant, "may-be-the-probe")
+    dispatch_until(container, dispatched, lambda: bool(dispatched.published))
+    assert [payment_id for payment_id, _ in dispatched.published] == [slot_free.id]
+    assert reload(container, slot_free.id).waiting_for is None

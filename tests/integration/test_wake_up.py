@@ -18,6 +18,8 @@ import psycopg
 import pytest
 
 from orchestrator.db.wake import WAKE_CHANNEL
+from orchestrator.domain.circuit import CircuitPolicy
+from orchestrator.engine.circuit_hold import CircuitHold
 from orchestrator.engine.dispatcher import Dispatcher, libpq_url, start_in_thread
 from orchestrator.engine.publisher import PublishFailed, TaskPublisher
 from orchestrator.services.captures import accept_capture
@@ -32,8 +34,10 @@ from tests.harness.stack import Stack, running_stack
 # Short enough that the sweeper's recovery is quick, long enough on a busy machine that a
 # worker's claim never races the takeover in these tests' assertions (they accept both).
 LOST_LEASE_SECONDS = 1.0
-# A held payment's re-check (PAYORCH_CIRCUIT_WAIT_RECHECK_SECONDS); no circuit opens here.
-RECHECK = 300.0
+# No circuit opens here: the dispatcher's hold (decision 0109) with the default settings.
+HOLD = CircuitHold(
+    300.0, CircuitPolicy(failures=20, window_seconds=30.0, open_seconds=15.0, probes=2)
+)
 
 
 def wait_until(what: str, condition: Callable[[], bool], timeout: float = 60.0) -> None:
@@ -48,7 +52,7 @@ def wait_until(what: str, condition: Callable[[], bool], timeout: float = 60.0) 
 def dispatching(database_url: str, publisher: TaskPublisher, name: str) -> Iterator[Dispatcher]:
     stop = threading.Event()
     dispatcher, thread = start_in_thread(
-        database_url, publisher, name=name, stop=stop, circuit_wait_recheck_seconds=RECHECK
+        database_url, publisher, name=name, stop=stop, circuit_hold=HOLD
     )
     try:
         yield dispatcher
@@ -211,11 +215,11 @@ def test_one_dispatcher_is_active_and_a_standby_takes_over_when_it_stops(
     try:
         merchant = new_merchant(container, "standby-merchant")
         active, active_thread = start_in_thread(
-            database_url, first, name="a", stop=stop_first, circuit_wait_recheck_seconds=RECHECK
+            database_url, first, name="a", stop=stop_first, circuit_hold=HOLD
         )
         assert active.listening.wait(60)
         standby, standby_thread = start_in_thread(
-            database_url, second, name="b", stop=stop_second, circuit_wait_recheck_seconds=RECHECK
+            database_url, second, name="b", stop=stop_second, circuit_hold=HOLD
         )
         record = accept(container, merchant, "while-one-active")
         wait_until("the active one published", lambda: bool(first.published))
