@@ -209,7 +209,7 @@ class Dispatcher:
             return
         self._pending = deque(wakeup for wakeup in self._pending if wakeup[0] not in held)
         metrics.WAKEUPS_HELD.inc(len(held))
-        log.info("wake_ups_held_for_open_circuits", dispatcher=self.name, held=len(held))
+        log.debug("wake_ups_held_for_open_circuits", dispatcher=self.name, held=len(held))
 
     def _publish_pending(self) -> bool:
         """Publish held wake-ups in order; False at the first failure (kept for a retry)."""

@@ -46,7 +46,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -152,7 +152,7 @@ class Sweeper:
         *,
         purge_events: Callable[[], int],
         name: str | None = None,
-        release_waits: Callable[[str], list[tuple[str, int]]] | None = None,
+        release_waits: Callable[[str], Iterable[list[tuple[str, int]]]] | None = None,
     ) -> None:
         self._uow = uow
         self._publisher = publisher
@@ -165,9 +165,12 @@ class Sweeper:
         started = time.monotonic()
         report = SweepReport()
         if self._release_waits is not None:
-            released = self._release_waits(self.actor.lease_owner)
-            report.circuit_released = len(released)
-            self._publish(released, report)
+            # Each chunk is published as soon as it committed (``engine.circuits``).
+            for released in self._release_waits(self.actor.lease_owner):
+                report.circuit_released += len(released)
+                self._publish(released, report)
+                if report.publish_failures:
+                    break  # the broker is down: the rest keep waiting for a later pass
         outcomes = self._take_over_due(report)
         self._publish(
             [

@@ -23,7 +23,7 @@ from orchestrator.db.clock import FrozenClock
 from orchestrator.db.tables import lease_events
 from orchestrator.domain.circuit import PLATFORM_CIRCUIT_KEY, CircuitPolicy, CircuitState
 from orchestrator.domain.states import PaymentStatus, WaitingFor
-from orchestrator.engine import sweep
+from orchestrator.engine import circuits, sweep
 from orchestrator.engine.circuits import CircuitBoard
 from orchestrator.engine.kinds import process_operation
 from orchestrator.engine.kinds.charge import process_payment
@@ -361,7 +361,8 @@ def test_the_close_hands_every_waiting_payment_to_the_workers_in_one_pass_in_bat
     batching: tuple[Container, RecordingBatchPublisher], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     container, publisher = batching
-    monkeypatch.setattr(sweep, "PUBLISH_BATCH", 3)
+    monkeypatch.setattr(sweep, "PUBLISH_BATCH", 5)
+    monkeypatch.setattr(circuits, "RELEASE_CHUNK", 4)
     with freeze_time(T0) as clock:
         merchant = new_merchant(container)
         ids = []
@@ -379,7 +380,9 @@ def test_the_close_hands_every_waiting_payment_to_the_workers_in_one_pass_in_bat
         report = container.sweeper().run_once()
 
     # One pass: every resumable payment released with a new token and a dispatch lease,
-    # published oldest first, three per confirm wait; the one out of attempts parked.
+    # in transactions of at most four (the one out of attempts among the first four), each
+    # published as it committed (not five per confirm wait across them), oldest first; the
+    # one out of attempts parked.
     assert report.circuit_released == 6
     assert publisher.batches == [
         [(p, tokens_before[p] + 1) for p in resumable[:3]],
@@ -391,6 +394,7 @@ def test_the_close_hands_every_waiting_payment_to_the_workers_in_one_pass_in_bat
     for payment_id in resumable:
         record = reload(container, payment_id)
         assert record.lease_owner == "dispatch:sweeper"
+        assert record.waiting_for is None  # handed over: no longer waiting
         assert record.locked_until == T0 + timedelta(seconds=7 + 60)
         assert history(container, payment_id) == [("takeover", tokens_before[payment_id] + 1)]
     # The published token is the one a worker claims with.

@@ -164,26 +164,43 @@ class CircuitRepository:
                 lease_owner=owner,
                 locked_until=lease_until,
                 next_attempt_at=None,
+                # No longer waiting: out of the partial index of circuit waits, which every
+                # later update of the row would otherwise write again (a drain after an
+                # outage rewrites each row several times).
+                waiting_for=None,
+                waiting_since=None,
                 updated_at=now,
             )
-            .returning(p.id, p.lease_token, p.recovery_point, p.status)
+            .returning(p.id, p.lease_token)
         )
+        # The history rows from the rows just written, in the database: a VALUES list
+        # would bind nine parameters per payment (a thousand-payment release took longer
+        # to parse than to run).
+        released = sa.select(
+            p.id,
+            sa.null(),
+            sa.literal("takeover"),
+            p.lease_owner,
+            p.lease_token,
+            p.locked_until,
+            p.status,
+            p.recovery_point,
+            p.updated_at,
+        ).where(p.id.in_(ids))
         self._db.write(
-            lease_events.insert().values(
+            lease_events.insert().from_select(
                 [
-                    {
-                        "payment_id": r["id"],
-                        "operation_id": None,
-                        "event": "takeover",
-                        "owner": owner,
-                        "lease_token": r["lease_token"],
-                        "locked_until": lease_until,
-                        "status": r["status"],
-                        "recovery_point": r["recovery_point"],
-                        "created_at": now,
-                    }
-                    for r in rows
-                ]
+                    "payment_id",
+                    "operation_id",
+                    "event",
+                    "owner",
+                    "lease_token",
+                    "locked_until",
+                    "status",
+                    "recovery_point",
+                    "created_at",
+                ],
+                released,
             )
         )
         # RETURNING's order is not the statement's: put the oldest first again.
