@@ -22,8 +22,9 @@ That read is one statement in autocommit (``read_uow``), made by one thread at a
 (their wait holds no lease and no broker message), the fewest-unknown-outcomes first as
 probes once per open period, and, once the circuit closed, the oldest first at
 ``CIRCUIT_RESUME_PER_SECOND``.  A released payment gets its new token and dispatch lease in
-the release's own statement, and the sweeper publishes its wake-up after the commit in
-batches (decision 0109): the drain after an outage runs at the workers' speed.
+the release's own statement (``RELEASE_CHUNK`` per transaction), and the sweeper publishes
+each chunk's wake-ups as soon as it commits (decision 0109): the drain after an outage runs
+at the workers' speed.
 
 Hazards:
 

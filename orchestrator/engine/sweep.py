@@ -4,8 +4,8 @@ One pass (``run_once``)::
 
     0. circuits:         hand back the payments waiting out a circuit that lets calls
                          through again (``release_waits``: ``engine.circuits``): new
-                         token and dispatch lease in one statement per circuit, then
-                         their wake-ups published after the commit, in batches
+                         token and dispatch lease, a chunk per transaction, each chunk's
+                         wake-ups published as soon as it committed
     1. one transaction:  lock_due (FOR UPDATE SKIP LOCKED, up to PAYORCH_SWEEP_BATCH_SIZE)
                          -> take_over_lease for each: token + 1 and a dispatch lease,
                             or needs_attention at PAYORCH_MAX_ATTEMPTS
