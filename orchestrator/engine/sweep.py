@@ -159,6 +159,8 @@ class Sweeper:
         self._settings = settings
         self._purge_events = purge_events
         self._release_waits = release_waits
+        # Inside ``run``: the batch connection is kept from pass to pass, closed at the end.
+        self._looping = False
         self.actor = Actor.sweeper(name or default_sweeper_name())
 
     def run_once(self) -> SweepReport:
@@ -183,6 +185,11 @@ class Sweeper:
         report.purged_keys = self.purge_expired_idempotency_data()
         report.purged_events = self._purge_events()
         report.purged_provider_events = self.purge_old_provider_events()
+        if not self._looping and isinstance(self._publisher, BatchTaskPublisher):
+            # A pass run on its own (Celery beat's ``payorch.sweep`` in any of a worker's
+            # threads, ``payorch sweep --once``) must not leave its thread's batch
+            # connection open: a worker would gather one per thread that ever swept.
+            self._publisher.close_batches()
         report.duration_seconds = time.monotonic() - started
         self._log(report)
         return report
@@ -204,6 +211,7 @@ class Sweeper:
             max_attempts=settings.max_attempts,
             **(started_with or {}),
         )
+        self._looping = True
         while not stop_event.is_set():
             try:
                 report = self.run_once()

@@ -389,6 +389,7 @@ def test_the_close_hands_every_waiting_payment_to_the_workers_in_one_pass_in_bat
         [(p, tokens_before[p] + 1) for p in resumable[3:]],
     ]
     assert report.parked == [spent]
+    assert publisher.closed == 1  # a pass on its own leaves no batch connection open
     assert reload(container, spent).status is PaymentStatus.NEEDS_ATTENTION
     assert report.taken_over == [] and report.due_retries == []
     for payment_id in resumable:
