@@ -267,7 +267,11 @@ def release_waiting(
                         circuit = replace(circuit, released_at=now)
                     elif remaining > 0:
                         circuit = replace(circuit, probe_released_at=now)
-                state = circuit.state
+                    state = circuit.state
+                elif circuit.state is not state:
+                    # It changed between chunks (a failure reopened it): what was owed is
+                    # not any more; the next pass decides again.
+                    remaining = 0
                 wakeups = uow.circuits.release_waiting(
                     key,
                     limit=min(remaining, RELEASE_CHUNK),
