@@ -18,6 +18,7 @@ from orchestrator.api.app import create_app
 from orchestrator.bootstrap import Container
 from orchestrator.db.tables import payments
 from orchestrator.domain.model import Role
+from orchestrator.engine.circuit_hold import CircuitHold
 from orchestrator.engine.dispatcher import start_in_thread as start_dispatcher
 from orchestrator.engine.kinds.charge import process_payment
 from orchestrator.services.api_keys import create_client, revoke_client
@@ -75,7 +76,13 @@ def api(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     stop = threading.Event()
     thread = None
     if wake_up == "notify":
-        dispatcher, thread = start_dispatcher(url, publisher, name="accept-tests", stop=stop)
+        dispatcher, thread = start_dispatcher(
+            url,
+            publisher,
+            name="accept-tests",
+            stop=stop,
+            circuit_hold=CircuitHold.of(container.settings),
+        )
         assert dispatcher.listening.wait(60)
     try:
         with ServerThread(create_app(container)) as server:
