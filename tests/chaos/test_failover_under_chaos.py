@@ -142,17 +142,24 @@ def kill_after_the_authorisation_at_the_next_account(
 ) -> ManagedProcess:
     found: dict[str, Any] = {}
 
-    def authorised_after_failover() -> bool:
+    def held_after_its_authorisation() -> bool:
+        # Adyen's books first, then the row: the holder read is never older than the
+        # authorisation it is paired with.  Between the replays that fail, the payment is
+        # deferred and re-dispatched (a dispatch owner, no worker): poll on until a worker
+        # holds it again, still unrecorded.
+        record_id = found.get("id")
+        authorised = bool(record_id) and authorised_at_adyen(adyen)[record_id] > 0
         for record in rows(stack).values():
             if record["amount"] == KILL_AMOUNT:
                 found.update(record)
-                if record["lease_owner"]:
-                    found["sender"] = record["lease_owner"]
-        record_id = found.get("id")
-        return bool(record_id) and authorised_at_adyen(adyen)[record_id] > 0
+        return authorised and holder(workers, found.get("lease_owner")) is not None
 
-    wait_until("the failed-over payment's authorisation at Adyen", authorised_after_failover, 120)
-    victim = holder(workers, found.get("sender"))
+    wait_until(
+        "a worker holding the failed-over payment after its authorisation at Adyen",
+        held_after_its_authorisation,
+        120,
+    )
+    victim = holder(workers, found.get("lease_owner"))
     assert victim is not None, f"no running worker holds {found}"
     victim.kill()
     record = rows(stack)[found["id"]]
