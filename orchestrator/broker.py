@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from celery import Celery
 
 from orchestrator import tracing
-from orchestrator.engine.publisher import PublishFailed, QueueState
+from orchestrator.engine.publisher import BatchPublishFailed, PublishFailed, QueueState
 from orchestrator.settings import Settings
 
 if TYPE_CHECKING:
@@ -122,16 +122,38 @@ class CeleryPublisher:
         self._app = app
         # One BatchPublisher (its own connection and channel) per thread that batches.
         self._batches = threading.local()
+        # Whether the transport confirms publishes (AMQP), read on first use.
+        self._batching: bool | None = None
 
     def publish_process_payments(self, wakeups: Sequence[tuple[str, int]]) -> None:
-        """Many ``process_payment`` wake-ups, one wait for their confirms (the dispatcher;
-        orchestrator.broker_batch).  Raises BatchPublishFailed."""
+        """Many ``process_payment`` wake-ups, one wait for their confirms (the dispatcher,
+        the sweeper; orchestrator.broker_batch).  Raises BatchPublishFailed.
+
+        Only AMQP has publisher confirms: on any other transport (the demo's and the
+        embedded default's ``memory://``) a batch would wait for confirms that never come,
+        so the wake-ups go one by one through ``send_task``."""
         from orchestrator.broker_batch import BatchPublisher
 
+        if not self._confirms_batches():
+            for confirmed, (payment_id, token) in enumerate(wakeups):
+                try:
+                    self.publish_process_payment(payment_id, token)
+                except PublishFailed as error:
+                    raise BatchPublishFailed(str(error), confirmed) from error
+            return
         batch: BatchPublisher | None = getattr(self._batches, "publisher", None)
         if batch is None:
             batch = self._batches.publisher = BatchPublisher(self._app)
         batch.publish([(PROCESS_PAYMENT, payment_id, token) for payment_id, token in wakeups])
+
+    def _confirms_batches(self) -> bool:
+        if self._batching is None:
+            try:
+                driver = self._app.connection_for_write().transport.driver_type
+            except Exception:  # an unknown or unloadable transport: not one we batch on
+                driver = None
+            self._batching = driver == "amqp"
+        return self._batching
 
     def close_batches(self) -> None:
         batch: BatchPublisher | None = getattr(self._batches, "publisher", None)
