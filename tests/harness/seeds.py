@@ -7,7 +7,13 @@ from typing import Any
 import sqlalchemy as sa
 
 from orchestrator.bootstrap import Container
-from orchestrator.db.tables import ledger_lines, outbox_events, payment_outcomes, payments
+from orchestrator.db.tables import (
+    lease_events,
+    ledger_lines,
+    outbox_events,
+    payment_outcomes,
+    payments,
+)
 from orchestrator.domain.fingerprint import request_fingerprint
 from orchestrator.domain.model import ApiClient, PaymentRecord, PaymentRequest, Role
 from orchestrator.domain.states import Outcome, PaymentStatus
@@ -150,3 +156,14 @@ def finish_with_token(container: Container, record: PaymentRecord) -> PaymentRec
         )
         uow.commit()
     return finished
+
+
+def lease_history(container: Container, payment_id: str) -> list[tuple[str, int]]:
+    """The payment's lease history rows (its charge's), oldest first: (event, token)."""
+    with container.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(lease_events.c.event, lease_events.c.lease_token)
+            .where(lease_events.c.payment_id == payment_id)
+            .order_by(lease_events.c.id)
+        ).all()
+    return [(row.event, row.lease_token) for row in rows]

@@ -15,10 +15,8 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 import pytest
-import sqlalchemy as sa
 
 from orchestrator.bootstrap import Container
-from orchestrator.db.tables import lease_events
 from orchestrator.domain.circuit import (
     PLATFORM_CIRCUIT_KEY,
     Circuit,
@@ -36,7 +34,7 @@ from orchestrator.engine.lease import ProcessResult
 from tests.fakes.provider import FakeProvider
 from tests.fakes.publisher import RecordingPublisher
 from tests.harness.containers import build_container
-from tests.harness.seeds import accept, force, new_merchant, reload
+from tests.harness.seeds import accept, force, lease_history, new_merchant, reload
 
 RECHECK_SECONDS = 300.0
 
@@ -68,16 +66,6 @@ def set_platform_circuit(
 def open_platform_circuit(container: Container) -> None:
     policy = policy_of(container.settings)
     set_platform_circuit(container, lambda c, now: opened(c, now, policy, policy.failures))
-
-
-def history(container: Container, payment_id: str) -> list[tuple[str, int]]:
-    with container.engine.connect() as conn:
-        rows = conn.execute(
-            sa.select(lease_events.c.event, lease_events.c.lease_token)
-            .where(lease_events.c.payment_id == payment_id)
-            .order_by(lease_events.c.id)
-        ).all()
-    return [(row.event, row.lease_token) for row in rows]
 
 
 def dispatch_until(
@@ -131,7 +119,7 @@ def test_a_payment_accepted_while_its_circuit_is_open_costs_one_message_in_all(
     with container.uow() as uow:
         now = uow.now()
     assert timedelta(seconds=RECHECK_SECONDS - 60) < held.next_attempt_at - now
-    assert history(container, alone.id) == [("wait", alone.lease_token)]
+    assert lease_history(container, alone.id) == [("wait", alone.lease_token)]
     # The one whose route goes on was published, for its worker to fail over at once.
     assert reload(container, may_fail_over.id).waiting_for is None
 
@@ -164,7 +152,7 @@ def test_nothing_is_held_while_every_circuit_is_closed(container: Container) -> 
     assert sorted(payment_id for payment_id, _ in dispatched.published) == sorted(ids)
     for payment_id in ids:
         assert reload(container, payment_id).lease_owner == "dispatch"
-        assert history(container, payment_id) == []
+        assert lease_history(container, payment_id) == []
 
 
 def test_a_half_open_circuit_holds_only_once_its_probe_slots_are_taken(

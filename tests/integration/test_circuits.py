@@ -14,13 +14,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 from freezegun import freeze_time
 from freezegun.api import FrozenDateTimeFactory
 
 from orchestrator.bootstrap import Container
 from orchestrator.db.clock import FrozenClock
-from orchestrator.db.tables import lease_events
 from orchestrator.domain.circuit import PLATFORM_CIRCUIT_KEY, CircuitPolicy, CircuitState
 from orchestrator.domain.states import PaymentStatus, WaitingFor
 from orchestrator.engine import circuits, sweep
@@ -36,7 +34,7 @@ from tests.fakes.publisher import RecordingBatchPublisher, RecordingPublisher
 from tests.harness.captures import authorized_payment, capture_fingerprint
 from tests.harness.containers import build_container
 from tests.harness.refunds import reload_operation
-from tests.harness.seeds import accept, force, new_merchant, reload
+from tests.harness.seeds import accept, force, lease_history, new_merchant, reload
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 FAILURES = 3
@@ -312,16 +310,6 @@ def test_a_capture_refused_by_an_open_circuit_waits_for_the_next_probe_without_a
     assert OPEN - 2 <= due_in <= 2 * OPEN - 2
 
 
-def history(container: Container, payment_id: str) -> list[tuple[str, int]]:
-    with container.engine.connect() as conn:
-        rows = conn.execute(
-            sa.select(lease_events.c.event, lease_events.c.lease_token)
-            .where(lease_events.c.payment_id == payment_id)
-            .order_by(lease_events.c.id)
-        ).all()
-    return [(row.event, row.lease_token) for row in rows]
-
-
 def waiting_out_the_circuit(container: Container, payment_id: str, *, attempts: int = 0) -> None:
     """The row a worker's circuit wait leaves (``LeaseRepository.wait``)."""
     recheck = T0 + timedelta(seconds=300)
@@ -397,7 +385,7 @@ def test_the_close_hands_every_waiting_payment_to_the_workers_in_one_pass_in_bat
         assert record.lease_owner == "dispatch:sweeper"
         assert record.waiting_for is None  # handed over: no longer waiting
         assert record.locked_until == T0 + timedelta(seconds=7 + 60)
-        assert history(container, payment_id) == [("takeover", tokens_before[payment_id] + 1)]
+        assert lease_history(container, payment_id) == [("takeover", tokens_before[payment_id] + 1)]
     # The published token is the one a worker claims with.
     assert run(container, resumable[0]) is ProcessResult.COMPLETED
 
