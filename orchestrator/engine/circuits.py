@@ -49,7 +49,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -231,7 +231,7 @@ class CircuitBoard:
 
 def release_waiting(
     uow_factory: UnitOfWorkFactory, settings: Settings, owner: str
-) -> Iterator[list[tuple[str, int]]]:
+) -> Generator[list[tuple[str, int]], None, int]:
     """The sweeper's step: hand back to the workers the payments whose circuit lets calls
     through again, under a dispatch lease held by ``owner``.  Yields each committed chunk's
     (id, new token) wake-ups, oldest first, for the caller to publish before the next chunk
@@ -247,11 +247,15 @@ def release_waiting(
 
     The first chunk's transaction decides how many and moves the circuit's bookkeeping
     (so another sweeper's pass meanwhile finds nothing more owed); each later chunk is a
-    transaction of its own, under the circuit's lock again."""
+    transaction of its own, under the circuit's lock again.
+
+    Returns how many were left waiting (for the sweeper to come back in
+    ``RESUME_STEP_SECONDS`` rather than after its whole interval)."""
     policy = policy_of(settings)
     rate = settings.circuit_resume_per_second
     with uow_factory() as uow:
         waiting = uow.circuits.waiting_counts()
+    still_waiting = 0
     for key, count in sorted(waiting.items()):
         remaining: int | None = None
         released = 0
@@ -272,6 +276,9 @@ def release_waiting(
                     # It changed between chunks (a failure reopened it): what was owed is
                     # not any more; the next pass decides again.
                     remaining = 0
+                if remaining <= 0:
+                    uow.commit()  # nothing owed (an open circuit): the lock only
+                    break
                 wakeups = uow.circuits.release_waiting(
                     key,
                     limit=min(remaining, RELEASE_CHUNK),
@@ -289,6 +296,7 @@ def release_waiting(
             remaining -= len(wakeups)
             released += len(wakeups)
             yield wakeups
+        still_waiting += max(count - released, 0)
         if released:
             log.info(
                 "circuit_waits_released",
@@ -297,6 +305,7 @@ def release_waiting(
                 released=released,
                 still_waiting=max(count - released, 0),
             )
+    return still_waiting
 
 
 def _owed(circuit: Circuit, now: datetime, policy: CircuitPolicy, rate: float, count: int) -> int:

@@ -5,7 +5,9 @@ One pass (``run_once``)::
     0. circuits:         hand back the payments waiting out a circuit that lets calls
                          through again (``release_waits``: ``engine.circuits``): new
                          token and dispatch lease, a chunk per transaction, each chunk's
-                         wake-ups published as soon as it committed
+                         wake-ups published as soon as it committed; while payments
+                         wait, ``run`` repeats this step every RESUME_STEP_SECONDS
+                         between passes (decision 0110)
     1. one transaction:  lock_due (FOR UPDATE SKIP LOCKED, up to PAYORCH_SWEEP_BATCH_SIZE)
                          -> take_over_lease for each: token + 1 and a dispatch lease,
                             or needs_attention at PAYORCH_MAX_ATTEMPTS
@@ -46,7 +48,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -91,6 +93,13 @@ MAX_CONSECUTIVE_PUBLISH_FAILURES = 3
 # each confirm: a backlog released after an outage then drained at the sweeper's publishing
 # speed (about a hundred a second) instead of the workers'.
 PUBLISH_BATCH = 500
+# While payments wait out a circuit, the sweeper releases them this often between its
+# passes, not once per pass.  Once per pass, a backlog released at the resume rate came
+# in lumps a whole interval apart (the rate's first half-second, then nothing for the rest
+# of the interval), and the workers sat idle between the lumps; and a circuit's close or
+# probe time waited up to an interval for the next pass.  Each step is the waiting count
+# and, per circuit with waiting payments, its row lock: nothing more while none is owed.
+RESUME_STEP_SECONDS = 0.5
 
 
 @dataclass
@@ -106,8 +115,10 @@ class SweepReport:
     publish_failures: list[str] = field(default_factory=list)
     # Found due but changed by someone else before we could act (expected to stay empty).
     skipped: list[str] = field(default_factory=list)
-    # Made due because their circuit lets calls through again (step 0).
+    # Handed back because their circuit lets calls through again (step 0), and how many
+    # were left waiting.
     circuit_released: int = 0
+    circuit_waiting: int = 0
     purged_keys: int = 0
     purged_events: int = 0
     purged_provider_events: int = 0
@@ -127,6 +138,7 @@ class SweepReport:
             "publish_failures": list(self.publish_failures),
             "skipped": list(self.skipped),
             "circuit_released": self.circuit_released,
+            "circuit_waiting": self.circuit_waiting,
             "purged_keys": self.purged_keys,
             "purged_events": self.purged_events,
             "purged_provider_events": self.purged_provider_events,
@@ -152,7 +164,7 @@ class Sweeper:
         *,
         purge_events: Callable[[], int],
         name: str | None = None,
-        release_waits: Callable[[str], Iterable[list[tuple[str, int]]]] | None = None,
+        release_waits: Callable[[str], Generator[list[tuple[str, int]], None, int]] | None = None,
     ) -> None:
         self._uow = uow
         self._publisher = publisher
@@ -166,13 +178,7 @@ class Sweeper:
     def run_once(self) -> SweepReport:
         started = time.monotonic()
         report = SweepReport()
-        if self._release_waits is not None:
-            # Each chunk is published as soon as it committed (``engine.circuits``).
-            for released in self._release_waits(self.actor.lease_owner):
-                report.circuit_released += len(released)
-                self._publish(released, report)
-                if report.publish_failures:
-                    break  # the broker is down: the rest keep waiting for a later pass
+        self._release(report)
         outcomes = self._take_over_due(report)
         self._publish(
             [
@@ -193,6 +199,43 @@ class Sweeper:
         report.duration_seconds = time.monotonic() - started
         self._log(report)
         return report
+
+    def _release(self, report: SweepReport) -> None:
+        """Step 0: hand back what the circuits owe, each chunk published as soon as it
+        committed (``engine.circuits``); ``report.circuit_waiting``: how many still wait."""
+        if self._release_waits is None:
+            return
+        chunks = self._release_waits(self.actor.lease_owner)
+        while True:
+            try:
+                released = next(chunks)
+            except StopIteration as done:
+                report.circuit_waiting = int(done.value)
+                return
+            report.circuit_released += len(released)
+            self._publish(released, report)
+            if report.publish_failures:
+                chunks.close()
+                return  # the broker is down: the rest keep waiting for a later pass
+
+    def _wait_for_next_pass(self, stop_event: threading.Event, waiting: int) -> None:
+        """The interval between passes; while payments wait out a circuit, a release step
+        every RESUME_STEP_SECONDS meanwhile."""
+        next_pass = time.monotonic() + self._settings.sweep_interval_seconds
+        while waiting:
+            left = next_pass - time.monotonic()
+            if left <= 0 or stop_event.wait(min(RESUME_STEP_SECONDS, left)):
+                return
+            step = SweepReport()
+            try:
+                self._release(step)
+            except Exception as error:
+                log.error("circuit_release_failed", sweeper=self.actor.name, exc_info=error)
+                break
+            if step.publish_failures:
+                break  # the broker is down (logged): the next pass tries again
+            waiting = step.circuit_waiting
+        stop_event.wait(max(0.0, next_pass - time.monotonic()))
 
     def run(
         self, stop_event: threading.Event, started_with: Mapping[str, object] | None = None
@@ -222,7 +265,7 @@ class Sweeper:
                 stop_event.wait(ERROR_BACKOFF_SECONDS)
                 continue
             if not report.batch_full:
-                stop_event.wait(self._settings.sweep_interval_seconds)
+                self._wait_for_next_pass(stop_event, report.circuit_waiting)
         if isinstance(self._publisher, BatchTaskPublisher):
             self._publisher.close_batches()
         log.info("sweeper_stopped", sweeper=self.actor.name)
@@ -418,6 +461,7 @@ class Sweeper:
             publish_failures=len(report.publish_failures),
             skipped=len(report.skipped),
             circuit_released=report.circuit_released,
+            circuit_waiting=report.circuit_waiting,
             purged_keys=report.purged_keys,
             purged_events=report.purged_events,
             purged_provider_events=report.purged_provider_events,

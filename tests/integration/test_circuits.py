@@ -9,6 +9,8 @@ for a circuit's open period.
 from __future__ import annotations
 
 import random
+import threading
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -19,10 +21,16 @@ from freezegun.api import FrozenDateTimeFactory
 
 from orchestrator.bootstrap import Container
 from orchestrator.db.clock import FrozenClock
-from orchestrator.domain.circuit import PLATFORM_CIRCUIT_KEY, CircuitPolicy, CircuitState
+from orchestrator.domain.circuit import (
+    PLATFORM_CIRCUIT_KEY,
+    CircuitPolicy,
+    CircuitState,
+    after_success,
+    opened,
+)
 from orchestrator.domain.states import PaymentStatus, WaitingFor
 from orchestrator.engine import circuits, sweep
-from orchestrator.engine.circuits import CircuitBoard
+from orchestrator.engine.circuits import CircuitBoard, policy_of
 from orchestrator.engine.kinds import process_operation
 from orchestrator.engine.kinds.charge import process_payment
 from orchestrator.engine.lease import ProcessResult
@@ -421,3 +429,59 @@ def test_a_batch_the_broker_dropped_is_re_dispatched_once_its_dispatch_lease_end
     assert sorted(p for p, _ in publisher.published) == sorted(ids)
     for payment_id, token in publisher.published[2:]:
         assert reload(container, payment_id).lease_token == token
+
+
+def test_between_passes_the_sweeper_releases_a_closed_circuits_backlog_in_steps(
+    make_postgres_database: Callable[[], str], provider: DownProvider
+) -> None:
+    """Real time, and a sweep interval far longer than the test: the close is noticed and
+    the backlog handed back at the resume rate between passes, not at the next pass (once
+    per pass, the workers idled for an interval between lumps of the resume rate)."""
+    publisher = RecordingBatchPublisher()
+    container = build_container(
+        make_postgres_database(),
+        provider=provider,
+        publisher=publisher,
+        circuit_open_seconds=3600.0,
+        circuit_resume_per_second=4.0,
+        sweep_interval_seconds=3600.0,
+        dispatch_lease_seconds=60.0,
+    )
+    stop = threading.Event()
+    sweeper = container.sweeper()
+    thread = threading.Thread(target=sweeper.run, args=(stop,), daemon=True)
+    try:
+        merchant = new_merchant(container)
+        ids = [accept(container, merchant, f"k-{n}").id for n in range(12)]
+        for payment_id in ids:
+            waiting_out_the_circuit(container, payment_id)
+        with container.uow() as uow:
+            now = uow.now()
+            circuit = uow.circuits.lock(PLATFORM_CIRCUIT_KEY, now=now)
+            uow.circuits.save(opened(circuit, now, policy_of(container.settings), 5), now=now)
+            uow.commit()
+        publisher.published.clear()
+        thread.start()
+        # The first pass finds the circuit open with its probe an hour away: nothing owed.
+        time.sleep(2 * sweep.RESUME_STEP_SECONDS)  # steps run meanwhile, releasing nothing
+        assert publisher.published == []
+
+        with container.uow() as uow:
+            now = uow.now()
+            circuit = uow.circuits.lock(PLATFORM_CIRCUIT_KEY, now=now)
+            uow.circuits.save(after_success(circuit, now), now=now)
+            uow.commit()
+        deadline = time.monotonic() + 30.0  # the next pass is an hour away
+        while len(publisher.published) < len(ids) and time.monotonic() < deadline:
+            time.sleep(0.1)  # polling the recording publisher for a condition
+
+        # Every one handed back, oldest first, in several steps (4 a second, about 2 a
+        # step: one lump would take a stall of three seconds between two steps).
+        assert [p for p, _ in publisher.published] == ids
+        assert len(publisher.batches) >= 2
+        assert all(reload(container, p).lease_owner == "dispatch:sweeper" for p in ids)
+    finally:
+        stop.set()
+        if thread.is_alive():
+            thread.join(timeout=10)
+        container.close()
