@@ -35,6 +35,7 @@ import sqlalchemy as sa
 
 from bench.accept import payment_request
 from bench.load import Connection, fixed_count
+from bench.maintenance import autovacuum_stand_in
 from bench.outage_verdict import VARIANTS, probes_allowed
 from bench.stack import Stack, production_stack
 from bench.stats import completion_rate, ratio
@@ -70,11 +71,15 @@ def measure_outage(
 ) -> dict[str, Any]:
     figures: dict[str, Any] = {}
     for variant in variants:
-        with production_stack(log_dir / variant) as stack:
+        with (
+            production_stack(log_dir / variant) as stack,
+            autovacuum_stand_in(stack.container.engine) as standing_in,
+        ):
             stack.start_api()
             figures[variant] = _one_variant(
                 stack, variant, rate, outage_seconds, reference_payments
             )
+            figures[variant]["autovacuum_stand_in"] = standing_in
         done = figures[variant]
         print(
             f"  {variant}: {done['accepted']} accepted, {done['parked']['max_seen']} parked, "
