@@ -51,6 +51,7 @@ from devtools.adyen_simulator.idempotency import (
 from devtools.adyen_simulator.notifications import NotificationSender
 from devtools.adyen_simulator.settlement import Batch, close_batch, report_lines
 from devtools.adyen_simulator.state import AccountState, new_psp_reference
+from devtools.stalls import Stalls
 
 MAX_IDEMPOTENCY_KEY_LENGTH = 64
 _STALL_POLL_SECONDS = 0.05
@@ -113,7 +114,7 @@ class AdyenSimulator:
     def __init__(self, config: AdyenSimulatorConfig) -> None:
         self.config = config
         self._lock = threading.Lock()
-        self._released = threading.Event()
+        self._stalls = Stalls()
         self.faults = FaultBook(seed=config.seed)
         self.notifications = NotificationSender(
             self.faults,
@@ -156,7 +157,7 @@ class AdyenSimulator:
 
     def release_stalls(self) -> None:
         """Let every stalled request answer now and stop delivering (used when stopping)."""
-        self._released.set()
+        self._stalls.release()
         self.notifications.stop()
 
     def requests(self) -> list[dict[str, Any]]:
@@ -390,12 +391,7 @@ class AdyenSimulator:
         return payment.value if payment is not None else None
 
     async def _stall(self, seconds: float | None, default: float) -> None:
-        deadline = time.monotonic() + (default if seconds is None else seconds)
-        while not self._released.is_set():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return
-            await anyio.sleep(min(remaining, _STALL_POLL_SECONDS))
+        await self._stalls.hold(default if seconds is None else seconds)
 
     async def _hold(self, request: Request, entry: LoggedRequest, seconds: float | None) -> None:
         """Hold a request that has done nothing (no effect, no key claimed) for as long as
@@ -408,7 +404,7 @@ class AdyenSimulator:
         with the same key executes afresh (nothing was saved under it)."""
         deadline = time.monotonic() + (self.config.hang_seconds if seconds is None else seconds)
         ended = "released"
-        while not self._released.is_set():
+        while not self._stalls.released:
             if await request.is_disconnected():
                 ended = "client_gone"
                 break

@@ -55,11 +55,10 @@ from devtools.simulator.refunds import RefundRequest
 from devtools.simulator.requestlog import LoggedRequest, RequestLog
 from devtools.simulator.state import PaymentState
 from devtools.simulator.webhooks import WebhookSender
+from devtools.stalls import Stalls
 from orchestrator.providers import keys
 
 _TEST_KEY = re.compile(r"^sk_test_[A-Za-z0-9_]+$")
-# How often a stalled request checks whether the simulator is stopping.
-_STALL_POLL_SECONDS = 0.05
 
 
 @dataclass
@@ -108,7 +107,7 @@ class Simulator:
     def __init__(self, config: SimulatorConfig) -> None:
         self.config = config
         self._lock = threading.Lock()
-        self._released = threading.Event()
+        self._stalls = Stalls()
         self.faults = FaultBook(seed=config.seed)
         self.webhooks = WebhookSender(
             self.faults,
@@ -144,7 +143,7 @@ class Simulator:
     def release_stalls(self) -> None:
         """Let every stalled or hanging request answer now, and stop delivering webhooks
         (used when stopping)."""
-        self._released.set()
+        self._stalls.release()
         self.webhooks.stop()
 
     # -- test-only actions (``/_sim``): the customer, the bank, the Dashboard ------------
@@ -515,12 +514,7 @@ class Simulator:
         return _answer_from_outcome(outcome), True
 
     async def _stall(self, seconds: float | None, default: float) -> None:
-        deadline = time.monotonic() + (default if seconds is None else seconds)
-        while not self._released.is_set():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return
-            await anyio.sleep(min(remaining, _STALL_POLL_SECONDS))
+        await self._stalls.hold(default if seconds is None else seconds)
 
     def _check_version(self, request: Request) -> None:
         """Real Stripe answers any valid version, each with its own object shapes; the
