@@ -3,6 +3,7 @@ integers, booleans, list limits and metadata, each refused with Stripe's own 400
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -104,6 +105,13 @@ def created_bounds(params: dict[str, Any]) -> dict[str, int]:
         assert exact is not None
         bounds = {"gte": exact, "lte": exact}
     return bounds
+
+
+def created_range(bounds: dict[str, int]) -> tuple[float, float]:
+    """The first and last ``created`` that pass ``created_bounds`` (infinite when open)."""
+    earliest = max(bounds.get("gte", -math.inf), bounds.get("gt", -math.inf) + 1)
+    latest = min(bounds.get("lte", math.inf), bounds.get("lt", math.inf) - 1)
+    return earliest, latest
 
 
 def within(created: int, bounds: dict[str, int]) -> bool:

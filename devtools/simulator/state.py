@@ -19,6 +19,7 @@ from __future__ import annotations
 import bisect
 import copy
 import itertools
+import math
 import time
 from typing import Any
 
@@ -593,27 +594,31 @@ class PaymentState:
     def list_intents(self, params: dict[str, Any]) -> Outcome:
         params_.reject_unknown(params, _LIST_PARAMS)
         limit = params_.limit(params)
-        bounds = params_.created_bounds(params)
+        earliest, latest = params_.created_range(params_.created_bounds(params))
         # Newest first by ``created``, like Stripe; ``seq`` orders intents of the same second.
-        candidates = [i for i in reversed(self._ordered) if params_.within(i.created, bounds)]
+        # ``_ordered`` is oldest first: the window and the anchors are found by bisection, so
+        # a page costs its own length, not the account's (a worker's lookups page through
+        # lists after every unknown outcome of an outage).
+        start = bisect.bisect_left(self._ordered, (earliest, -math.inf), key=_order)
+        end = bisect.bisect_right(self._ordered, (latest, math.inf), key=_order)
         starting_after = params_.string(params, "starting_after")
         ending_before = params_.string(params, "ending_before")
         if starting_after is not None:
             anchor = _order(self._get(starting_after, param="starting_after", saved=False))
-            candidates = [i for i in candidates if _order(i) < anchor]
-            page = candidates[:limit]
+            end = min(end, bisect.bisect_left(self._ordered, anchor, key=_order))
+            page = self._ordered[max(start, end - limit) : end]
         elif ending_before is not None:
             anchor = _order(self._get(ending_before, param="ending_before", saved=False))
-            candidates = [i for i in candidates if _order(i) > anchor]
-            page = candidates[-limit:]
+            start = max(start, bisect.bisect_right(self._ordered, anchor, key=_order))
+            page = self._ordered[start : max(start, min(end, start + limit))]
         else:
-            page = candidates[:limit]
+            page = self._ordered[max(start, end - limit) : end]
         return Outcome(
             200,
             objects.render_list(
                 "/v1/payment_intents",
-                [objects.render_intent(i) for i in page],
-                has_more=len(candidates) > len(page),
+                [objects.render_intent(i) for i in reversed(page)],
+                has_more=max(0, end - start) > len(page),
             ),
             intent_id=None,
             record_id=None,
@@ -753,5 +758,5 @@ class PaymentState:
         )
 
 
-def _order(intent: Intent) -> tuple[int, int]:
+def _order(intent: Intent) -> tuple[float, float]:
     return (intent.created, intent.seq)
